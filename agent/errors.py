@@ -1,0 +1,112 @@
+"""Errors raised by the agent runtime.
+
+Three kinds are kept apart:
+
+* errors shown to the model as a tool result are never raised past the loop
+  (an unknown tool, a tool that fails): they become ``Error: ...`` tool messages;
+* errors that stop a run become a typed terminal status in ``RunResult``;
+* programmer misuse raises ``ConfigurationError`` at once.
+
+Tree::
+
+    AgentError
+    ├── ConfigurationError          misuse: a bad RunConfig, a bad Request
+    ├── LLMError                    the model endpoint failed
+    │   ├── TransientLLMError       retryable (timeouts, 429, 5xx, empty answer)
+    │   │   ├── RateLimitedError        429, with ``retry_after``
+    │   │   ├── LLMTimeoutError         connect or read timeout
+    │   │   ├── ServerError             500/502/503/504
+    │   │   ├── EmptyResponseError      no choices, or nothing in the message
+    │   │   └── StreamInterruptedError  the stream broke after parts were yielded
+    │   ├── RetriesExhaustedError   a model's transient retries are used up
+    │   ├── ProviderError           400/401/403/404 and other non-retryable answers
+    │   │   └── ContextOverflowError    the request does not fit the context window
+    │   └── MalformedResponseError  the body is not the Chat Completions format
+    └── MemoryStoreError            the run's store failed
+        └── LeaseLostError          another worker owns the run now (fencing)
+"""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Root of every error the agent runtime raises."""
+
+
+class ConfigurationError(AgentError):
+    """The caller misused the API (programmer error); never shown to a model."""
+
+
+class LLMError(AgentError):
+    """The model endpoint failed. ``model`` names the model that was asked."""
+
+    def __init__(self, message: str, *, model: str | None = None, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.model = model
+        self.status_code = status_code
+
+
+class TransientLLMError(LLMError):
+    """A failure that may pass if the same request is sent again."""
+
+
+class RateLimitedError(TransientLLMError):
+    """HTTP 429. ``retry_after`` is the provider's hint in seconds, if it sent one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        status_code: int | None = 429,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, model=model, status_code=status_code)
+        self.retry_after = retry_after
+
+
+class LLMTimeoutError(TransientLLMError):
+    """The connection or the read timed out."""
+
+
+class ServerError(TransientLLMError):
+    """HTTP 500, 502, 503 or 504."""
+
+
+class EmptyResponseError(TransientLLMError):
+    """The provider answered 200 with no choice, or a message with neither text nor tool calls,
+    or the stream was cancelled as degenerate (see ``agent.repetition``)."""
+
+
+class StreamInterruptedError(TransientLLMError):
+    """The stream broke after text had already been handed to the caller, so the client
+    cannot retry it transparently; the loop treats it like an empty response."""
+
+
+class RetriesExhaustedError(LLMError):
+    """Every attempt of one model failed with a transient error. ``last`` is the last one."""
+
+    def __init__(self, message: str, *, model: str | None = None, last: TransientLLMError | None = None) -> None:
+        super().__init__(message, model=model, status_code=last.status_code if last else None)
+        self.last = last
+
+
+class ProviderError(LLMError):
+    """A non-retryable answer (400, 401, 403, 404, ...). ``message`` is the provider's own text."""
+
+
+class ContextOverflowError(ProviderError):
+    """The request is longer than the model's context window."""
+
+
+class MalformedResponseError(LLMError):
+    """The answer is not valid Chat Completions JSON (or SSE)."""
+
+
+class MemoryStoreError(AgentError):
+    """The run's memory could not be read or written."""
+
+
+class LeaseLostError(MemoryStoreError):
+    """This worker's lease on the run expired and another worker took it; it must not write."""

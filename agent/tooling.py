@@ -1,0 +1,61 @@
+"""What the loop needs to know about a tool. Concrete tools live in ``tools/``.
+
+The loop never imports a concrete tool: anything with this shape can be offered to a run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from agent.types import ToolDef
+
+
+class ToolCategory(StrEnum):
+    """The risk of a tool; it, not the model, decides whether a human must approve."""
+
+    READ_ONLY = "read_only"
+    MUTATING = "mutating"
+    DESTRUCTIVE = "destructive"
+
+    @property
+    def requires_confirmation(self) -> bool:
+        return self is not ToolCategory.READ_ONLY
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The text the model will read, and whether it reports a failure."""
+
+    output: str
+    is_error: bool = False
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A tool a run may call.
+
+    ``execute`` receives the model's arguments as the JSON string from the wire (with
+    ``confirmed_by`` already written in for approved calls) and must validate them itself.
+    ``timeout`` is the most it may take; the loop passes a smaller one near the deadline.
+    A tool may raise: the loop turns any exception into an ``Error: ...`` result.
+    """
+
+    @property
+    def definition(self) -> ToolDef: ...
+
+    @property
+    def category(self) -> ToolCategory: ...
+
+    @property
+    def parallel(self) -> bool: ...
+
+    @property
+    def timeout(self) -> float: ...
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult: ...
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        """The dry run shown to the approver of a destructive call (``None`` for other tools)."""
+        ...

@@ -1,0 +1,63 @@
+"""All configuration, from the environment (or ``.env``). ``.env.example`` mirrors it line by line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing import Annotated
+
+
+def _split_list(value: object) -> object:
+    """Comma- or space-separated lists in the environment ("U1,U2" or "U1 U2")."""
+    if isinstance(value, str):
+        return [item for item in value.replace(",", " ").split() if item]
+    return value
+
+
+CsvList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # Slack
+    slack_bot_token: str = ""
+    slack_signing_secret: str = ""
+    slack_app_token: str = ""
+    slack_api_url: str = "https://slack.com/api/"
+
+    # Redis and queues
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    chatops_redis_prefix: str = "chatops:"
+    chatops_queue: str = "chatops"
+    chatops_retention_days: int = Field(default=30, ge=1)
+    chatops_audit_max_len: int = Field(default=1_000_000, ge=1000)
+
+    # LLM
+    llm_base_url: str = "https://api.openai.com/v1"
+    llm_api_key: str = ""
+    llm_model: str = "gpt-4o-mini"
+    llm_fallback_models: CsvList = Field(default_factory=list)
+    llm_connect_timeout: float = 5.0
+    llm_read_timeout: float = 60.0
+
+    # Tools and approvals
+    chatops_tools_file: Path | None = None
+    chatops_approvers: CsvList = Field(default_factory=list)
+    chatops_channels: CsvList = Field(default_factory=list)
+    chatops_approval_timeout_seconds: int = Field(default=1800, ge=10)
+
+    # Run limits
+    chatops_max_iterations: int = Field(default=20, ge=1)
+    chatops_deadline_seconds: float = Field(default=900.0, gt=0)
+    chatops_token_budget: int | None = None
+
+    # Web process
+    port: int = 3000
+
+    @field_validator("llm_fallback_models", "chatops_approvers", "chatops_channels", mode="before")
+    @classmethod
+    def _lists(cls, value: object) -> object:
+        return _split_list(value)

@@ -1,0 +1,38 @@
+"""Shared fixtures: a real Redis (local server or embedded), isolated per test by key prefix."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from emulator.embedded_redis import RedisServer, ensure_redis
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = ensure_redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def key_prefix() -> str:
+    """A prefix no other test uses, so tests can share one Redis in parallel."""
+    return f"test:{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
+def redis_client(redis_url: str, key_prefix: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    for key in client.scan_iter(match=f"{key_prefix}*", count=1000):
+        client.delete(key)
+    client.close()
