@@ -1,0 +1,75 @@
+"""The one flat configuration of a run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from agent.chat import ChatModel
+from agent.events import Event
+from agent.memory import Memory
+from agent.tooling import Tool, ToolCategory
+from agent.types import Decision, Limits, Message, RunState, ToolCall
+
+
+@dataclass(frozen=True)
+class ConfirmRequest:
+    """What a confirm callback is asked about. ``preview`` is the dry run of a destructive call."""
+
+    call: ToolCall
+    category: ToolCategory
+    preview: str | None = None
+
+
+ConfirmCallback = Callable[[ConfirmRequest], Decision]
+InjectCallback = Callable[[], Sequence[Message]]
+InjectedCallback = Callable[[Sequence[Message]], None]
+StopPredicate = Callable[[RunState], bool]
+EventCallback = Callable[[Event], None]
+
+
+@dataclass
+class RunConfig:
+    """Everything a ``Run`` needs. Only ``models`` and ``memory`` are required.
+
+    * ``models``: the primary model first, then fallbacks; the run switches to the next only
+      when a model's transient retries are exhausted, at most once per model per run.
+    * ``memory``: where history and state live (``InMemoryMemory`` or ``RedisMemory``).
+    * ``tools``: the allowlist. Their definitions are sent in name order, byte-identical every request.
+    * ``system_prompt``: the first message of a new run's history.
+    * ``inject`` / ``on_injected``: new messages to add at the start of the next iteration, and
+      the acknowledgement called only after they are stored.
+    * ``stop``: checked after each iteration's tools; ``True`` ends the run as ``cancelled``.
+    * ``confirm``: asked before every mutating or destructive call; idempotent per call id.
+    * ``condense``: ``None`` uses ``agent.condense.Condenser`` with the run's model.
+    * ``recovery``: what to do when the model request fails (``agent.recovery.RecoveryPolicy``).
+    * ``limits``: iterations, wall-clock deadline, token budget.
+    * ``loop_window`` / ``loop_warn_at`` / ``loop_stop_at``: loop detection.
+    * ``on_event``: typed events (``agent.events``).
+    * ``tool_output_filter``: applied to every tool result text (redaction and truncation).
+    * ``max_parallel_tools``: the most read-only parallel tools running at once.
+    * ``stream``: request with SSE, emit ``TextDelta`` events and watch for degenerate repetition.
+    * ``clock``: wall clock for the deadline (seconds since the epoch; injected in tests).
+    """
+
+    models: Sequence[ChatModel]
+    memory: Memory
+    tools: Sequence[Tool] = ()
+    system_prompt: str = "You are an on-call operations assistant."
+    inject: InjectCallback | None = None
+    on_injected: InjectedCallback | None = None
+    stop: StopPredicate | None = None
+    confirm: ConfirmCallback | None = None
+    condense: object | None = None
+    recovery: object | None = None
+    limits: Limits = field(default_factory=Limits)
+    loop_window: int = 10
+    loop_warn_at: int = 3
+    loop_stop_at: int = 6
+    on_event: EventCallback | None = None
+    tool_output_filter: Callable[[str], str] | None = None
+    max_parallel_tools: int = 4
+    stream: bool = False
+    recover_tool_calls: bool = True
+    clock: Callable[[], float] = time.time

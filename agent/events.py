@@ -1,0 +1,67 @@
+"""Typed events a run emits to its ``on_event`` callback (the Slack run card, metrics, audit)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.tooling import ToolCategory
+from agent.types import Message, RunResult, ToolCall
+
+
+@dataclass(frozen=True)
+class IterationStarted:
+    iteration: int
+
+
+@dataclass(frozen=True)
+class MessagesInjected:
+    """Messages from the inject callback, already stored in history."""
+
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """Assistant text as it streams in (only when the run streams)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolStart:
+    call: ToolCall
+    category: ToolCategory | None
+
+
+@dataclass(frozen=True)
+class ToolEnd:
+    """A tool call finished. ``call.arguments`` holds ``confirmed_by`` for approved calls."""
+
+    call: ToolCall
+    category: ToolCategory | None
+    output: str
+    is_error: bool
+    duration_seconds: float
+    executed: bool = True  # False when the call was refused, declined or unknown and nothing ran
+
+
+@dataclass(frozen=True)
+class Condensed:
+    removed_messages: int
+    summary_chars: int
+
+
+@dataclass(frozen=True)
+class CondenseFailed:
+    error: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    result: RunResult
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+Event = (
+    IterationStarted | MessagesInjected | TextDelta | ToolStart | ToolEnd | Condensed | CondenseFailed | RunFinished
+)
