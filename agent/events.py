@@ -63,5 +63,12 @@ class RunFinished:
 
 
 Event = (
-    IterationStarted | MessagesInjected | TextDelta | ToolStart | ToolEnd | Condensed | CondenseFailed | RunFinished
+    IterationStarted
+    | MessagesInjected
+    | TextDelta
+    | ToolStart
+    | ToolEnd
+    | Condensed
+    | CondenseFailed
+    | RunFinished
 )

@@ -210,6 +210,7 @@ class RunState(BaseModel):
     iteration: int = 0
     usage: Usage = Field(default_factory=Usage)
     started_at: float | None = None
+    active_seconds: float = 0.0  # time spent working in earlier segments; waiting for a human is not counted
     loop_window: list[str] = Field(default_factory=list)
     condense_count: int = 0
     empty_retries: int = 0

@@ -1,0 +1,63 @@
+"""The state one ``Run`` works on: config, history, resumable state, clock and persistence helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agent.config import RunConfig
+from agent.events import Event
+from agent.loop_detection import LoopDetector
+from agent.tooling import Tool
+from agent.types import Message, RunState, RunStatus, ToolDef
+
+
+@dataclass
+class RunContext:
+    config: RunConfig
+    tools: dict[str, Tool]
+    tool_defs: list[ToolDef]
+    state: RunState
+    messages: list[Message]
+    detector: LoopDetector
+    segment_started_at: float = 0.0
+    _deadline_at: float = field(default=0.0, init=False)
+
+    def begin_segment(self) -> None:
+        """Start counting working time; a resumed run continues the earlier segments' count."""
+        now = self.config.clock()
+        if self.state.started_at is None:
+            self.state.started_at = now
+        self.segment_started_at = now
+        self._deadline_at = now + self.config.limits.deadline_seconds - self.state.active_seconds
+
+    def end_segment(self) -> None:
+        self.state.active_seconds += max(0.0, self.config.clock() - self.segment_started_at)
+        self.segment_started_at = self.config.clock()
+
+    def remaining_seconds(self) -> float:
+        return self._deadline_at - self.config.clock()
+
+    def deadline_passed(self) -> bool:
+        return self.remaining_seconds() <= 0
+
+    def emit(self, event: Event) -> None:
+        if self.config.on_event is not None:
+            self.config.on_event(event)
+
+    def sync_detector(self) -> None:
+        self.state.loop_window = self.detector.window
+
+    def append(self, messages: Sequence[Message]) -> None:
+        """Persist ``messages`` with the current state, then make them part of the live history."""
+        self.sync_detector()
+        self.config.memory.append(list(messages), self.state)
+        self.messages.extend(messages)
+
+    def save_state(self) -> None:
+        self.sync_detector()
+        self.config.memory.save_state(self.state)
+
+    def set_status(self, status: RunStatus) -> None:
+        self.state.status = status
+        self.save_state()

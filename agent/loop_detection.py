@@ -1,0 +1,70 @@
+"""Loop detection: the same tool, arguments and output again and again means the model is stuck.
+
+Each executed call is hashed (SHA-256 of name, canonical arguments and output) into a sliding
+window. At ``warn_at`` identical signatures in the window the result the model sees is replaced
+by an error telling it to change approach; at ``stop_at`` the run stops as ``loop_detected``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from collections.abc import Iterable
+from enum import StrEnum
+
+from agent.errors import ConfigurationError
+
+LOOP_WARNING = (
+    "Error: loop detected: this exact call returned this exact result {count} times recently. "
+    "Change approach: try different arguments, another tool, or answer with what you know."
+)
+
+
+class LoopVerdict(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    STOP = "stop"
+
+
+def call_signature(name: str, arguments: str, output: str) -> str:
+    """SHA-256 over the tool name, the canonical arguments and the output."""
+    try:
+        canonical = json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        canonical = arguments
+    digest = hashlib.sha256()
+    for part in (name, canonical, output):
+        digest.update(part.encode())
+        digest.update(b"\x00")  # a separator no part can forge by concatenation
+    return digest.hexdigest()
+
+
+class LoopDetector:
+    """A sliding window of call signatures; ``window`` is persisted so a resumed run keeps it."""
+
+    def __init__(
+        self, window: int = 10, warn_at: int = 3, stop_at: int = 6, history: Iterable[str] = ()
+    ) -> None:
+        if not 1 < warn_at < stop_at <= window:
+            raise ConfigurationError(
+                f"loop detection needs 1 < warn_at < stop_at <= window (got {warn_at}, {stop_at}, {window})"
+            )
+        self._signatures: deque[str] = deque(history, maxlen=window)
+        self._warn_at = warn_at
+        self._stop_at = stop_at
+
+    @property
+    def window(self) -> list[str]:
+        return list(self._signatures)
+
+    def record(self, name: str, arguments: str, output: str) -> tuple[LoopVerdict, int]:
+        """Add one call; return the verdict and how many times its signature is in the window."""
+        signature = call_signature(name, arguments, output)
+        self._signatures.append(signature)
+        count = self._signatures.count(signature)
+        if count >= self._stop_at:
+            return LoopVerdict.STOP, count
+        if count >= self._warn_at:
+            return LoopVerdict.WARN, count
+        return LoopVerdict.OK, count

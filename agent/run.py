@@ -1,0 +1,303 @@
+"""The ReAct loop: model -> tools -> model, inside boundaries held by code.
+
+One iteration, in order: inject, request, account usage and check the budget, finish if the
+answer has no tool calls, run the tools (``agent.tool_step``), check the stop predicate. Before
+the first iteration a resumed run answers the calls its last turn left open (after an approval).
+Every message is stored before anything acts on it; every stop returns a full ``RunResult``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from agent.chat import ChatModel, DonePart, TextPart
+from agent.condense import CondenseError, Condenser
+from agent.config import RunConfig
+from agent.context import RunContext
+from agent.errors import ConfigurationError, EmptyResponseError, LLMError
+from agent.events import (
+    Condensed,
+    CondenseFailed,
+    IterationStarted,
+    MessagesInjected,
+    RunFinished,
+    TextDelta,
+)
+from agent.history import unanswered_calls
+from agent.loop_detection import LoopDetector
+from agent.recovery import RecoveryAction, RecoveryPolicy
+from agent.repetition import RepetitionDetector
+from agent.tool_step import StepOutcome, ToolStep
+from agent.toolcall_recovery import recover_tool_calls
+from agent.types import Message, Request, Response, RunResult, RunState, RunStatus, ToolCall
+
+_STEP_STATUS = {
+    StepOutcome.LOOP_DETECTED: RunStatus.LOOP_DETECTED,
+    StepOutcome.DEADLINE: RunStatus.DEADLINE,
+}
+
+
+class _Stop(Exception):
+    def __init__(self, status: RunStatus, error: str | None = None, output: str | None = None) -> None:
+        super().__init__(error or status.value)
+        self.status = status
+        self.error = error
+        self.output = output
+
+
+def _validate(config: RunConfig) -> None:
+    if not config.models:
+        raise ConfigurationError("RunConfig.models needs at least one model")
+    names = [tool.definition.name for tool in config.tools]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ConfigurationError(f"duplicate tool names: {', '.join(duplicates)}")
+    if config.max_parallel_tools < 1:
+        raise ConfigurationError("max_parallel_tools must be at least 1")
+
+
+class Run:
+    """``Run(config).execute()`` runs (or resumes) one run to a ``RunResult``."""
+
+    def __init__(self, config: RunConfig) -> None:
+        _validate(config)
+        self._config = config
+        tools = sorted(config.tools, key=lambda tool: tool.definition.name)
+        self._tools = {tool.definition.name: tool for tool in tools}
+        # Computed once: the tool list is part of the cacheable prefix and must not change in a run.
+        self._tool_defs = [tool.definition for tool in tools]
+        self._recovery = config.recovery if isinstance(config.recovery, RecoveryPolicy) else RecoveryPolicy()
+        self._condenser = config.condense if isinstance(config.condense, Condenser) else Condenser()
+
+    def execute(self) -> RunResult:
+        ctx = self._load()
+        if ctx.state.status.terminal:
+            return self._result(ctx)  # a finished run asked again (a retried job) does nothing
+        ctx.begin_segment()
+        ctx.set_status(RunStatus.RUNNING)
+        # Not a ``with`` block: its exit would wait for a hung tool's thread, past the deadline.
+        pool = ThreadPoolExecutor(self._config.max_parallel_tools, thread_name_prefix="chatops-tool")
+        try:
+            return self._loop(ctx, ToolStep(ctx, pool))
+        except _Stop as stop:
+            return self._finish(ctx, stop.status, error=stop.error, output=stop.output)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- start ------------------------------------------------------------------------------
+
+    def _load(self) -> RunContext:
+        memory = self._config.memory
+        state = memory.load_state()
+        messages = memory.load_messages()
+        fresh = state is None
+        state = state or RunState()
+        ctx = RunContext(
+            config=self._config,
+            tools=self._tools,
+            tool_defs=self._tool_defs,
+            state=state,
+            messages=messages,
+            detector=LoopDetector(
+                self._config.loop_window,
+                self._config.loop_warn_at,
+                self._config.loop_stop_at,
+                state.loop_window,
+            ),
+        )
+        if fresh and (not messages or messages[0].role != "system"):
+            ctx.messages = [Message.system(self._config.system_prompt), *messages]
+            memory.replace_messages(ctx.messages, state)
+        return ctx
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _loop(self, ctx: RunContext, step: ToolStep) -> RunResult:
+        open_calls = unanswered_calls(ctx.messages)
+        if open_calls:
+            result = self._tools_phase(ctx, step, open_calls)
+            if result is not None:
+                return result
+        limits = self._config.limits
+        while True:
+            if ctx.state.iteration >= limits.max_iterations:
+                raise _Stop(RunStatus.ITERATION_LIMIT, f"stopped after {ctx.state.iteration} iterations")
+            self._check_deadline(ctx)
+            ctx.state.iteration += 1
+            ctx.emit(IterationStarted(ctx.state.iteration))
+            self._inject(ctx)
+            response = self._request(ctx)
+            message = self._answer(ctx, response)
+            if not message.tool_calls:
+                ctx.append([message])
+                return self._finish(ctx, RunStatus.COMPLETED, output=message.content)
+            ctx.append([message])
+            result = self._tools_phase(ctx, step, message.tool_calls)
+            if result is not None:
+                return result
+
+    def _tools_phase(self, ctx: RunContext, step: ToolStep, calls: list[ToolCall]) -> RunResult | None:
+        outcome = step.run(calls)
+        if outcome is StepOutcome.AWAITING_APPROVAL:
+            return self._suspend(ctx, step.pending_call_id)
+        if outcome in _STEP_STATUS:
+            raise _Stop(_STEP_STATUS[outcome], f"{outcome.value.replace('_', ' ')} while running tools")
+        if self._config.stop is not None and self._config.stop(ctx.state):
+            raise _Stop(RunStatus.CANCELLED, "stopped on request")
+        return None
+
+    def _check_deadline(self, ctx: RunContext) -> None:
+        if ctx.deadline_passed():
+            raise _Stop(RunStatus.DEADLINE, f"the {self._config.limits.deadline_seconds:g}s deadline passed")
+
+    def _inject(self, ctx: RunContext) -> None:
+        if self._config.inject is None:
+            return
+        injected = list(self._config.inject())
+        if not injected:
+            return
+        ctx.append(injected)  # stored first ...
+        ctx.emit(MessagesInjected(injected))
+        if self._config.on_injected is not None:
+            self._config.on_injected(injected)  # ... acknowledged after
+
+    def _answer(self, ctx: RunContext, response: Response) -> Message:
+        message = response.message
+        assert message is not None  # _request only returns responses with a message
+        message = message.model_copy(
+            update={"role": "assistant", "meta": {**message.meta, "model": response.model}}
+        )
+        if self._config.recover_tool_calls:
+            recovered = recover_tool_calls(message, self._tools.keys())
+            if recovered is not None:
+                # The text form never enters history: the structured call replaces it.
+                message = recovered
+        return message
+
+    # -- requests and recovery -----------------------------------------------------------------
+
+    def _current_model(self, ctx: RunContext) -> ChatModel:
+        for model in self._config.models:
+            if model.model not in ctx.state.failed_models:
+                return model
+        raise _Stop(RunStatus.FAILED, f"every model failed: {', '.join(ctx.state.failed_models)}")
+
+    def _request(self, ctx: RunContext) -> Response:
+        empty_retries = 0
+        while True:
+            model = self._current_model(ctx)
+            request = Request(model=model.model, messages=ctx.messages, tools=self._tool_defs)
+            try:
+                response = self._send(ctx, model, request)
+            except LLMError as error:
+                action = self._recovery.decide(
+                    error, condense_count=ctx.state.condense_count, empty_retries=empty_retries
+                )
+                if action is RecoveryAction.FAIL:
+                    raise _Stop(RunStatus.FAILED, f"model {model.model}: {error}") from error
+                if action is RecoveryAction.RETRY:
+                    empty_retries += 1
+                elif action is RecoveryAction.SWITCH_MODEL:
+                    ctx.state.failed_models.append(model.model)
+                    ctx.save_state()
+                else:
+                    self._condense(ctx, model, error)
+                self._check_deadline(ctx)
+                continue
+            self._account(ctx, response)
+            return response
+
+    def _send(self, ctx: RunContext, model: ChatModel, request: Request) -> Response:
+        response = self._stream(ctx, model, request) if self._config.stream else model.complete(request)
+        message = response.message
+        if message is None or (not message.tool_calls and not (message.content or "").strip()):
+            raise EmptyResponseError("the model answered with neither text nor tool calls", model=model.model)
+        return response
+
+    def _stream(self, ctx: RunContext, model: ChatModel, request: Request) -> Response:
+        detector = RepetitionDetector()
+        parts = model.stream(request)
+        try:
+            for part in parts:
+                if isinstance(part, TextPart):
+                    ctx.emit(TextDelta(part.text))
+                    if detector.feed(part.text):
+                        raise EmptyResponseError("degenerate repetition in the stream", model=model.model)
+                elif isinstance(part, DonePart):
+                    return part.response
+        finally:
+            close = getattr(parts, "close", None)
+            if close is not None:
+                close()  # cancels the HTTP stream when we stop early
+        raise EmptyResponseError("the stream ended without a response", model=model.model)
+
+    def _account(self, ctx: RunContext, response: Response) -> None:
+        ctx.state.usage = ctx.state.usage + response.usage
+        ctx.state.model = response.model or ctx.state.model
+        budget = self._config.limits.token_budget
+        if budget is not None and ctx.state.usage.paid_tokens > budget:
+            message = response.message
+            output = message.content if message is not None and not message.tool_calls else None
+            if output:
+                ctx.append([self._answer(ctx, response)])
+            raise _Stop(
+                RunStatus.BUDGET,
+                f"token budget {budget} spent ({ctx.state.usage.paid_tokens} tokens)",
+                output,
+            )
+
+    def _condense(self, ctx: RunContext, model: ChatModel, cause: LLMError) -> None:
+        ctx.state.condense_count += 1
+        before = len(ctx.messages)
+        try:
+            condensed, usage = self._condenser.condense(ctx.messages, model, self._tool_defs)
+        except CondenseError as error:
+            ctx.emit(CondenseFailed(str(error)))
+            raise _Stop(
+                RunStatus.FAILED, f"context overflow ({cause}); condensing failed: {error}"
+            ) from error
+        ctx.state.usage = ctx.state.usage + usage
+        ctx.sync_detector()
+        self._config.memory.replace_messages(condensed, ctx.state)
+        ctx.messages = condensed
+        summary = condensed[1].content or ""
+        ctx.emit(Condensed(removed_messages=before - len(condensed) + 1, summary_chars=len(summary)))
+
+    # -- endings ----------------------------------------------------------------------------
+
+    def _suspend(self, ctx: RunContext, call_id: str | None) -> RunResult:
+        ctx.end_segment()
+        ctx.state.status = RunStatus.AWAITING_APPROVAL
+        ctx.save_state()
+        return self._result(ctx, pending_call_id=call_id)
+
+    def _finish(
+        self, ctx: RunContext, status: RunStatus, *, output: str | None = None, error: str | None = None
+    ) -> RunResult:
+        ctx.end_segment()
+        ctx.state.status = status
+        ctx.state.output = output
+        ctx.state.error = error
+        ctx.save_state()  # LeaseLostError escapes: another worker owns the run, this one must not report it
+        result = self._result(ctx)
+        ctx.emit(RunFinished(result))
+        return result
+
+    @staticmethod
+    def _result(ctx: RunContext, pending_call_id: str | None = None) -> RunResult:
+        state = ctx.state
+        return RunResult(
+            status=state.status,
+            output=state.output,
+            error=state.error,
+            iterations=state.iteration,
+            usage=state.usage,
+            tools_used=list(state.tools_used),
+            model=state.model,
+            pending_call_id=pending_call_id,
+        )
+
+
+def run(config: RunConfig) -> RunResult:
+    """Run (or resume) one run to its ``RunResult``."""
+    return Run(config).execute()

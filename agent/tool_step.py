@@ -1,0 +1,250 @@
+"""The tool half of an iteration: allowlist, confirm gate, execution, loop detection, events, append.
+
+Read-only tools marked parallel run concurrently (bounded by the run's pool); mutating and
+destructive tools run one at a time, each only after an approval, behind a durable "executing"
+mark. Results are appended in call order, each right after the assistant message that asked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from enum import StrEnum
+
+from agent.config import ConfirmRequest
+from agent.context import RunContext
+from agent.events import ToolEnd, ToolStart
+from agent.history import NOT_RUN, answered_call_ids
+from agent.loop_detection import LOOP_WARNING, LoopVerdict
+from agent.tooling import Tool, ToolCategory, ToolResult
+from agent.types import DecisionStatus, Message, ToolCall
+
+OUTCOME_UNKNOWN = (
+    "Error: outcome unknown: the worker stopped while {tool} was running; verify the state before retrying"
+)
+NO_APPROVER = "Error: {tool} needs human approval and no approver is configured; it was not run"
+# A tool is given its own timeout; the loop waits a little longer so the tool can report it itself.
+TIMEOUT_GRACE_SECONDS = 1.0
+
+
+class StepOutcome(StrEnum):
+    DONE = "done"
+    AWAITING_APPROVAL = "awaiting_approval"
+    LOOP_DETECTED = "loop_detected"
+    DEADLINE = "deadline"
+
+
+@dataclass(frozen=True)
+class CallResult:
+    call: ToolCall  # with confirmed_by written in, for approved calls
+    category: ToolCategory | None
+    result: ToolResult
+    duration: float
+    executed: bool
+
+
+class ToolStep:
+    def __init__(self, ctx: RunContext, pool: ThreadPoolExecutor) -> None:
+        self._ctx = ctx
+        self._pool = pool
+        self.pending_call_id: str | None = None
+
+    def run(self, calls: list[ToolCall]) -> StepOutcome:
+        """Answer every call without a result yet; stop early for an approval, a loop or the deadline."""
+        answered = answered_call_ids(self._ctx.messages)
+        todo = [call for call in calls if call.id not in answered]
+        index = 0
+        while index < len(todo):
+            if self._ctx.deadline_passed():
+                self._close(todo[index:], "the run deadline passed")
+                return StepOutcome.DEADLINE
+            batch = self._parallel_batch(todo, index)
+            if batch:
+                results = self._run_parallel(batch)
+                index += len(batch)
+            else:
+                outcome = self._run_one(todo[index])
+                if outcome is None:
+                    self.pending_call_id = todo[index].id
+                    return StepOutcome.AWAITING_APPROVAL
+                results = [outcome]
+                index += 1
+            if self._record(results):
+                self._close(todo[index:], "loop detected")
+                return StepOutcome.LOOP_DETECTED
+        return StepOutcome.DONE
+
+    # -- grouping and execution -------------------------------------------------------------
+
+    def _tool(self, call: ToolCall) -> Tool | None:
+        return self._ctx.tools.get(call.name)
+
+    def _parallel_batch(self, calls: list[ToolCall], start: int) -> list[ToolCall]:
+        batch: list[ToolCall] = []
+        for call in calls[start:]:
+            tool = self._tool(call)
+            if tool is None or tool.category is not ToolCategory.READ_ONLY or not tool.parallel:
+                break
+            batch.append(call)
+        return batch if len(batch) > 1 else []
+
+    def _run_parallel(self, calls: list[ToolCall]) -> list[CallResult]:
+        started = time.monotonic()
+        futures: list[tuple[ToolCall, Tool, float, Future[ToolResult]]] = []
+        for call in calls:
+            tool = self._tool(call)
+            assert tool is not None  # _parallel_batch only takes known tools
+            self._ctx.emit(ToolStart(call, tool.category))
+            timeout = self._timeout_for(tool)
+            futures.append(
+                (call, tool, timeout, self._pool.submit(tool.execute, call.arguments, timeout=timeout))
+            )
+        results = []
+        for call, tool, timeout, future in futures:
+            waited = time.monotonic() - started
+            result = self._wait(tool, future, max(0.0, timeout + TIMEOUT_GRACE_SECONDS - waited), timeout)
+            results.append(CallResult(call, tool.category, result, time.monotonic() - started, True))
+        return results
+
+    def _run_one(self, call: ToolCall) -> CallResult | None:
+        """One call through the gate. ``None`` means a human has not decided yet."""
+        tool = self._tool(call)
+        if tool is None:
+            available = ", ".join(self._ctx.tools) or "none"
+            return self._refused(call, None, f"Error: unknown tool {call.name}. Available tools: {available}")
+        try:
+            arguments = call.parsed_arguments()
+        except ValueError as error:
+            return self._refused(call, tool.category, f"Error: invalid arguments for {call.name}: {error}")
+        if not tool.category.requires_confirmation:
+            return self._execute(call, tool)
+        if call.id == self._ctx.state.executing_call_id:
+            # A worker died while this side effect ran: never run it twice, tell the model instead.
+            return self._refused(call, tool.category, OUTCOME_UNKNOWN.format(tool=call.name))
+        return self._confirm_and_execute(call, tool, arguments)
+
+    def _confirm_and_execute(
+        self, call: ToolCall, tool: Tool, arguments: dict[str, object]
+    ) -> CallResult | None:
+        confirm = self._ctx.config.confirm
+        if confirm is None:
+            return self._refused(call, tool.category, NO_APPROVER.format(tool=call.name))
+        preview: str | None = None
+        if tool.category is ToolCategory.DESTRUCTIVE:
+            dry_run = self._preview(tool, call)
+            if dry_run.is_error:
+                return self._refused(
+                    call,
+                    tool.category,
+                    f"Error: dry run failed, not asking for approval: "
+                    f"{dry_run.output.removeprefix('Error: ')}",
+                )
+            preview = dry_run.output
+        decision = confirm(ConfirmRequest(call=call, category=tool.category, preview=preview))
+        if decision.status is DecisionStatus.PENDING:
+            return None
+        if decision.status is DecisionStatus.DECLINED:
+            return self._refused(
+                call, tool.category, f"Error: declined: {decision.reason or 'no reason given'}"
+            )
+        # confirmed_by comes from the decision, never from the model: overwrite whatever it wrote.
+        arguments["confirmed_by"] = decision.confirmed_by
+        approved = call.model_copy(update={"arguments": json.dumps(arguments)})
+        self._ctx.state.executing_call_id = call.id
+        self._ctx.save_state()  # the "executing" mark is durable before the side effect starts
+        return self._execute(approved, tool)
+
+    def _execute(self, call: ToolCall, tool: Tool) -> CallResult:
+        self._ctx.emit(ToolStart(call, tool.category))
+        started = time.monotonic()
+        timeout = self._timeout_for(tool)
+        future = self._pool.submit(tool.execute, call.arguments, timeout=timeout)
+        result = self._wait(tool, future, timeout + TIMEOUT_GRACE_SECONDS, timeout)
+        return CallResult(call, tool.category, result, time.monotonic() - started, True)
+
+    def _preview(self, tool: Tool, call: ToolCall) -> ToolResult:
+        timeout = self._timeout_for(tool)
+        future = self._pool.submit(self._preview_or_error, tool, call.arguments, timeout)
+        return self._wait(tool, future, timeout + TIMEOUT_GRACE_SECONDS, timeout)
+
+    @staticmethod
+    def _preview_or_error(tool: Tool, arguments: str, timeout: float) -> ToolResult:
+        result = tool.preview(arguments, timeout=timeout)
+        return result if result is not None else ToolResult("Error: this tool has no dry run", is_error=True)
+
+    def _timeout_for(self, tool: Tool) -> float:
+        # A tool's own timeout never outlives the run's deadline.
+        return max(0.001, min(tool.timeout, self._ctx.remaining_seconds()))
+
+    def _wait(self, tool: Tool, future: Future[ToolResult], wait: float, timeout: float) -> ToolResult:
+        try:
+            result = future.result(timeout=wait)
+        except FutureTimeout:
+            future.cancel()
+            return ToolResult(f"Error: {tool.definition.name} timed out after {timeout:.1f}s", is_error=True)
+        except Exception as error:  # a failing tool is shown to the model, never a crash
+            return ToolResult(f"Error: {tool.definition.name} failed: {type(error).__name__}: {error}", True)
+        if not isinstance(result, ToolResult):
+            return ToolResult(
+                f"Error: {tool.definition.name} returned {type(result).__name__}", is_error=True
+            )
+        if result.is_error and not result.output.startswith("Error"):
+            return ToolResult(f"Error: {result.output}", is_error=True)
+        return result
+
+    def _refused(self, call: ToolCall, category: ToolCategory | None, text: str) -> CallResult:
+        return CallResult(call, category, ToolResult(text, is_error=True), 0.0, False)
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _record(self, results: list[CallResult]) -> bool:
+        """Filter, loop-check and append results in call order; True when the loop must stop."""
+        stop = False
+        messages = []
+        for item in results:
+            text = self._filtered(item.result.output or "(no output)")
+            verdict, count = self._ctx.detector.record(item.call.name, item.call.arguments, text)
+            if verdict is LoopVerdict.STOP:
+                stop = True
+            if verdict is not LoopVerdict.OK:
+                text = LOOP_WARNING.format(count=count)
+            if item.executed and item.call.name not in self._ctx.state.tools_used:
+                self._ctx.state.tools_used.append(item.call.name)
+            messages.append(self._result_message(item, text))
+        self._ctx.state.executing_call_id = None
+        self._ctx.append(messages)
+        for item, message in zip(results, messages, strict=True):
+            self._ctx.emit(
+                ToolEnd(
+                    item.call,
+                    item.category,
+                    message.content or "",
+                    item.result.is_error or (message.content or "").startswith("Error"),
+                    item.duration,
+                    item.executed,
+                )
+            )
+        return stop
+
+    def _filtered(self, text: str) -> str:
+        output_filter = self._ctx.config.tool_output_filter
+        return output_filter(text) if output_filter is not None else text
+
+    @staticmethod
+    def _result_message(item: CallResult, text: str) -> Message:
+        meta: dict[str, object] = {"tool": item.call.name, "duration": round(item.duration, 3)}
+        if item.category is not None:
+            meta["category"] = item.category.value
+        if item.executed and item.category is not None and item.category.requires_confirmation:
+            # History keeps the call as it ran, confirmed_by included, next to its result.
+            meta["arguments"] = item.call.arguments
+            meta["confirmed_by"] = json.loads(item.call.arguments).get("confirmed_by")
+        return Message.tool(item.call.id, text, **meta)
+
+    def _close(self, calls: list[ToolCall], reason: str) -> None:
+        """Give every call that will not run a result, so the history stays valid to send."""
+        if calls:
+            self._ctx.append([Message.tool(call.id, NOT_RUN.format(reason=reason)) for call in calls])
