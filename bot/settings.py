@@ -50,6 +50,21 @@ class Settings(BaseSettings):
     chatops_approvers: CsvList = Field(default_factory=list)
     chatops_channels: CsvList = Field(default_factory=list)
     chatops_approval_timeout_seconds: int = Field(default=1800, ge=10)
+    chatops_log_dirs: CsvList = Field(default_factory=lambda: ["/var/log"])
+    chatops_service_backend: str = Field(default="systemd", pattern=r"^(systemd|docker|kubernetes)$")
+    chatops_kube_namespace: str = "default"
+    chatops_kube_context: str | None = None
+    chatops_tool_output_max_chars: int = Field(default=4000, ge=200)
+    chatops_redact_env: CsvList = Field(
+        default_factory=lambda: ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY"]
+    )
+    chatops_redact_patterns: list[str] = Field(default_factory=list)  # JSON list: regexes contain commas
+    chatops_tool_state_dir: Path | None = None
+
+    @field_validator("chatops_log_dirs", "chatops_redact_env", mode="before")
+    @classmethod
+    def _tool_lists(cls, value: object) -> object:
+        return _split_list(value)
 
     # Run limits
     chatops_max_iterations: int = Field(default=20, ge=1)

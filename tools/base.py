@@ -1,0 +1,301 @@
+"""``FunctionTool``: a Python function with a pydantic argument model, shaped as ``agent.tooling.Tool``.
+
+The function receives its validated arguments and a ``ToolContext`` (effective timeout, deadline,
+and the approver's Slack user ID for approved calls) and returns text or a ``ToolResult``::
+
+    class DiskArgs(BaseModel):
+        path: str | None = None
+
+    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+    def disk_usage(args: DiskArgs, ctx: ToolContext) -> str:
+        \"\"\"Disk usage per mount.\"\"\"
+
+The JSON schema the model sees is derived from the argument model; ``confirmed_by`` is never in
+it, but is accepted in the arguments of mutating and destructive calls (the loop writes it there
+after a person approved). Without it such a call is refused: approval cannot be skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from agent.tooling import ToolCategory, ToolResult
+from agent.types import ToolDef
+from tools.errors import ToolArgumentError, ToolCallError, ToolConfigError
+
+log = logging.getLogger(__name__)
+
+CONFIRMED_BY = "confirmed_by"
+# A Slack user ID in practice; kept strict because catalog commands may put it into argv.
+_CONFIRMED_BY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+_TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+ToolFunction = Callable[[ArgsT, "ToolContext"], "str | ToolResult"]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool function knows about its call besides the arguments."""
+
+    timeout: float
+    """The most this call may take, in seconds (the smaller of the tool's and the loop's)."""
+    deadline: float
+    """``time.monotonic()`` value after which the call should stop and report what it has."""
+    confirmed_by: str | None = None
+    """The Slack user ID that approved this call (mutating and destructive tools only)."""
+
+    @classmethod
+    def starting_now(cls, timeout: float, confirmed_by: str | None = None) -> ToolContext:
+        return cls(timeout=timeout, deadline=time.monotonic() + timeout, confirmed_by=confirmed_by)
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+
+def error_result(message: str) -> ToolResult:
+    """A failed result in the form the model expects: ``Error: ...``."""
+    return ToolResult(output=f"Error: {message}", is_error=True)
+
+
+class FunctionTool(Generic[ArgsT]):
+    """A ``Tool`` made of a function and its pydantic argument model."""
+
+    def __init__(
+        self,
+        func: ToolFunction[ArgsT],
+        args_model: type[ArgsT],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        category: ToolCategory = ToolCategory.READ_ONLY,
+        parallel: bool = False,
+        timeout: float = 30.0,
+        preview: ToolFunction[ArgsT] | None = None,
+        parameters: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name or func.__name__
+        if not _TOOL_NAME_RE.fullmatch(self.name):
+            raise ToolConfigError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+        if parallel and category is not ToolCategory.READ_ONLY:
+            raise ToolConfigError(f"tool {self.name}: only read_only tools may run in parallel")
+        if category is ToolCategory.DESTRUCTIVE and preview is None:
+            raise ToolConfigError(f"tool {self.name}: a destructive tool needs a dry run (preview)")
+        if preview is not None and category is not ToolCategory.DESTRUCTIVE:
+            raise ToolConfigError(f"tool {self.name}: only destructive tools have a dry run")
+        if timeout <= 0:
+            raise ToolConfigError(f"tool {self.name}: timeout must be positive")
+        self._func = func
+        self._preview = preview
+        self._args_model = args_model
+        self._category = category
+        self._parallel = parallel
+        self._timeout = float(timeout)
+        text = description if description is not None else _docstring_summary(func)
+        if not text:
+            raise ToolConfigError(f"tool {self.name}: a description (or docstring) is required")
+        schema = parameters if parameters is not None else model_schema(args_model)
+        self._definition = ToolDef(name=self.name, description=text, parameters=schema)
+
+    @property
+    def definition(self) -> ToolDef:
+        return self._definition
+
+    @property
+    def category(self) -> ToolCategory:
+        return self._category
+
+    @property
+    def parallel(self) -> bool:
+        return self._parallel
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        """Validate the arguments and run the tool; every failure is an ``Error: ...`` result."""
+        try:
+            args, confirmed_by = self._parse(arguments)
+        except ToolCallError as exc:
+            return error_result(str(exc))
+        if self._category.requires_confirmation and confirmed_by is None:
+            return error_result(
+                f"{self.name} changes the system and runs only after a person approves it "
+                "(no confirmed_by in the arguments)"
+            )
+        ctx = ToolContext.starting_now(self._effective_timeout(timeout), confirmed_by)
+        result = self._call(self._func, args, ctx)
+        if confirmed_by is not None:
+            result = ToolResult(
+                output=f"{result.output}\n(approved by {confirmed_by})", is_error=result.is_error
+            )
+        return result
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        """The dry run of a destructive call, shown to the approver; ``None`` for other tools."""
+        if self._preview is None:
+            return None
+        try:
+            args, _ = self._parse(arguments)
+        except ToolCallError as exc:
+            return error_result(str(exc))
+        ctx = ToolContext.starting_now(self._effective_timeout(timeout))
+        return self._call(self._preview, args, ctx)
+
+    def _effective_timeout(self, timeout: float) -> float:
+        return max(0.001, min(self._timeout, timeout))
+
+    def _parse(self, arguments: str) -> tuple[ArgsT, str | None]:
+        payload = _load_arguments(arguments)
+        confirmed_by = _pop_confirmed_by(payload)
+        try:
+            return self._args_model.model_validate(payload), confirmed_by
+        except ValidationError as exc:
+            raise ToolArgumentError(
+                f"invalid arguments for {self.name}: {describe_validation_error(exc)}"
+            ) from exc
+
+    def _call(self, func: ToolFunction[ArgsT], args: ArgsT, ctx: ToolContext) -> ToolResult:
+        try:
+            result = func(args, ctx)
+        except ToolCallError as exc:
+            return error_result(str(exc))
+        except OSError as exc:
+            # Permission denied, no such file...: the model can act on these, so say them plainly.
+            return error_result(f"{self.name}: {_describe_os_error(exc)}")
+        except Exception as exc:  # a bug in a tool must not kill the run; the loop would say the same
+            log.exception("tool %s failed", self.name)
+            return error_result(f"{self.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        return result if isinstance(result, ToolResult) else ToolResult(output=result)
+
+
+def tool(
+    *,
+    category: ToolCategory = ToolCategory.READ_ONLY,
+    parallel: bool = False,
+    timeout: float = 30.0,
+    name: str | None = None,
+    description: str | None = None,
+    preview: ToolFunction[Any] | None = None,
+) -> Callable[[ToolFunction[Any]], FunctionTool[Any]]:
+    """Decorator: turn ``func(args: SomeModel, ctx: ToolContext)`` into a ``FunctionTool``.
+
+    The argument model is read from the annotation of the first parameter.
+    """
+
+    def wrap(func: ToolFunction[Any]) -> FunctionTool[Any]:
+        return FunctionTool(
+            func,
+            args_model_of(func),
+            name=name,
+            description=description,
+            category=category,
+            parallel=parallel,
+            timeout=timeout,
+            preview=preview,
+        )
+
+    return wrap
+
+
+def args_model_of(func: Callable[..., Any]) -> type[BaseModel]:
+    """The pydantic model annotated on the first parameter of ``func``."""
+    hints = typing.get_type_hints(func)
+    hints.pop("return", None)
+    first = next(iter(hints.values()), None)
+    if not (isinstance(first, type) and issubclass(first, BaseModel)):
+        raise ToolConfigError(f"{func.__name__}: the first parameter must be annotated with a pydantic model")
+    return first
+
+
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of an argument model, trimmed to what a model needs to call the tool."""
+    raw = model.model_json_schema()
+    if "$defs" in raw:
+        raise ToolConfigError(f"{model.__name__}: nested models are not supported in tool arguments")
+    schema = _clean_schema(raw)
+    schema["additionalProperties"] = False
+    schema.setdefault("properties", {})
+    return schema
+
+
+def _clean_schema(node: dict[str, Any]) -> dict[str, Any]:
+    """Drop titles and collapse ``Optional[X]`` (``anyOf: [X, null]``) into ``X``."""
+    cleaned: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" or (key == "default" and value is None):
+            continue
+        if key == "properties":
+            cleaned[key] = {prop: _clean_schema(sub) for prop, sub in value.items()}
+        elif key == "items" and isinstance(value, dict):
+            cleaned[key] = _clean_schema(value)
+        else:
+            cleaned[key] = value
+    options = cleaned.get("anyOf")
+    if isinstance(options, list):
+        non_null = [option for option in options if option != {"type": "null"}]
+        if len(non_null) == 1:
+            del cleaned["anyOf"]
+            cleaned = {**_clean_schema(non_null[0]), **cleaned}
+    return cleaned
+
+
+def _load_arguments(arguments: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentError(
+            f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+        ) from exc
+    if not isinstance(payload, dict):
+        raise ToolArgumentError("the arguments must be a JSON object")
+    return payload
+
+
+def _pop_confirmed_by(payload: dict[str, Any]) -> str | None:
+    value = payload.pop(CONFIRMED_BY, None)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _CONFIRMED_BY_RE.fullmatch(value):
+        raise ToolArgumentError("confirmed_by must be the approver's Slack user ID")
+    return value
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per bad field, e.g. ``lines: Input should be less than or equal to 1000``."""
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        if error["type"] == "extra_forbidden":
+            message = "unknown argument"
+        elif error["type"] == "missing":
+            message = "required argument is missing"
+        else:
+            message = error["msg"]
+        parts.append(f"{field}: {message}")
+    return "; ".join(parts)
+
+
+def _describe_os_error(exc: OSError) -> str:
+    text = exc.strerror or str(exc)
+    return f"{text}: {exc.filename}" if exc.filename else text
+
+
+def _docstring_summary(func: Callable[..., Any]) -> str:
+    """The first paragraph of the docstring, on one line."""
+    doc = (func.__doc__ or "").strip()
+    return " ".join(doc.split("\n\n", 1)[0].split())

@@ -1,0 +1,266 @@
+"""Service status and restart through one configured backend.
+
+* ``systemd``: ``systemctl show`` / ``systemctl restart`` on this host;
+* ``docker``: ``docker inspect`` / ``docker restart`` of a container;
+* ``kubernetes``: ``kubectl get -o json`` / ``kubectl rollout restart`` of a deployment (or
+  ``statefulset/NAME``, ``daemonset/NAME``) in the configured namespace and context.
+
+Commands are argv lists run by ``tools.process``; the service name is validated first (no leading
+``-``, no spaces, no shell characters) and always passed as one argument.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.tooling import ToolCategory, ToolResult
+from tools.base import FunctionTool, ToolContext, error_result
+from tools.errors import ToolCallError
+from tools.process import CommandResult, run_command
+
+_SERVICE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9@._:/-]{0,252}$"
+_SYSTEMD_PROPERTIES = (
+    "Id,Description,LoadState,ActiveState,SubState,MainPID,ActiveEnterTimestamp,NRestarts,Result"
+)
+_KUBE_KINDS = {
+    "deployment": "deployment",
+    "deploy": "deployment",
+    "statefulset": "statefulset",
+    "sts": "statefulset",
+    "daemonset": "daemonset",
+    "ds": "daemonset",
+}
+
+
+class ServiceArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    service: str = Field(
+        pattern=_SERVICE_PATTERN,
+        description="The unit, container or workload name (kubernetes: NAME or KIND/NAME).",
+    )
+
+
+class ServiceBackend(Protocol):
+    """How one kind of service manager is asked about and told to restart a service."""
+
+    name: str
+    noun: str
+
+    def status(self, service: str, ctx: ToolContext) -> ToolResult: ...
+
+    def restart(self, service: str, ctx: ToolContext) -> ToolResult: ...
+
+
+class _CommandBackend(ABC):
+    """Runs commands with the configured environment; subclasses build argv and read output."""
+
+    name = ""
+    noun = ""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = dict(env)
+
+    @abstractmethod
+    def status(self, service: str, ctx: ToolContext) -> ToolResult: ...
+
+    def _run(self, argv: list[str], ctx: ToolContext) -> CommandResult:
+        return run_command(argv, timeout=max(0.5, ctx.remaining()), env=self._env)
+
+    def _restart_then_status(self, argv: list[str], service: str, ctx: ToolContext) -> ToolResult:
+        result = self._run(argv, ctx)
+        if not result.ok:
+            return error_result(f"restart of {service} failed: {result.failure_message()}")
+        status = self.status(service, ctx)
+        said = f" ({result.stdout.strip()})" if result.stdout.strip() else ""
+        return ToolResult(
+            output=f"Restarted {service}{said}.\nNow: {status.output}", is_error=status.is_error
+        )
+
+
+class SystemdBackend(_CommandBackend):
+    name = "systemd"
+    noun = "systemd unit"
+
+    def status(self, service: str, ctx: ToolContext) -> ToolResult:
+        _refuse_slash(service)
+        result = self._run(
+            ["systemctl", "show", "--no-pager", f"--property={_SYSTEMD_PROPERTIES}", service], ctx
+        )
+        if not result.ok:
+            return error_result(result.failure_message())
+        props = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+        unit = props.get("Id") or service
+        if props.get("LoadState") == "not-found":
+            return error_result(f"{unit}: no such unit")
+        state = f"{props.get('ActiveState', '?')} ({props.get('SubState', '?')})"
+        parts = [f"{unit}: {state}"]
+        if props.get("ActiveEnterTimestamp"):
+            parts.append(f"since {props['ActiveEnterTimestamp']}")
+        if props.get("MainPID", "0") != "0":
+            parts.append(f"main PID {props['MainPID']}")
+        if props.get("NRestarts"):
+            parts.append(f"{props['NRestarts']} automatic restarts")
+        if props.get("Result") not in (None, "", "success"):
+            parts.append(f"last result {props['Result']}")
+        line = ", ".join(parts)
+        if props.get("Description"):
+            line += f" - {props['Description']}"
+        return ToolResult(output=line, is_error=props.get("ActiveState") == "failed")
+
+    def restart(self, service: str, ctx: ToolContext) -> ToolResult:
+        _refuse_slash(service)
+        return self._restart_then_status(["systemctl", "restart", "--no-ask-password", service], service, ctx)
+
+
+class DockerBackend(_CommandBackend):
+    name = "docker"
+    noun = "Docker container"
+
+    def status(self, service: str, ctx: ToolContext) -> ToolResult:
+        _refuse_slash(service)
+        result = self._run(
+            ["docker", "inspect", "--type", "container", "--format", "{{json .}}", service], ctx
+        )
+        if not result.ok:
+            return error_result(result.failure_message())
+        try:
+            info = json.loads(result.stdout)
+        except ValueError:
+            return error_result(f"docker inspect gave unreadable output: {result.stdout[:200]!r}")
+        state = info.get("State") or {}
+        health = (state.get("Health") or {}).get("Status")
+        parts = [f"{str(info.get('Name', service)).lstrip('/')}: {state.get('Status', '?')}"]
+        if health:
+            parts[0] += f" ({health})"
+        if state.get("Running"):
+            parts.append(f"since {state.get('StartedAt', '?')}")
+        else:
+            parts.append(f"exit code {state.get('ExitCode', '?')}, finished {state.get('FinishedAt', '?')}")
+        parts.append(f"image {(info.get('Config') or {}).get('Image', '?')}")
+        parts.append(f"{info.get('RestartCount', 0)} restarts")
+        unhealthy = not state.get("Running") or health == "unhealthy"
+        return ToolResult(output=", ".join(parts), is_error=unhealthy)
+
+    def restart(self, service: str, ctx: ToolContext) -> ToolResult:
+        _refuse_slash(service)
+        return self._restart_then_status(["docker", "restart", service], service, ctx)
+
+
+class KubernetesBackend(_CommandBackend):
+    name = "kubernetes"
+    noun = "Kubernetes workload"
+
+    def __init__(self, env: Mapping[str, str], namespace: str, context: str | None) -> None:
+        super().__init__(env)
+        self.namespace = namespace
+        self._prefix = ["kubectl", f"--namespace={namespace}"]
+        if context:
+            self._prefix.append(f"--context={context}")
+
+    def status(self, service: str, ctx: ToolContext) -> ToolResult:
+        resource = _kube_resource(service)
+        result = self._run([*self._prefix, "get", resource, "--output=json"], ctx)
+        if not result.ok:
+            return error_result(result.failure_message())
+        try:
+            info = json.loads(result.stdout)
+        except ValueError:
+            return error_result(f"kubectl gave unreadable output: {result.stdout[:200]!r}")
+        return _describe_workload(resource, self.namespace, info)
+
+    def restart(self, service: str, ctx: ToolContext) -> ToolResult:
+        resource = _kube_resource(service)
+        return self._restart_then_status([*self._prefix, "rollout", "restart", resource], service, ctx)
+
+
+def _describe_workload(resource: str, namespace: str, info: dict[str, Any]) -> ToolResult:
+    spec = info.get("spec") or {}
+    status = info.get("status") or {}
+    if resource.startswith("daemonset/"):
+        desired = int(status.get("desiredNumberScheduled", 0))
+        ready = int(status.get("numberReady", 0))
+        updated = int(status.get("updatedNumberScheduled", 0))
+        available = int(status.get("numberAvailable", 0))
+    else:
+        desired = int(spec.get("replicas", 1))
+        ready = int(status.get("readyReplicas", 0))
+        updated = int(status.get("updatedReplicas", 0))
+        available = int(status.get("availableReplicas", 0))
+    line = f"{resource} in namespace {namespace}: {ready}/{desired} ready, {updated} updated, {available} available"
+    generation = (info.get("metadata") or {}).get("generation", 0)
+    rolling = updated < desired or status.get("observedGeneration", generation) < generation
+    if rolling:
+        line += " (rollout in progress)"
+    failing = [
+        f"{condition.get('type')}: {condition.get('message') or condition.get('reason')}"
+        for condition in status.get("conditions") or []
+        if condition.get("status") == "False"
+    ]
+    if failing:
+        line += "\n" + "\n".join(failing)
+    return ToolResult(output=line, is_error=ready < desired and not rolling)
+
+
+def _kube_resource(service: str) -> str:
+    kind, _, name = service.rpartition("/")
+    canonical = _KUBE_KINDS.get(kind.lower() or "deployment")
+    if canonical is None or "/" in kind or not name:
+        raise ToolCallError(
+            f"{service!r}: use NAME or KIND/NAME with KIND deployment, statefulset or daemonset"
+        )
+    return f"{canonical}/{name}"
+
+
+def _refuse_slash(service: str) -> None:
+    # systemctl reads a name with "/" as a path (device or mount unit); docker names have none.
+    if "/" in service:
+        raise ToolCallError(f"{service!r}: a service name cannot contain '/'")
+
+
+def make_backend(
+    name: str, env: Mapping[str, str], kube_namespace: str = "default", kube_context: str | None = None
+) -> ServiceBackend:
+    """The backend called ``name`` (systemd, docker or kubernetes)."""
+    if name == "systemd":
+        return SystemdBackend(env)
+    if name == "docker":
+        return DockerBackend(env)
+    if name == "kubernetes":
+        return KubernetesBackend(env, kube_namespace, kube_context)
+    raise ToolCallError(f"unknown service backend {name!r}")
+
+
+def service_tools(backend: ServiceBackend) -> list[FunctionTool[Any]]:
+    """``service_status`` (read-only) and ``service_restart`` (mutating) for the backend."""
+
+    def service_status(args: ServiceArgs, ctx: ToolContext) -> ToolResult:
+        return backend.status(args.service, ctx)
+
+    def service_restart(args: ServiceArgs, ctx: ToolContext) -> ToolResult:
+        return backend.restart(args.service, ctx)
+
+    return [
+        FunctionTool(
+            service_status,
+            ServiceArgs,
+            name="service_status",
+            description=f"Status of a {backend.noun} ({backend.name} backend): state, since when, restarts.",
+            category=ToolCategory.READ_ONLY,
+            parallel=True,
+            timeout=20,
+        ),
+        FunctionTool(
+            service_restart,
+            ServiceArgs,
+            name="service_restart",
+            description=f"Restart a {backend.noun} ({backend.name} backend), then report its status.",
+            category=ToolCategory.MUTATING,
+            timeout=120,
+        ),
+    ]

@@ -1,0 +1,173 @@
+"""Turn a checked ``ToolSpec`` into a ``FunctionTool`` that runs its argv or HTTP request."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from agent.tooling import ToolResult
+from tools import http_client
+from tools.base import CONFIRMED_BY, FunctionTool, ToolContext, error_result
+from tools.catalog.params import arguments_model, parameters_schema, value_text
+from tools.catalog.spec import HttpSpec, ToolSpec
+from tools.catalog.templates import env_references, expand_env, is_single_placeholder, placeholders, render
+from tools.process import run_command
+from tools.text import shorten
+
+_BODY_EXCERPT_CHARS = 2000
+Step = Callable[[BaseModel, ToolContext], ToolResult]
+
+
+def build_tool(
+    spec: ToolSpec, *, env: Mapping[str, str], command_env: Mapping[str, str]
+) -> FunctionTool[Any]:
+    """The tool for ``spec`` (already checked by ``checks.check_tool``)."""
+    argv_params = _argv_params(spec)
+    model = arguments_model(spec.name, spec.params, argv_params)
+    main = _step(spec.run, spec.http, env, command_env)
+    preview = _step(spec.dry_run, None, env, command_env) if spec.dry_run is not None else None
+    return FunctionTool(
+        main,
+        model,
+        name=spec.name,
+        description=spec.description,
+        category=spec.category,
+        parallel=spec.parallel,
+        timeout=spec.timeout,
+        preview=preview,
+        parameters=parameters_schema(spec.params),
+    )
+
+
+def secret_values(spec: ToolSpec, env: Mapping[str, str]) -> list[str]:
+    """Values of the environment variables its headers use: redacted from every output."""
+    blocks = [block for block in (spec.http, spec.dry_run) if isinstance(block, HttpSpec)]
+    names = {name for block in blocks for value in block.headers.values() for name in env_references(value)}
+    return [env[name] for name in sorted(names) if env.get(name)]
+
+
+def _argv_params(spec: ToolSpec) -> set[str]:
+    argv = [*(spec.run or []), *(spec.dry_run if isinstance(spec.dry_run, list) else [])]
+    return {name for element in argv for name in placeholders(element)}
+
+
+def _step(
+    argv: list[str] | HttpSpec | None,
+    http: HttpSpec | None,
+    env: Mapping[str, str],
+    command_env: Mapping[str, str],
+) -> Step:
+    if isinstance(argv, list):
+        return _run_step(argv, command_env)
+    block = argv if isinstance(argv, HttpSpec) else http
+    assert block is not None, "checked: a tool has run or http"
+    return _http_step(block, env)
+
+
+def _values(args: BaseModel, ctx: ToolContext) -> dict[str, str]:
+    values = {name: value_text(value) for name, value in args.model_dump().items() if value is not None}
+    if ctx.confirmed_by is not None:
+        values[CONFIRMED_BY] = ctx.confirmed_by
+    return values
+
+
+def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
+    """One argv element per template element; an element using an omitted optional parameter is left out."""
+    argv = []
+    for element in template:
+        if all(name in values for name in placeholders(element)):
+            argv.append(render(element, values))
+    return argv
+
+
+def _run_step(template: list[str], command_env: Mapping[str, str]) -> Step:
+    def run(args: BaseModel, ctx: ToolContext) -> ToolResult:
+        result = run_command(
+            render_argv(template, _values(args, ctx)), timeout=ctx.remaining(), env=command_env
+        )
+        if not result.ok:
+            return error_result(result.failure_message())
+        return ToolResult(
+            output=f"`{result.command_line}` succeeded in {result.duration:.1f} s\n{result.output_text()}"
+        )
+
+    return run
+
+
+def _http_step(block: HttpSpec, env: Mapping[str, str]) -> Step:
+    # ${NAME} is read once, at start-up; the values are also handed to the redactor.
+    headers = {name: expand_env(value, env) for name, value in block.headers.items()}
+
+    def call(args: BaseModel, ctx: ToolContext) -> ToolResult:
+        values = _values(args, ctx)
+        url = _render_url(block.url, values)
+        sent_headers = {
+            name: render(value, values)
+            for name, value in headers.items()
+            if all(placeholder in values for placeholder in placeholders(value))
+        }
+        body = None
+        if block.json_body is not None:
+            body = json.dumps(_render_json(block.json_body, values, args.model_dump()))
+            sent_headers.setdefault("Content-Type", "application/json")
+        timeout = max(0.1, ctx.remaining())
+        try:
+            response = http_client.request(
+                block.method,
+                url,
+                timeout=timeout,
+                headers=sent_headers,
+                body=body,
+                follow_redirects=block.follow_redirects,
+            )
+        except httpx.HTTPError as exc:
+            return error_result(f"{block.method} {url}: {http_client.describe_http_error(exc, timeout)}")
+        return _describe_response(block, url, response)
+
+    return call
+
+
+def _render_url(template: str, values: Mapping[str, str]) -> str:
+    whole = is_single_placeholder(template)
+    if whole is not None:
+        return values.get(whole, "")
+    # A value inside a URL is percent-encoded: it cannot add path segments, a query or a host.
+    return render(template, {name: values.get(name, "") for name in placeholders(template)}, encode=True)
+
+
+def _render_json(node: Any, values: Mapping[str, str], typed: Mapping[str, Any]) -> Any:
+    """Strings that are exactly ``{param}`` take the typed value; other strings are filled as text."""
+    if isinstance(node, str):
+        whole = is_single_placeholder(node)
+        if whole is not None:
+            return typed.get(whole, values.get(whole))
+        return render(node, {name: values.get(name, "") for name in placeholders(node)})
+    if isinstance(node, dict):
+        return {key: _render_json(item, values, typed) for key, item in node.items()}
+    if isinstance(node, list):
+        return [_render_json(item, values, typed) for item in node]
+    return node
+
+
+def _describe_response(block: HttpSpec, url: str, response: http_client.HttpResponse) -> ToolResult:
+    summary = (
+        f"{block.method} {url} -> {response.status} {response.reason} in {response.elapsed * 1000:.0f} ms"
+    )
+    if isinstance(block.expect_status, list):
+        status_ok = response.status in block.expect_status
+    elif block.expect_status is not None:
+        status_ok = response.status == block.expect_status
+    else:
+        status_ok = response.status < 400
+    problems = [] if status_ok else [f"expected status {block.expect_status or 'below 400'}"]
+    if block.expect_text is not None and block.expect_text not in response.body:
+        problems.append(f"body does not contain {block.expect_text!r}")
+    body = shorten(response.body.strip(), _BODY_EXCERPT_CHARS)
+    text = f"{summary}\n{body}" if body else summary
+    if problems:
+        return error_result(f"{'; '.join(problems)}: {text}")
+    return ToolResult(output=text)

@@ -1,0 +1,160 @@
+"""Load ``CHATOPS_TOOLS_FILE``: all tools or none, every mistake named by file, tool and field."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tools.base import FunctionTool
+from tools.catalog.build import build_tool, secret_values
+from tools.catalog.checks import check_clashes, check_tool
+from tools.catalog.spec import HttpSpec, ParamSpec, ToolSpec
+from tools.errors import CatalogError, ToolConfigError
+
+_KNOWN_KEYS = sorted(
+    {*ToolSpec.model_fields, *ParamSpec.model_fields, *HttpSpec.model_fields, "json"} - {"json_body"}
+)
+# Tags pydantic adds to error locations for the members of a union; not field names.
+_UNION_TAGS = {"list[str]", "HttpSpec", "str", "int", "float", "bool", "list[int]"}
+
+
+@dataclass
+class Catalog:
+    """The tools of one catalog file, and what the registry needs to know about them."""
+
+    path: Path
+    tools: list[FunctionTool[Any]] = field(default_factory=list)
+    overrides: set[str] = field(default_factory=set)
+    """Names of built-in tools these tools replace (each with ``override: true``)."""
+    secret_values: list[str] = field(default_factory=list)
+    """Header values read from the environment, to redact from every output."""
+
+
+def load_catalog(
+    path: Path,
+    *,
+    env: Mapping[str, str],
+    command_env: Mapping[str, str] | None = None,
+    builtin_names: Collection[str] = (),
+) -> Catalog:
+    """Read, check and build every tool of ``path``; raises ``CatalogError`` listing each problem.
+
+    ``env`` resolves ``${NAME}`` in headers; ``command_env`` is the environment of ``run`` commands.
+    """
+    where = str(path)
+    data = _read_yaml(path)
+    specs, problems = _parse_specs(data, where)
+    for name, field_name, message in check_clashes(specs, builtin_names, where):
+        problems.append(_problem(name, field_name, message))
+    for spec in specs:
+        problems.extend(_problem(spec.name, name, message) for name, message in check_tool(spec, env))
+    if problems:
+        raise CatalogError(where, problems)
+    catalog = Catalog(path=path)
+    for spec in specs:
+        try:
+            catalog.tools.append(build_tool(spec, env=env, command_env=command_env or env))
+        except (ToolConfigError, ValueError, TypeError) as exc:  # the checks above should prevent these
+            raise CatalogError(where, [_problem(spec.name, "(tool)", str(exc))]) from exc
+        catalog.secret_values.extend(secret_values(spec, env))
+        if spec.override:
+            catalog.overrides.add(spec.name)
+    return catalog
+
+
+def _problem(tool: str, field_name: str, message: str) -> str:
+    return f"tool {tool!r}, field {field_name!r}: {message}"
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(str(path), [_describe_yaml_error(exc, text)]) from exc
+
+
+def _describe_yaml_error(exc: yaml.YAMLError, text: str) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is None:
+        return f"invalid YAML: {problem}"
+    lines = text.splitlines()[: mark.line + 1]
+    tool = _last_match(lines, r"^\s*-\s*name:\s*[\"']?([^\"'\s#]+)")
+    key = _last_match(lines, r"^\s*(?:-\s*)?([A-Za-z_][\w-]*)\s*:")
+    where = f"tool {tool!r}" if tool else "before the first tool"
+    near = f", field {key!r}" if key else ""
+    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1} ({where}{near}): {problem}"
+
+
+def _last_match(lines: list[str], pattern: str) -> str | None:
+    for line in reversed(lines):
+        match = re.match(pattern, line)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _parse_specs(data: Any, where: str) -> tuple[list[ToolSpec], list[str]]:
+    if data is None:
+        return [], ["the file is empty; expected a top-level 'tools:' list"]
+    if not isinstance(data, dict):
+        return [], ["the top level must be a mapping with a 'tools:' list"]
+    problems = [f"field {key!r}: unknown top-level key (only 'tools')" for key in data if key != "tools"]
+    raw_tools = data.get("tools")
+    if not isinstance(raw_tools, list):
+        return [], [*problems, "field 'tools': must be a list of tools"]
+    specs = []
+    for index, raw in enumerate(raw_tools):
+        label = _tool_label(raw, index)
+        if not isinstance(raw, dict):
+            problems.append(f"tool {label}: must be a mapping of keys (name, description, category...)")
+            continue
+        try:
+            specs.append(ToolSpec.model_validate(raw))
+        except ValidationError as exc:
+            problems.extend(_problem(label, name, message) for name, message in _describe_errors(exc))
+    return specs, problems
+
+
+def _tool_label(raw: Any, index: int) -> str:
+    if isinstance(raw, dict) and isinstance(raw.get("name"), str):
+        return str(raw["name"])
+    return f"#{index + 1}"
+
+
+def _describe_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(field, message) per bad field; union alternatives of one field are merged."""
+    by_field: dict[str, list[str]] = {}
+    for error in exc.errors():
+        parts = [part for part in error["loc"] if part not in _UNION_TAGS]
+        name = _field_path(parts)
+        if error["type"] == "extra_forbidden":
+            key = str(parts[-1])
+            close = difflib.get_close_matches(key, _KNOWN_KEYS, n=1)
+            message = f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        elif error["type"] == "missing":
+            message = "required key is missing"
+        else:
+            message = error["msg"]
+        by_field.setdefault(name, [])
+        if message not in by_field[name]:
+            by_field[name].append(message)
+    return [(name, " or ".join(messages[:2])) for name, messages in by_field.items()]
+
+
+def _field_path(parts: list[Any]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(tool)"

@@ -1,0 +1,78 @@
+"""The YAML catalog format, as pydantic models (unknown keys are errors).
+
+This format is a public contract (see docs/TOOLS.md); change it only compatibly::
+
+    tools:
+      - name: restart_service
+        description: Restart a systemd unit on this host.
+        category: mutating        # read_only | mutating | destructive
+        parallel: false           # read_only tools only
+        timeout: 30               # seconds, default 30
+        params:
+          service: {type: string, description: unit name, pattern: "^[a-z0-9@._-]+$"}
+        run: ["systemctl", "restart", "{service}"]
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agent.tooling import ToolCategory
+
+ParamValue = bool | int | float | str
+HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ParamSpec(_Strict):
+    """One parameter the model fills in."""
+
+    type: Literal["string", "integer", "number", "boolean"] = "string"
+    description: str | None = None
+    enum: list[ParamValue] | None = Field(default=None, min_length=1)
+    pattern: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    default: ParamValue | None = None
+    required: bool = True
+    allow_flags: bool = False
+    """Allow values starting with ``-`` in ``run`` argv (refused by default: they read as options)."""
+
+
+class HttpSpec(_Strict):
+    """An HTTP request; ``{param}`` placeholders in ``url``, header values and ``json`` strings."""
+
+    method: HttpMethod = "GET"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    json_body: dict[str, object] | None = Field(default=None, alias="json")
+    expect_status: int | list[int] | None = None
+    expect_text: str | None = None
+    follow_redirects: bool = False
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+
+class ToolSpec(_Strict):
+    """One catalog tool: exactly one of ``run`` (argv) or ``http``."""
+
+    name: str
+    description: str = Field(min_length=1)
+    category: ToolCategory
+    parallel: bool = False
+    timeout: float = Field(default=30, gt=0, le=3600)
+    params: dict[str, ParamSpec] = Field(default_factory=dict)
+    run: list[str] | None = Field(default=None, min_length=1)
+    http: HttpSpec | None = None
+    dry_run: list[str] | HttpSpec | None = None
+    """Destructive tools only: the command or request whose output is the preview."""
+    override: bool = False
+    """Replace the built-in tool of the same name (a clash is an error otherwise)."""

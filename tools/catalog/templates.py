@@ -1,0 +1,78 @@
+"""``{param}`` templates of catalog tools, and ``${NAME}`` environment references in headers.
+
+A template is checked once at load time (only declared parameter names, no format specs, no
+attribute or index access) and rendered per call by plain concatenation, so a value is text in
+its slot and nothing more: it never splits into several argv elements and is never re-parsed.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Collection, Mapping
+from urllib.parse import quote
+
+_FORMATTER = string.Formatter()
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def placeholders(template: str) -> list[str]:
+    """The parameter names used in ``template``; raises ``ValueError`` saying what is wrong."""
+    names = []
+    for _, field, spec, conversion in _parse(template):
+        if field is None:
+            continue
+        if not _IDENTIFIER.fullmatch(field):
+            raise ValueError(f"placeholder {{{field}}} must be a plain parameter name")
+        if spec or conversion:
+            raise ValueError(f"placeholder {{{field}}} cannot have a format spec or conversion")
+        names.append(field)
+    return names
+
+
+def check_template(template: str, allowed: Collection[str]) -> list[str]:
+    """Raise ``ValueError`` unless every placeholder is in ``allowed``; return the names used."""
+    names = placeholders(template)
+    unknown = [name for name in names if name not in allowed]
+    if unknown:
+        declared = ", ".join(sorted(allowed)) or "none"
+        raise ValueError(f"{{{unknown[0]}}} is not a declared parameter (declared: {declared})")
+    return names
+
+
+def render(template: str, values: Mapping[str, str], *, encode: bool = False) -> str:
+    """Fill ``template``; with ``encode`` each value is percent-encoded (a URL path or query part)."""
+    pieces = []
+    for literal, field, _, _ in _parse(template):
+        pieces.append(literal)
+        if field is not None:
+            pieces.append(quote(values[field], safe="") if encode else values[field])
+    return "".join(pieces)
+
+
+def is_single_placeholder(template: str) -> str | None:
+    """The parameter name when ``template`` is exactly ``{name}``, else ``None``."""
+    parsed = list(_parse(template))
+    if len(parsed) == 1 and parsed[0][0] == "" and parsed[0][1] is not None:
+        return parsed[0][1]
+    return None
+
+
+def env_references(text: str) -> list[str]:
+    """The variable names of ``${NAME}`` references in ``text``."""
+    return _ENV_REFERENCE.findall(text)
+
+
+def expand_env(text: str, env: Mapping[str, str]) -> str:
+    """Replace ``${NAME}`` by the variable's value, escaped so it is never read as a ``{param}``."""
+    return _ENV_REFERENCE.sub(lambda match: env[match.group(1)].replace("{", "{{").replace("}", "}}"), text)
+
+
+def _parse(template: str) -> list[tuple[str, str | None, str | None, str | None]]:
+    try:
+        return list(_FORMATTER.parse(template))
+    except ValueError as exc:
+        raise ValueError(
+            f"bad template {template!r}: {exc} (write {{{{ and }}}} for literal braces)"
+        ) from exc

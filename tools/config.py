@@ -1,0 +1,98 @@
+"""``ToolsConfig``: the plain values the tools are built from, and how to get them from settings."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from tools.errors import ToolConfigError
+
+SERVICE_BACKENDS = ("systemd", "docker", "kubernetes")
+# How long a dry run of a destructive built-in stays valid beyond the approval timeout.
+_PLAN_TTL_MARGIN_SECONDS = 300
+
+
+class ToolSettings(Protocol):
+    """The settings ``ToolsConfig.from_settings`` reads (``bot.settings.Settings`` has them)."""
+
+    @property
+    def chatops_tools_file(self) -> Path | None: ...
+
+    @property
+    def chatops_log_dirs(self) -> Sequence[str]: ...
+
+    @property
+    def chatops_service_backend(self) -> str: ...
+
+    @property
+    def chatops_kube_namespace(self) -> str: ...
+
+    @property
+    def chatops_kube_context(self) -> str | None: ...
+
+    @property
+    def chatops_tool_state_dir(self) -> Path | None: ...
+
+    @property
+    def chatops_approval_timeout_seconds(self) -> int: ...
+
+    @property
+    def chatops_redact_env(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    """Everything ``build_registry`` needs, as plain values (no Slack, no bot)."""
+
+    tools_file: Path | None = None
+    """The YAML catalog (``CHATOPS_TOOLS_FILE``); ``None`` loads only the built-ins."""
+    log_dirs: tuple[Path, ...] = (Path("/var/log"),)
+    """Where ``tail_log``, ``list_logs`` and ``clean_old_logs`` may look."""
+    service_backend: str = "systemd"
+    kube_namespace: str = "default"
+    kube_context: str | None = None
+    state_dir: Path | None = None
+    """Where destructive built-ins keep their dry-run plans; default: a private dir under /tmp."""
+    plan_ttl_seconds: float = 1800 + _PLAN_TTL_MARGIN_SECONDS
+    env: Mapping[str, str] | None = None
+    """The environment for commands and catalog ``${NAME}`` headers; ``None`` is ``os.environ``."""
+    hidden_env: tuple[str, ...] = field(default=())
+    """Variables removed from the environment of every command (the bot's own secrets)."""
+
+    def __post_init__(self) -> None:
+        if self.service_backend not in SERVICE_BACKENDS:
+            raise ToolConfigError(
+                f"service backend {self.service_backend!r} is not one of {', '.join(SERVICE_BACKENDS)}"
+            )
+
+    @classmethod
+    def from_settings(cls, settings: ToolSettings, env: Mapping[str, str] | None = None) -> ToolsConfig:
+        return cls(
+            tools_file=settings.chatops_tools_file,
+            log_dirs=tuple(Path(path) for path in settings.chatops_log_dirs),
+            service_backend=settings.chatops_service_backend,
+            kube_namespace=settings.chatops_kube_namespace,
+            kube_context=settings.chatops_kube_context,
+            state_dir=settings.chatops_tool_state_dir,
+            plan_ttl_seconds=settings.chatops_approval_timeout_seconds + _PLAN_TTL_MARGIN_SECONDS,
+            env=env,
+            hidden_env=tuple(settings.chatops_redact_env),
+        )
+
+    def environment(self) -> Mapping[str, str]:
+        """The environment as given (``os.environ`` by default)."""
+        return os.environ if self.env is None else self.env
+
+    def command_env(self) -> dict[str, str]:
+        """The environment for commands: ours, less the hidden secrets."""
+        hidden = set(self.hidden_env)
+        return {name: value for name, value in self.environment().items() if name not in hidden}
+
+    def resolved_state_dir(self) -> Path:
+        if self.state_dir is not None:
+            return self.state_dir
+        return Path(tempfile.gettempdir()) / f"chatops-tools-{os.getuid()}"
