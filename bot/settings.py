@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     chatops_queue: str = "chatops"
     chatops_retention_days: int = Field(default=30, ge=1)
     chatops_audit_max_len: int = Field(default=1_000_000, ge=1000)
+    chatops_lease_ttl_seconds: float = Field(default=30.0, gt=0)
+    chatops_job_retries: int = Field(default=3, ge=0)
+    chatops_max_run_attempts: int = Field(default=5, ge=1)
+    chatops_recovery_interval_seconds: int = Field(default=30, ge=1)
+    chatops_runtime: str = "bot.worker:default_runtime"
 
     # LLM
     llm_base_url: str = "https://api.openai.com/v1"

@@ -1,0 +1,106 @@
+"""Every Redis key chatops uses, built from one configurable prefix (``CHATOPS_REDIS_PREFIX``).
+
+Nothing else in the code base spells a key: grep this module to learn what lives in Redis.
+
+Per run (``run_id`` is ours, a uuid hex):
+
+* ``{p}run:{id}``            hash: the run record and its resumable ``RunState`` (one hash)
+* ``{p}run:{id}:messages``   list: the history, one JSON ``Message`` per item, append-only
+* ``{p}run:{id}:inbox``      list: injected thread replies not yet in the history
+* ``{p}run:{id}:lease``      string: the fencing token of the worker that owns the run (PX TTL)
+* ``{p}run:{id}:fence``      counter: the last fencing token handed out (INCR)
+* ``{p}run:{id}:approvals``  hash: tool call id -> approval id
+
+Shared:
+
+* ``{p}approval:{id}``       hash: one approval record
+* ``{p}thread:{channel}:{thread_ts}``  string: the id of the thread's active run
+* ``{p}runs:active``         sorted set: ids of runs not yet finished, scored by creation time
+* ``{p}audit``               stream: the audit log
+* ``{p}seen:...``            strings: dedupe claims (Slack event ids, message timestamps)
+* ``{p}slack:{kind}:...``    the Slack layer's caches and flags
+
+Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
+primary (as RQ does); it does not use cluster hash tags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.errors import ConfigurationError
+
+DEFAULT_PREFIX = "chatops:"
+
+
+def _part(value: str, what: str) -> str:
+    """A key component: non-empty and free of whitespace (Slack ids and our uuids always are)."""
+    if not value or any(ch.isspace() for ch in value):
+        raise ConfigurationError(f"invalid {what} for a Redis key: {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder. ``prefix`` separates deployments (and tests) sharing one Redis."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        if not self.prefix:
+            raise ConfigurationError("the Redis key prefix must not be empty")
+
+    # -- one run ------------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> str:
+        return f"{self.prefix}run:{_part(run_id, 'run id')}"
+
+    def messages(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:messages"
+
+    def inbox(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:inbox"
+
+    def lease(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:lease"
+
+    def fence(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:fence"
+
+    def approvals(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:approvals"
+
+    def run_keys(self, run_id: str) -> tuple[str, ...]:
+        """Every key owned by one run (they all expire together once it finishes)."""
+        return (
+            self.run(run_id),
+            self.messages(run_id),
+            self.inbox(run_id),
+            self.lease(run_id),
+            self.fence(run_id),
+            self.approvals(run_id),
+        )
+
+    # -- shared -------------------------------------------------------------------------------
+
+    def approval(self, approval_id: str) -> str:
+        return f"{self.prefix}approval:{_part(approval_id, 'approval id')}"
+
+    def thread(self, channel: str, thread_ts: str) -> str:
+        return f"{self.prefix}thread:{_part(channel, 'channel')}:{_part(thread_ts, 'thread ts')}"
+
+    def active_runs(self) -> str:
+        return f"{self.prefix}runs:active"
+
+    def audit(self) -> str:
+        return f"{self.prefix}audit"
+
+    def seen_event(self, event_id: str) -> str:
+        return f"{self.prefix}seen:event:{_part(event_id, 'event id')}"
+
+    def seen_message(self, channel: str, ts: str) -> str:
+        return f"{self.prefix}seen:message:{_part(channel, 'channel')}:{_part(ts, 'message ts')}"
+
+    def slack(self, kind: str, *parts: str) -> str:
+        """Caches and flags of the Slack layer (``identity``, ``no_status:{team}``, ...)."""
+        return ":".join([f"{self.prefix}slack", _part(kind, "kind"), *(_part(p, kind) for p in parts)])

@@ -1,0 +1,208 @@
+"""``RedisMemory``: a run's history and state in Redis, fenced so only the lease holder writes.
+
+Layout (keys from ``agent.keys``):
+
+* the history is a list with one JSON ``Message`` per item. ``append`` only RPUSHes the new
+  messages (one write per message, never a rewrite); ``replace_messages`` (condensing, and the
+  first system prompt) is the only rewrite;
+* the ``RunState`` lives in the run's one hash, next to the run record the bot wrote (channel,
+  thread, requester, ...). ``status`` is stored as plain text (scripts compare it); every other
+  state field is JSON. ``saved_at`` marks that the loop saved a state at all.
+
+Every write is one Lua script, so history, state, inbox trimming and expiry change together or
+not at all, and the fencing check happens inside the same script: when the run's lease key no
+longer holds this writer's token the write is refused with ``LeaseLostError``.
+
+Injected messages carry ``meta["inbox_id"]``: when such messages are appended, the same script
+removes exactly those items from the head of the run's inbox (and refuses the write if the head
+does not hold them), so a message moves from inbox to history exactly once. Inbox items are JSON
+objects with an ``id`` field (written by ``bot.inbox``).
+
+When a state with a terminal status is written, every key of the run gets the retention TTL,
+the run leaves the active set, and the thread's active-run claim is dropped if it names this run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+from agent.errors import LeaseLostError, MemoryStoreError
+from agent.keys import Keys
+from agent.types import Message, RunState, RunStatus
+
+INBOX_ID_META = "inbox_id"
+DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
+# Run record fields this module reads (written by ``bot.runs``) to find the thread claim.
+CHANNEL_FIELD = "channel"
+THREAD_FIELD = "thread_ts"
+SAVED_AT_FIELD = "saved_at"
+
+# KEYS: 1 state hash, 2 messages, 3 inbox, 4 lease, 5 active runs, 6 thread claim, 7.. more keys to expire.
+# ARGV: 1 fencing token ("" = unfenced), 2 JSON payload.
+_WRITE = """
+local token = ARGV[1]
+if token ~= '' and redis.call('GET', KEYS[4]) ~= token then
+  return redis.error_reply('LEASE_LOST the run is leased to another worker')
+end
+local p = cjson.decode(ARGV[2])
+local n = #p.inbox_ids
+if n > 0 then
+  local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
+  for i = 1, n do
+    if head[i] == nil or cjson.decode(head[i]).id ~= p.inbox_ids[i] then
+      return redis.error_reply('INBOX_MISMATCH injected messages are not at the head of the inbox')
+    end
+  end
+  redis.call('LTRIM', KEYS[3], n, -1)
+end
+if p.replace then redis.call('DEL', KEYS[2]) end
+for i = 1, #p.messages, 500 do
+  redis.call('RPUSH', KEYS[2], unpack(p.messages, i, math.min(i + 499, #p.messages)))
+end
+redis.call('HSET', KEYS[1], unpack(p.fields))
+if token ~= '' and p.lease_ms > 0 then redis.call('PEXPIRE', KEYS[4], p.lease_ms) end
+if p.retention > 0 then
+  redis.call('EXPIRE', KEYS[1], p.retention)
+  redis.call('EXPIRE', KEYS[2], p.retention)
+  redis.call('EXPIRE', KEYS[3], p.retention)
+  for i = 7, #KEYS do redis.call('EXPIRE', KEYS[i], p.retention) end
+  redis.call('ZREM', KEYS[5], p.run_id)
+  if p.has_thread and redis.call('GET', KEYS[6]) == p.run_id then redis.call('DEL', KEYS[6]) end
+end
+return #p.messages
+"""
+
+
+def as_text(value: bytes | str | None) -> str | None:
+    """A Redis reply as ``str`` whatever ``decode_responses`` the client was built with."""
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode()
+
+
+def encode_state(state: RunState, saved_at: float) -> list[str]:
+    """The hash fields of ``state``: ``status`` as text, everything else as JSON."""
+    fields = ["status", state.status.value, SAVED_AT_FIELD, repr(saved_at)]
+    for name, value in state.model_dump(mode="json").items():
+        if name != "status":
+            fields += [name, json.dumps(value, separators=(",", ":"))]
+    return fields
+
+
+def decode_state(raw: dict[str, str]) -> RunState | None:
+    """The ``RunState`` in a run hash, or ``None`` when the loop never saved one."""
+    if SAVED_AT_FIELD not in raw:
+        return None
+    data: dict[str, Any] = {"status": RunStatus(raw["status"])}
+    for name in RunState.model_fields:
+        if name != "status" and name in raw:
+            data[name] = json.loads(raw[name])
+    return RunState.model_validate(data)
+
+
+class RedisMemory:
+    """The durable ``agent.memory.Memory`` of one run.
+
+    ``fence`` is the writer's fencing token (from ``bot.lease``); ``None`` writes unfenced (tools,
+    tests, one-shot runs). ``lease_ttl_seconds`` renews the lease on every successful write, on top
+    of the renewer thread, so a busy run never loses it between renewals.
+    """
+
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        keys: Keys,
+        run_id: str,
+        *,
+        fence: int | None = None,
+        retention_seconds: int = DEFAULT_RETENTION_SECONDS,
+        lease_ttl_seconds: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._redis = redis_client
+        self._keys = keys
+        self.run_id = run_id
+        self.fence = fence
+        self._retention = retention_seconds
+        self._lease_ms = int(lease_ttl_seconds * 1000) if lease_ttl_seconds else 0
+        self._clock = clock
+        self._write = redis_client.register_script(_WRITE)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def load_messages(self) -> list[Message]:
+        items = self._call(lambda: self._redis.lrange(self._keys.messages(self.run_id), 0, -1))
+        return [Message.model_validate_json(item) for item in items]
+
+    def load_state(self) -> RunState | None:
+        raw = self._call(lambda: self._redis.hgetall(self._keys.run(self.run_id)))
+        return decode_state({as_text(k) or "": as_text(v) or "" for k, v in raw.items()})
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def append(self, messages: Sequence[Message], state: RunState) -> None:
+        self._store(messages, state, replace=False)
+
+    def save_state(self, state: RunState) -> None:
+        self._store((), state, replace=False)
+
+    def replace_messages(self, messages: Sequence[Message], state: RunState) -> None:
+        self._store(messages, state, replace=True)
+
+    def _store(self, messages: Sequence[Message], state: RunState, *, replace: bool) -> None:
+        terminal = state.status.terminal
+        keys = self._keys
+        thread_key = self._thread_key() if terminal else None
+        extra = [keys.fence(self.run_id), keys.approvals(self.run_id)]
+        if terminal:
+            extra += self._approval_keys()
+        payload = {
+            "inbox_ids": [m.meta[INBOX_ID_META] for m in messages if INBOX_ID_META in m.meta],
+            "replace": replace,
+            "messages": [m.model_dump_json() for m in messages],
+            "fields": encode_state(state, self._clock()),
+            "lease_ms": self._lease_ms,
+            "retention": self._retention if terminal else 0,
+            "run_id": self.run_id,
+            "has_thread": thread_key is not None,
+        }
+        script_keys = [
+            keys.run(self.run_id),
+            keys.messages(self.run_id),
+            keys.inbox(self.run_id),
+            keys.lease(self.run_id),
+            keys.active_runs(),
+            thread_key or keys.active_runs(),  # never touched without has_thread
+            *extra,
+        ]
+        token = "" if self.fence is None else str(self.fence)
+        self._call(lambda: self._write(keys=script_keys, args=[token, json.dumps(payload)]))
+
+    def _thread_key(self) -> str | None:
+        channel, thread_ts = self._call(
+            lambda: self._redis.hmget(self._keys.run(self.run_id), [CHANNEL_FIELD, THREAD_FIELD])
+        )
+        if not channel or not thread_ts:
+            return None
+        return self._keys.thread(as_text(channel) or "", as_text(thread_ts) or "")
+
+    def _approval_keys(self) -> list[str]:
+        ids = self._call(lambda: self._redis.hvals(self._keys.approvals(self.run_id)))
+        return [self._keys.approval(as_text(i) or "") for i in ids]
+
+    @staticmethod
+    def _call(operation: Callable[[], Any]) -> Any:
+        """Run one Redis operation, turning its failures into the agent's error types."""
+        try:
+            return operation()
+        except redis.ResponseError as error:
+            if str(error).startswith("LEASE_LOST"):
+                raise LeaseLostError(str(error).removeprefix("LEASE_LOST ")) from error
+            raise MemoryStoreError(f"Redis refused a run write: {error}") from error
+        except redis.RedisError as error:
+            raise MemoryStoreError(f"Redis failed: {error}") from error

@@ -1,0 +1,148 @@
+"""RedisMemory against a real Redis: append-only history, one state hash, fencing, inbox hand-off, expiry."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from agent.config import RunConfig
+from agent.errors import LeaseLostError, MemoryStoreError
+from agent.keys import Keys
+from agent.memory import Memory
+from agent.redis_memory import INBOX_ID_META, RedisMemory
+from agent.run import Run
+from agent.scripted import ScriptedModel, tool_call
+from agent.types import Message, RunState, RunStatus, Usage
+from tests.support.tools import RecordingTool
+
+
+@pytest.fixture
+def keys(key_prefix: str) -> Keys:
+    return Keys(key_prefix)
+
+
+def lease(client: redis.Redis, keys: Keys, run_id: str, token: int, ttl_ms: int = 60_000) -> None:
+    """Stand-in for ``bot.lease``: make ``token`` the run's current fencing token."""
+    client.set(keys.lease(run_id), token, px=ttl_ms)
+
+
+def test_history_and_state_round_trip(redis_client: redis.Redis, keys: Keys) -> None:
+    memory: Memory = RedisMemory(redis_client, keys, "r1")
+    assert memory.load_state() is None and memory.load_messages() == []
+    state = RunState(status=RunStatus.RUNNING, iteration=2, usage=Usage(prompt_tokens=7), loop_window=["a"])
+    state.executing_call_id = "call_1"
+    messages = [
+        Message.system("sys"),
+        Message.user("disk?", slack_user="U1"),
+        Message.assistant(None, [tool_call("df", "call_1", path="/")]),
+    ]
+    memory.append(messages[:2], state)
+    memory.append(messages[2:], state)
+    assert memory.load_messages() == messages
+    assert memory.load_state() == state
+    assert redis_client.type(keys.run("r1")) == b"hash"  # the whole state is one hash
+    assert redis_client.hget(keys.run("r1"), "status") == b"running"
+
+
+def test_append_adds_items_and_never_rewrites_what_is_stored(redis_client: redis.Redis, keys: Keys) -> None:
+    memory = RedisMemory(redis_client, keys, "r1")
+    memory.append([Message.user("one")], RunState())
+    first = redis_client.lindex(keys.messages("r1"), 0)
+    memory.append([Message.user("two"), Message.user("three")], RunState(iteration=1))
+    assert redis_client.llen(keys.messages("r1")) == 3
+    assert redis_client.lindex(keys.messages("r1"), 0) == first
+    memory.replace_messages([Message.system("summary")], RunState(condense_count=1))
+    assert [m.content for m in memory.load_messages()] == ["summary"]
+    assert memory.load_state().condense_count == 1  # type: ignore[union-attr]
+
+
+def test_a_writer_whose_token_is_not_current_cannot_write(redis_client: redis.Redis, keys: Keys) -> None:
+    lease(redis_client, keys, "r1", 1)
+    old = RedisMemory(redis_client, keys, "r1", fence=1)
+    old.append([Message.user("from the first worker")], RunState(iteration=1))
+    lease(redis_client, keys, "r1", 2)  # the lease moved to another worker
+    new = RedisMemory(redis_client, keys, "r1", fence=2)
+    with pytest.raises(LeaseLostError):
+        old.append([Message.user("stale")], RunState(iteration=9))
+    with pytest.raises(LeaseLostError):
+        old.save_state(RunState(iteration=9))
+    with pytest.raises(LeaseLostError):
+        old.replace_messages([], RunState(iteration=9))
+    new.append([Message.user("from the second worker")], RunState(iteration=2))
+    assert [m.content for m in new.load_messages()] == ["from the first worker", "from the second worker"]
+    assert new.load_state().iteration == 2  # type: ignore[union-attr]
+
+
+def test_an_expired_lease_refuses_writes_even_if_nobody_took_it(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    memory = RedisMemory(redis_client, keys, "r1", fence=1)
+    with pytest.raises(LeaseLostError):
+        memory.save_state(RunState())
+    assert memory.load_state() is None
+
+
+def test_writes_renew_the_lease(redis_client: redis.Redis, keys: Keys) -> None:
+    lease(redis_client, keys, "r1", 3, ttl_ms=1000)
+    memory = RedisMemory(redis_client, keys, "r1", fence=3, lease_ttl_seconds=60)
+    memory.save_state(RunState())
+    assert redis_client.pttl(keys.lease("r1")) > 50_000
+
+
+def inbox_item(client: redis.Redis, keys: Keys, run_id: str, item_id: str, text: str) -> Message:
+    client.rpush(keys.inbox(run_id), f'{{"id": "{item_id}", "text": "{text}"}}')
+    return Message.user(text, **{INBOX_ID_META: item_id})
+
+
+def test_injected_messages_leave_the_inbox_in_the_same_write(redis_client: redis.Redis, keys: Keys) -> None:
+    memory = RedisMemory(redis_client, keys, "r1")
+    first = inbox_item(redis_client, keys, "r1", "a", "stop")
+    second = inbox_item(redis_client, keys, "r1", "b", "check db")
+    inbox_item(redis_client, keys, "r1", "c", "later")
+    memory.append([first, second], RunState(iteration=1))
+    assert [m.content for m in memory.load_messages()] == ["stop", "check db"]
+    assert redis_client.llen(keys.inbox("r1")) == 1
+    # Appending them again (a confused retry) is refused as a whole: no duplicate in history.
+    with pytest.raises(MemoryStoreError):
+        memory.append([first], RunState(iteration=2))
+    assert len(memory.load_messages()) == 2
+    assert memory.load_state().iteration == 1  # type: ignore[union-attr]
+
+
+def test_a_terminal_state_expires_the_run_and_frees_its_thread(redis_client: redis.Redis, keys: Keys) -> None:
+    run = keys.run("r1")
+    redis_client.hset(run, mapping={"channel": "C1", "thread_ts": "1.2", "status": "queued"})
+    redis_client.set(keys.thread("C1", "1.2"), "r1")
+    redis_client.zadd(keys.active_runs(), {"r1": 1})
+    redis_client.hset(keys.approvals("r1"), "call_1", "ap1")
+    redis_client.hset(keys.approval("ap1"), "status", "approved")
+    memory = RedisMemory(redis_client, keys, "r1", retention_seconds=3600)
+    memory.append([Message.user("hi")], RunState(status=RunStatus.RUNNING))
+    assert redis_client.ttl(run) == -1 and redis_client.ttl(keys.messages("r1")) == -1
+    memory.append([Message.assistant("done")], RunState(status=RunStatus.COMPLETED))
+    for key in (run, keys.messages("r1"), keys.approvals("r1"), keys.approval("ap1")):
+        assert 3500 < redis_client.ttl(key) <= 3600, key
+    assert redis_client.get(keys.thread("C1", "1.2")) is None
+    assert redis_client.zscore(keys.active_runs(), "r1") is None
+
+
+def test_finishing_never_frees_a_thread_claimed_by_another_run(redis_client: redis.Redis, keys: Keys) -> None:
+    redis_client.hset(keys.run("r1"), mapping={"channel": "C1", "thread_ts": "1.2"})
+    redis_client.set(keys.thread("C1", "1.2"), "r2")
+    RedisMemory(redis_client, keys, "r1").save_state(RunState(status=RunStatus.FAILED))
+    assert redis_client.get(keys.thread("C1", "1.2")) == b"r2"
+
+
+def test_the_loop_runs_and_resumes_on_redis_memory(redis_client: redis.Redis, keys: Keys) -> None:
+    disk = RecordingTool("disk_usage", respond=lambda args: "/ 97% used")
+    model = ScriptedModel([tool_call("disk_usage", path="/"), "Disk is 97% full."])
+    # What ``bot.runs`` stores for a new run: the record and the first message, no state yet.
+    redis_client.hset(keys.run("r1"), mapping={"status": "queued", "requester": "U1"})
+    redis_client.rpush(keys.messages("r1"), Message.user("web-03 is out of disk").model_dump_json())
+    memory = RedisMemory(redis_client, keys, "r1")
+    assert memory.load_state() is None
+    result = Run(RunConfig(models=[model], memory=memory, tools=[disk])).execute()
+    assert result.status is RunStatus.COMPLETED and result.output == "Disk is 97% full."
+    fresh = RedisMemory(redis_client, keys, "r1")
+    assert [m.role for m in fresh.load_messages()] == ["system", "user", "assistant", "tool", "assistant"]
+    assert fresh.load_state().status is RunStatus.COMPLETED  # type: ignore[union-attr]
