@@ -1,0 +1,74 @@
+"""The emulated workspace's configuration: who is in it, which channels exist, how events are delivered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class UserGroupSpec:
+    """A user group (``@oncall``): Slack calls these subteams and gives them ``S`` IDs."""
+
+    id: str
+    handle: str
+    users: tuple[str, ...]
+    name: str = ""
+
+
+def _default_users() -> dict[str, str]:
+    return {"U_ALICE": "alice", "U_BOB": "bob"}
+
+
+def _default_channels() -> dict[str, str]:
+    return {"C_INCIDENT": "incident", "C_RANDOM": "random"}
+
+
+def _default_groups() -> tuple[UserGroupSpec, ...]:
+    return (UserGroupSpec(id="S_ONCALL", handle="oncall", users=("U_ALICE",), name="On-call"),)
+
+
+DEFAULT_SCOPES = (
+    "app_mentions:read",
+    "assistant:write",
+    "channels:history",
+    "channels:read",
+    "chat:write",
+    "reactions:write",
+    "usergroups:read",
+    "users:read",
+)
+
+
+@dataclass
+class WorkspaceConfig:
+    """Everything a test or the demo may want to choose about the emulated Slack.
+
+    ``events_url`` may stay ``None`` until the bot's port is known (``SlackEmulator.set_events_url``).
+    Interactivity payloads go to ``interactivity_url``, or to ``events_url`` when it is unset (Bolt
+    serves both on ``/slack/events``).
+    """
+
+    bot_token: str = "xoxb-emulator-token"
+    signing_secret: str = "emulator-signing-secret"
+    verification_token: str = "emulator-verification-token"
+    events_url: str | None = None
+    interactivity_url: str | None = None
+    team_id: str = "T_EMULATOR"
+    team_name: str = "Emulated Workspace"
+    team_domain: str = "emulated"
+    app_id: str = "A_OPS"
+    bot_id: str = "B_OPS"
+    bot_user_id: str = "U_OPS"
+    bot_name: str = "ops"
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
+    users: dict[str, str] = field(default_factory=_default_users)
+    channels: dict[str, str] = field(default_factory=_default_channels)
+    bot_channels: tuple[str, ...] = ("C_INCIDENT",)
+    usergroups: tuple[UserGroupSpec, ...] = field(default_factory=_default_groups)
+    # Slack waits 3 s for a 2xx, then retries immediately, after 1 minute and after 5 minutes.
+    event_timeout: float = 3.0
+    retry_delays: tuple[float, ...] = (0.0, 60.0, 300.0)
+    # Deliver the bot's own posts back to it as ``message`` events, as Slack does for message.channels.
+    deliver_bot_messages: bool = True
+    # A trigger_id may be exchanged for a modal only within 3 seconds of the interaction.
+    trigger_ttl: float = 3.0

@@ -1,0 +1,226 @@
+"""Web API methods that read the workspace or drive modals and statuses."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from emulator.slack.blocks import MAX_VIEW_BLOCKS, block_errors
+from emulator.slack.ids import is_trigger_id, ts_key
+from emulator.slack.methods_chat import bot_channel
+from emulator.slack.model import Message
+from emulator.slack.state import Workspace
+from emulator.slack.webapi import ApiResult, Handler, Params, SlackError
+
+
+def api_test(_ws: Workspace, p: Params) -> ApiResult:
+    """``api.test``: echoes its arguments, no token needed."""
+    return ApiResult({"ok": True, "args": p.public()})
+
+
+def auth_test(ws: Workspace, _p: Params) -> ApiResult:
+    """``auth.test``: who the token belongs to."""
+    cfg = ws.config
+    return ApiResult(
+        {
+            "ok": True,
+            "url": f"https://{cfg.team_domain}.slack.com/",
+            "team": cfg.team_name,
+            "user": cfg.bot_name,
+            "team_id": cfg.team_id,
+            "user_id": cfg.bot_user_id,
+            "bot_id": cfg.bot_id,
+            "is_enterprise_install": False,
+        }
+    )
+
+
+def conversations_info(ws: Workspace, p: Params) -> ApiResult:
+    """``conversations.info``."""
+    channel = ws.channel(p.text("channel"))
+    if channel is None:
+        raise SlackError("channel_not_found")
+    body = channel.to_slack(ws.config.bot_user_id)
+    if p.flag("include_num_members"):
+        body["num_members"] = len(channel.members)
+    return ApiResult({"ok": True, "channel": body})
+
+
+def _cursor(ts: str) -> str:
+    return base64.b64encode(f"next_ts:{ts}".encode()).decode()
+
+
+def _page(ws: Workspace, p: Params, messages: list[Message], default_limit: int) -> dict[str, Any]:
+    """One page of ``messages`` with Slack's cursor pagination (``response_metadata.next_cursor``)."""
+    limit = max(1, min(p.number("limit", default_limit), 1000))
+    start = 0
+    if p.text("cursor"):
+        try:
+            ts = base64.b64decode(p.text("cursor"), validate=True).decode().removeprefix("next_ts:")
+            start = next(i for i, m in enumerate(messages) if m.ts == ts)
+        except (ValueError, StopIteration):
+            raise SlackError("invalid_cursor") from None
+    page = messages[start : start + limit]
+    more = start + limit < len(messages)
+    return {
+        "ok": True,
+        "messages": [ws.render(m) for m in page],
+        "has_more": more,
+        "response_metadata": {"next_cursor": _cursor(messages[start + limit].ts) if more else ""},
+    }
+
+
+def _in_range(p: Params, msg: Message) -> bool:
+    inclusive = p.flag("inclusive")
+    key = ts_key(msg.ts)
+    for name, before in (("oldest", True), ("latest", False)):
+        bound = p.text(name)
+        if not bound:
+            continue
+        try:
+            limit = ts_key(bound) if "." in bound else int(bound) * 1_000_000
+        except ValueError:
+            raise SlackError(f"invalid_ts_{name}") from None
+        if (key < limit if before else key > limit) or (key == limit and not inclusive):
+            return False
+    return True
+
+
+def conversations_replies(ws: Workspace, p: Params) -> ApiResult:
+    """``conversations.replies``: the parent then its replies, oldest first, paginated."""
+    channel = bot_channel(ws, p.text("channel"))
+    msg = ws.message(channel.id, p.text("ts")) if p.text("ts") else None
+    if msg is None or msg.ephemeral_to is not None:
+        raise SlackError("thread_not_found")
+    # A reply's ts names just that reply; a parent's names the whole thread.
+    thread = [msg] if msg.is_reply else [msg] + [r for r in ws.replies(msg) if _in_range(p, r)]
+    return ApiResult(_page(ws, p, thread, 1000))
+
+
+def conversations_history(ws: Workspace, p: Params) -> ApiResult:
+    """``conversations.history``: channel-level messages, newest first, paginated."""
+    channel = bot_channel(ws, p.text("channel"))
+    shown = [
+        m for m in ws.top_level(channel.id) if not m.deleted and m.ephemeral_to is None and _in_range(p, m)
+    ]
+    body = _page(ws, p, list(reversed(shown)), 100)
+    body.update({"pin_count": 0, "channel_actions_ts": None, "channel_actions_count": 0})
+    return ApiResult(body)
+
+
+def users_info(ws: Workspace, p: Params) -> ApiResult:
+    """``users.info``."""
+    user = ws.users.get(p.text("user"))
+    if user is None:
+        raise SlackError("user_not_found")
+    return ApiResult({"ok": True, "user": user.to_slack(ws.config.team_id)})
+
+
+def usergroups_users_list(ws: Workspace, p: Params) -> ApiResult:
+    """``usergroups.users.list``: the member IDs of a user group."""
+    group = ws.groups.get(p.text("usergroup"))
+    if group is None:
+        raise SlackError("no_such_subteam")
+    return ApiResult({"ok": True, "users": list(group.users)})
+
+
+def usergroups_list(ws: Workspace, p: Params) -> ApiResult:
+    """``usergroups.list``."""
+    groups = []
+    for g in ws.groups.values():
+        entry: dict[str, Any] = {
+            "id": g.id,
+            "team_id": ws.config.team_id,
+            "is_usergroup": True,
+            "name": g.name or g.handle,
+            "description": "",
+            "handle": g.handle,
+            "is_external": False,
+            "date_create": 1700000000,
+            "date_update": 1700000000,
+            "date_delete": 0,
+            "auto_type": None,
+            "created_by": next(iter(g.users), ""),
+            "updated_by": next(iter(g.users), ""),
+            "deleted_by": None,
+            "prefs": {"channels": [], "groups": []},
+            "user_count": len(g.users),
+        }
+        if p.flag("include_users"):
+            entry["users"] = list(g.users)
+        groups.append(entry)
+    return ApiResult({"ok": True, "usergroups": groups})
+
+
+def set_status(ws: Workspace, p: Params) -> ApiResult:
+    """``assistant.threads.setStatus``: "is thinking…" under a thread; an empty status clears it."""
+    channel = ws.channel(p.text("channel_id"))
+    if channel is None:
+        raise SlackError("channel_not_found", detail="Invalid channel_id")
+    thread_ts = p.text("thread_ts")
+    if not thread_ts or ws.message(channel.id, thread_ts) is None:
+        raise SlackError("invalid_thread_ts")
+    if "status" not in p.values:
+        raise SlackError("invalid_arguments")
+    loading = p.json("loading_messages") if p.values.get("loading_messages") else None
+    ws.set_status(channel.id, thread_ts, p.text("status"), loading if isinstance(loading, list) else None)
+    return ApiResult({"ok": True})
+
+
+def _view_definition(p: Params) -> dict[str, Any]:
+    view = p.json("view")
+    if not isinstance(view, dict) or view.get("type") != "modal":
+        raise SlackError("invalid_arguments", response_metadata={"messages": ["[ERROR] invalid view"]})
+    reasons = block_errors(view.get("blocks") or [], limit=MAX_VIEW_BLOCKS, root="/view/blocks")
+    title = view.get("title")
+    if not isinstance(title, dict) or not title.get("text"):
+        reasons.append("missing required field: title [json-pointer:/view/title]")
+    elif len(str(title.get("text"))) > 24:
+        reasons.append("must be less than 25 characters [json-pointer:/view/title/text]")
+    if reasons:
+        raise SlackError(
+            "invalid_arguments", response_metadata={"messages": [f"[ERROR] {r}" for r in reasons]}
+        )
+    return view
+
+
+def views_open(ws: Workspace, p: Params) -> ApiResult:
+    """``views.open``: exchange a fresh ``trigger_id`` for a modal shown to the person who clicked."""
+    trigger_id = p.required("trigger_id")
+    definition = _view_definition(p)
+    if not is_trigger_id(trigger_id):
+        raise SlackError("invalid_trigger_id")
+    user, error = ws.exchange_trigger(trigger_id)
+    if error or user is None:
+        raise SlackError(error or "expired_trigger_id")
+    return ApiResult({"ok": True, "view": ws.open_view(user, definition).to_slack()})
+
+
+def views_update(ws: Workspace, p: Params) -> ApiResult:
+    """``views.update``: by ``view_id`` or ``external_id``, refusing a stale ``hash``."""
+    definition = _view_definition(p)
+    view_id, external_id = p.text("view_id"), p.text("external_id")
+    view = ws.views.get(view_id) if view_id else None
+    if view is None and external_id:
+        view = next((v for v in ws.views.values() if v.definition.get("external_id") == external_id), None)
+    if view is None:
+        raise SlackError("not_found")
+    if p.text("hash") and p.text("hash") != view.hash:
+        raise SlackError("hash_conflict")
+    ws.replace_view(view, definition)
+    return ApiResult({"ok": True, "view": view.to_slack()})
+
+
+HANDLERS: dict[str, Handler] = {
+    "api.test": api_test,
+    "auth.test": auth_test,
+    "conversations.info": conversations_info,
+    "conversations.replies": conversations_replies,
+    "conversations.history": conversations_history,
+    "users.info": users_info,
+    "usergroups.list": usergroups_list,
+    "usergroups.users.list": usergroups_users_list,
+    "assistant.threads.setStatus": set_status,
+    "views.open": views_open,
+    "views.update": views_update,
+}
