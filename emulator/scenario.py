@@ -1,0 +1,214 @@
+"""Scenario files: a YAML script that makes the OpenAI-compatible server behave like an ops model.
+
+A scenario answers each request from the request alone (so any number of runs can share one
+server): first the ``rules`` whose ``when`` matches the conversation, else the next of ``turns``
+(the n-th turn answers a conversation holding n assistant messages)::
+
+    name: disk-full
+    latency: 0.2                   # seconds before every answer (optional)
+    rules:
+      - when: {role: user, contains: "logs first"}      # the newest message
+        reply: {tool_calls: [{name: tail_log, arguments: {path: /var/log/nginx/error.log}}]}
+      - when: {tool: tail_log}                          # the newest message is tail_log's result
+        reply: {text: "Here is what the log says:\\n{last_tool_result}"}
+    turns:
+      - tool_calls: [{name: disk_usage, arguments: {path: /}}]
+      - text: "Done: {last_tool_result}"
+    faults:                        # by request number, counted from 1 across the server's life
+      - {request: 2, status: 429, retry_after: 1}
+
+``when`` keys (all given must hold): ``role`` of the newest message; ``contains`` / ``matches``
+(a regex) on its text; ``tool``, the tool whose result it is; ``any_user_contains``, a user
+message anywhere in the conversation. Reply texts may quote ``{last_tool_result}``,
+``{last_user_message}`` and ``{tool_result[NAME]}`` (the newest result of tool NAME).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from emulator.openai_server import Reply, ScriptedToolCall
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+_WHEN_KEYS = {"role", "contains", "matches", "tool", "any_user_contains"}
+_REPLY_KEYS = {"text", "tool_calls", "delay"}
+
+
+class ScenarioError(ValueError):
+    """The scenario file is not valid; the message names the file and the place."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    when: Mapping[str, str]
+    reply: Mapping[str, Any]
+
+
+@dataclass
+class Scenario:
+    name: str
+    turns: Sequence[Mapping[str, Any]]
+    rules: Sequence[Rule] = ()
+    latency: float = 0.0
+    faults: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        """The reply to one request body (an ``emulator.openai_server.ReplyFn``)."""
+        with self._lock:
+            number = next(self._counter)
+        if number in self.faults:
+            return _fault(self.faults[number])
+        messages: list[dict[str, Any]] = body.get("messages", [])
+        for rule in self.rules:
+            if _matches(rule.when, messages):
+                return self._reply(rule.reply, messages)
+        turn = sum(1 for message in messages if message.get("role") == "assistant")
+        if turn >= len(self.turns):
+            return Reply(text="I have nothing more to add.", delay=self.latency)
+        return self._reply(self.turns[turn], messages)
+
+    def _reply(self, spec: Mapping[str, Any], messages: list[dict[str, Any]]) -> Reply:
+        calls = [
+            ScriptedToolCall(name=str(call["name"]), arguments=dict(call.get("arguments") or {}))
+            for call in spec.get("tool_calls") or []
+        ]
+        text = spec.get("text")
+        return Reply(
+            text=_render(str(text), messages) if text is not None else None,
+            tool_calls=calls,
+            delay=float(spec.get("delay", self.latency)),
+        )
+
+
+def _fault(spec: Mapping[str, Any]) -> Reply:
+    status = int(spec.get("status", 500))
+    if status == 429:
+        return Reply.rate_limited(spec.get("retry_after", 1))
+    if spec.get("timeout"):
+        return Reply(text="(too late)", delay=float(spec["timeout"]))
+    return Reply.server_error(status)
+
+
+def _tool_names(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """tool_call_id -> tool name, from the assistant messages' calls."""
+    names = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            names[call.get("id", "")] = call.get("function", {}).get("name", "")
+    return names
+
+
+def _matches(when: Mapping[str, str], messages: list[dict[str, Any]]) -> bool:
+    if not messages:
+        return False
+    last = messages[-1]
+    text = str(last.get("content") or "")
+    checks: dict[str, Callable[[str], bool]] = {
+        "role": lambda value: last.get("role") == value,
+        "contains": lambda value: value.lower() in text.lower(),
+        "matches": lambda value: re.search(value, text) is not None,
+        "tool": lambda value: (
+            last.get("role") == "tool" and _tool_names(messages).get(last.get("tool_call_id", "")) == value
+        ),
+        "any_user_contains": lambda value: any(
+            m.get("role") == "user" and value.lower() in str(m.get("content") or "").lower() for m in messages
+        ),
+    }
+    return all(checks[key](value) for key, value in when.items())
+
+
+class _Quotes(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "(nothing yet)"
+
+
+def _render(template: str, messages: list[dict[str, Any]]) -> str:
+    names = _tool_names(messages)
+    by_tool: dict[str, str] = _Quotes()
+    last_tool, last_user = "(no tool result yet)", ""
+    for message in messages:
+        content = str(message.get("content") or "")
+        if message.get("role") == "tool":
+            last_tool = content
+            by_tool[names.get(message.get("tool_call_id", ""), "")] = content
+        elif message.get("role") == "user":
+            last_user = content
+    return template.format(last_tool_result=last_tool, last_user_message=last_user, tool_result=by_tool)
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def _check_keys(where: str, mapping: Any, allowed: set[str]) -> Mapping[str, Any]:
+    if not isinstance(mapping, Mapping):
+        raise ScenarioError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    unknown = set(mapping) - allowed
+    if unknown:
+        raise ScenarioError(
+            f"{where}: unknown key {sorted(unknown)[0]!r} (allowed: {', '.join(sorted(allowed))})"
+        )
+    return mapping
+
+
+def _check_reply(where: str, spec: Any) -> Mapping[str, Any]:
+    reply = _check_keys(where, spec, _REPLY_KEYS)
+    if "text" not in reply and not reply.get("tool_calls"):
+        raise ScenarioError(f"{where}: a reply needs text or tool_calls")
+    for index, call in enumerate(reply.get("tool_calls") or []):
+        call = _check_keys(f"{where}.tool_calls[{index}]", call, {"name", "arguments"})
+        if not isinstance(call.get("name"), str):
+            raise ScenarioError(f"{where}.tool_calls[{index}]: name is required")
+    return reply
+
+
+def parse_scenario(data: Any, source: str) -> Scenario:
+    top = _check_keys(source, data, {"name", "description", "latency", "rules", "turns", "faults"})
+    turns = [_check_reply(f"{source}: turns[{i}]", turn) for i, turn in enumerate(top.get("turns") or [])]
+    rules = []
+    for index, raw in enumerate(top.get("rules") or []):
+        where = f"{source}: rules[{index}]"
+        rule = _check_keys(where, raw, {"when", "reply"})
+        when = _check_keys(f"{where}.when", rule.get("when"), _WHEN_KEYS)
+        rules.append(
+            Rule(
+                when={k: str(v) for k, v in when.items()},
+                reply=_check_reply(f"{where}.reply", rule.get("reply")),
+            )
+        )
+    faults = {}
+    for index, raw in enumerate(top.get("faults") or []):
+        fault = _check_keys(
+            f"{source}: faults[{index}]", raw, {"request", "status", "retry_after", "timeout"}
+        )
+        faults[int(fault["request"])] = fault
+    return Scenario(
+        name=str(top.get("name", source)),
+        turns=turns,
+        rules=rules,
+        latency=float(top.get("latency", 0.0)),
+        faults=faults,
+    )
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """A scenario by file path, or by name from ``emulator/scenarios`` (``disk-full``)."""
+    path = Path(name_or_path)
+    if not path.exists():
+        path = SCENARIO_DIR / f"{name_or_path}.yaml"
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ScenarioError(f"{path}: cannot read: {error}") from error
+    except yaml.YAMLError as error:
+        raise ScenarioError(f"{path}: not valid YAML: {error}") from error
+    return parse_scenario(data, str(path))
