@@ -1,8 +1,7 @@
 """The seam between a durable run and its chat transport.
 
 The worker tells a ``Presenter`` what a person should see: the run card (its steps and status),
-an approval request, the answer, a stop notice, that an injected reply reached the run, and
-short notices.
+an approval request, the answer, a stop notice, and that an injected reply reached the run.
 The Slack implementation renders these as messages and reactions; ``InMemoryPresenter``
 records them for tests; ``LoggingPresenter`` writes them to the log (headless workers).
 
@@ -53,6 +52,8 @@ class Step:
     category: str | None = None
     duration_seconds: float | None = None
     confirmed_by: str | None = None
+    arguments: str = ""  # the call's JSON arguments (the Slack card shows a short form)
+    result: str = ""  # the tool's output text, once it ended
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,6 @@ class Presenter(Protocol):
         """An injected thread reply is now in the run's history (the model will read it)."""
         ...
 
-    def post_notice(self, run: RunRef, text: str) -> None:
-        """A short notice in the thread (a reply that arrived as the run finished, ...)."""
-        ...
-
 
 class CardTracker:
     """The run card's steps, rebuilt from history when a job starts and updated from events."""
@@ -110,6 +107,7 @@ class CardTracker:
     def __init__(self, history: Sequence[Message]) -> None:
         self.steps: list[Step] = []
         calls = {c.id: c.name for m in history if m.role == "assistant" for c in m.tool_calls}
+        arguments = {c.id: c.arguments for m in history if m.role == "assistant" for c in m.tool_calls}
         for message in history:
             if message.role == "tool" and message.tool_call_id in calls:
                 failed = (message.content or "").startswith("Error")
@@ -121,12 +119,16 @@ class CardTracker:
                         category=message.meta.get("category"),
                         duration_seconds=message.meta.get("duration"),
                         confirmed_by=message.meta.get("confirmed_by"),
+                        arguments=arguments[message.tool_call_id],
+                        result=message.content or "",
                     )
                 )
 
     def started(self, event: ToolStart) -> None:
         category = event.category.value if event.category else None
-        self.steps.append(Step(event.call.id, event.call.name, StepStatus.RUNNING, category))
+        self.steps.append(
+            Step(event.call.id, event.call.name, StepStatus.RUNNING, category, arguments=event.call.arguments)
+        )
 
     def ended(self, event: ToolEnd, confirmed_by: str | None) -> None:
         if not event.executed:
@@ -140,6 +142,8 @@ class CardTracker:
             event.category.value if event.category else None,
             round(event.duration_seconds, 3),
             confirmed_by,
+            arguments=event.call.arguments,
+            result=event.output,
         )
         for index in range(len(self.steps) - 1, -1, -1):
             if self.steps[index].call_id == event.call.id and self.steps[index].status is StepStatus.RUNNING:
@@ -197,9 +201,6 @@ class InMemoryPresenter:
     def acknowledge(self, run: RunRef, message: Message) -> None:
         self._record("acknowledge", run, message)
 
-    def post_notice(self, run: RunRef, text: str) -> None:
-        self._record("post_notice", run, text)
-
 
 class LoggingPresenter:
     """Writes what a person would see to the log; for headless workers and the CLI."""
@@ -235,6 +236,3 @@ class LoggingPresenter:
 
     def acknowledge(self, run: RunRef, message: Message) -> None:
         log.info("run %s: read a reply from %s", run.run_id, message.meta.get("slack_user"))
-
-    def post_notice(self, run: RunRef, text: str) -> None:
-        log.info("run %s: %s", run.run_id, text)

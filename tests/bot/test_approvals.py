@@ -11,7 +11,7 @@ from agent.keys import Keys
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from agent.types import DecisionStatus
-from bot.approvals import ApprovalStatus, Approvals, DecideResult
+from bot.approvals import Approvals, ApprovalStatus, DecideResult
 
 
 def make(client: redis.Redis, keys: Keys) -> Approvals:
@@ -22,7 +22,9 @@ def test_a_record_is_created_once_per_call(redis_client: redis.Redis, keys: Keys
     approvals = make(redis_client, keys)
     call = tool_call("restart", "call_1", service="web")
     first, created = approvals.create("r1", call, ToolCategory.MUTATING, requester="U1", timeout_seconds=60)
-    again, created_again = approvals.create("r1", call, ToolCategory.MUTATING, requester="U1", timeout_seconds=60)
+    again, created_again = approvals.create(
+        "r1", call, ToolCategory.MUTATING, requester="U1", timeout_seconds=60
+    )
     assert created and not created_again and again == first
     stored = approvals.get(first.id)
     assert stored == first
@@ -45,7 +47,9 @@ def test_racing_decisions_have_exactly_one_winner(redis_client: redis.Redis, key
         results.append(make(redis_client, keys).decide(approval.id, status, user))
 
     threads = [
-        threading.Thread(target=click, args=(f"U{i}", ApprovalStatus.APPROVED if i % 2 else ApprovalStatus.DECLINED))
+        threading.Thread(
+            target=click, args=(f"U{i}", ApprovalStatus.APPROVED if i % 2 else ApprovalStatus.DECLINED)
+        )
         for i in range(16)
     ]
     for thread in threads:
@@ -79,8 +83,12 @@ def test_decisions_map_to_what_the_model_is_told(redis_client: redis.Redis, keys
 
 def test_expired_and_declined_records_decline_the_call(redis_client: redis.Redis, keys: Keys) -> None:
     approvals = make(redis_client, keys)
-    a, _ = approvals.create("r1", tool_call("x", "c1"), ToolCategory.MUTATING, requester="U", timeout_seconds=1)
-    b, _ = approvals.create("r1", tool_call("x", "c2"), ToolCategory.MUTATING, requester="U", timeout_seconds=1)
+    a, _ = approvals.create(
+        "r1", tool_call("x", "c1"), ToolCategory.MUTATING, requester="U", timeout_seconds=1
+    )
+    b, _ = approvals.create(
+        "r1", tool_call("x", "c2"), ToolCategory.MUTATING, requester="U", timeout_seconds=1
+    )
     approvals.decide(a.id, ApprovalStatus.EXPIRED, "chatops", "approval expired")
     approvals.decide(b.id, ApprovalStatus.DECLINED, "U7")
     assert approvals.get(a.id).decision(tool_call("x", "c1")).reason == "approval expired"  # type: ignore[union-attr]

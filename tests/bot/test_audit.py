@@ -19,9 +19,15 @@ def test_entries_tell_a_runs_story(redis_client: redis.Redis, keys: Keys) -> Non
     audit.run_started("r2", requester="U2", channel="C1", thread_ts="2.0", text="other")
     call = ToolCall(id="c1", name="restart", arguments=json.dumps({"service": "web", "confirmed_by": "U9"}))
     audit.tool_finished("r1", ToolEnd(call, ToolCategory.MUTATING, "restarted", False, 1.5), requester="U1")
-    audit.run_finished("r1", RunResult(status=RunStatus.COMPLETED, iterations=2, usage=Usage(prompt_tokens=10)))
+    audit.run_finished(
+        "r1", RunResult(status=RunStatus.COMPLETED, iterations=2, usage=Usage(prompt_tokens=10))
+    )
     entries = audit.entries("r1")
-    assert [e.kind for e in entries] == [AuditKind.RUN_STARTED, AuditKind.TOOL_EXECUTED, AuditKind.RUN_FINISHED]
+    assert [e.kind for e in entries] == [
+        AuditKind.RUN_STARTED,
+        AuditKind.TOOL_EXECUTED,
+        AuditKind.RUN_FINISHED,
+    ]
     tool = entries[1].fields
     assert tool["confirmed_by"] == "U9" and tool["requester"] == "U1" and tool["category"] == "mutating"
     assert tool["outcome"] == "ok" and float(tool["duration_seconds"]) == 1.5

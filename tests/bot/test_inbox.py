@@ -9,7 +9,7 @@ from agent.redis_memory import RedisMemory
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from agent.types import RunState, RunStatus
-from bot.approvals import ApprovalStatus, Approvals
+from bot.approvals import Approvals, ApprovalStatus
 from bot.inbox import DeliveryStatus, Inbox
 
 

@@ -35,7 +35,9 @@ def test_a_crashed_holders_lease_expires(redis_client: redis.Redis, keys: Keys) 
     assert not crashed.renew() and crashed.lost
 
 
-def test_keep_alive_renews_past_the_ttl_and_releases_at_the_end(redis_client: redis.Redis, keys: Keys) -> None:
+def test_keep_alive_renews_past_the_ttl_and_releases_at_the_end(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
     lease = Lease.acquire(redis_client, keys, "r1", 0.3, "worker-a")
     assert lease is not None
     with lease.keep_alive():

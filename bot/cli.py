@@ -1,0 +1,68 @@
+"""The ``chatops`` console script.
+
+Subcommands are registered in one place, ``SUBCOMMANDS``: a name, a one-line help, and the
+module that implements it. Such a module has two functions::
+
+    def configure_cli(parser: argparse.ArgumentParser) -> None: ...   # add its options
+    def run_cli(args: argparse.Namespace, settings: Settings) -> int: ...  # exit status
+
+To add ``web``, ``demo`` or ``doctor``: write those two functions in your module and add one
+line below. Settings are read once here (environment, ``.env`` or ``--env-file``), so every
+subcommand works from the same configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from bot.settings import Settings
+
+# name -> (module implementing it, help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "worker": ("bot.worker", "run a worker: start and resume runs, expire approvals, recover dead runs"),
+    "web": ("bot.slack.web", "serve Slack over HTTP with gunicorn (Socket Mode when SLACK_APP_TOKEN is set)"),
+}
+
+
+def _module(name: str) -> ModuleType:
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    for function in ("configure_cli", "run_cli"):
+        if not callable(getattr(module, function, None)):
+            raise TypeError(f"{module.__name__} must define {function}() to be the {name!r} subcommand")
+    return module
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatops", description="A chat-ops bot for on-call teams.")
+    parser.add_argument("--env-file", help="read settings from this file instead of ./.env")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ... (default INFO)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        _module(name).configure_cli(sub)
+    return parser
+
+
+def load_settings(env_file: str | None) -> Settings:
+    if env_file is None:
+        return Settings()
+    return Settings(_env_file=env_file)  # type: ignore[call-arg]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = load_settings(args.env_file)
+    status: int = _module(args.command).run_cli(args, settings)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,409 @@
+"""RQ jobs: ``start`` and ``resume`` work on a run, ``expire_approval`` declines an old approval.
+
+Job functions are imported by path (``bot.jobs.start``) and receive only ids. Everything else
+comes from the ``Runtime`` of the worker executing the job: ``bot.worker.ChatopsWorker`` is
+built with a runtime *factory* and calls it inside ``perform_job`` — in the work horse, after
+RQ's fork, so Redis connections are opened there — and binds the result to a context variable
+for the job's duration (``bound_runtime`` / ``current_runtime``). Tests build a worker whose
+factory returns a scripted model, test tools and an ``InMemoryPresenter``; production builds
+it from ``Settings`` (``CHATOPS_RUNTIME``, default ``bot.worker:default_runtime``).
+
+A run job: take the run's lease (or defer: someone else works on it), keep it alive from a
+thread, run the loop over a fenced ``RedisMemory``, tell the people (presenter) and the audit
+log what happened, release the lease. A run that stops for an approval ends the job; so no
+worker waits for a person.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import redis
+
+from agent.chat import ChatModel
+from agent.config import ConfirmRequest, RunConfig
+from agent.errors import LeaseLostError
+from agent.events import Event, IterationStarted, ToolEnd, ToolStart
+from agent.keys import Keys
+from agent.redis_memory import RedisMemory
+from agent.run import Run
+from agent.tooling import Tool
+from agent.types import Decision, Message, RunResult, RunState, RunStatus
+from bot.approvals import EXPIRED_REASON, SUPERSEDED_REASON, SYSTEM_DECIDER, Approval, ApprovalStatus
+from bot.audit import AuditKind, AuditLog
+from bot.errors import BotConfigurationError
+from bot.lease import Lease
+from bot.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
+from bot.runs import RunOptions, RunRecord, RunService
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_SYSTEM_PROMPT = "You are an on-call operations assistant."
+# How often one job goes back into the loop because a decision or reply arrived while it suspended.
+MAX_SEGMENTS_PER_JOB = 10
+# Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
+MAX_DEFERRALS = 6
+
+
+@dataclass
+class Runtime:
+    """What jobs need, built in the process that runs them. ``owns_connection``: close Redis at the end."""
+
+    redis: redis.Redis
+    keys: Keys
+    options: RunOptions
+    models: Sequence[ChatModel]
+    tools: Sequence[Tool]
+    presenter: Presenter
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    tool_output_filter: Callable[[str], str] | None = None
+    clock: Callable[[], float] = time.time
+    owns_connection: bool = False
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+    def service(self) -> RunService:
+        return RunService(self.redis, self.keys, self.options, clock=self.clock)
+
+    def close(self) -> None:
+        if self.owns_connection:
+            self.redis.close()
+
+
+RuntimeFactory = Callable[[], Runtime]
+_current: ContextVar[Runtime | None] = ContextVar("chatops_runtime", default=None)
+
+
+@contextmanager
+def bound_runtime(factory: RuntimeFactory) -> Iterator[Runtime]:
+    """Build a runtime and make it the current one for the block (one job)."""
+    runtime = factory()
+    token = _current.set(runtime)
+    try:
+        yield runtime
+    finally:
+        _current.reset(token)
+        runtime.close()
+
+
+def current_runtime() -> Runtime:
+    runtime = _current.get()
+    if runtime is None:
+        raise BotConfigurationError(
+            "chatops jobs run inside a chatops worker (bot.worker.ChatopsWorker), which binds their runtime"
+        )
+    return runtime
+
+
+# -- the job functions (imported by path by RQ) ------------------------------------------------------
+
+
+def start(run_id: str) -> str:
+    """Start a new run (the same work as ``resume``: a retried start resumes)."""
+    return RunJob(current_runtime(), run_id).execute()
+
+
+def resume(run_id: str, deferrals: int = 0) -> str:
+    """Continue a run from its stored history (after an approval, a reply, or a dead worker)."""
+    return RunJob(current_runtime(), run_id, deferrals).execute()
+
+
+def expire_approval(approval_id: str) -> str:
+    """Scheduled at the approval's ``expires_at``: decline it if nobody decided, and resume the run."""
+    result = current_runtime().service().expire(approval_id)
+    if result is None:
+        return "missing"
+    return "expired" if result.won else f"already {result.approval.status.value}"
+
+
+# -- the run's callbacks -------------------------------------------------------------------------------
+
+
+def present(method: Callable[..., T], *args: Any) -> T | None:
+    """Call the presenter; a chat transport failure is logged, never allowed to break the run."""
+    try:
+        return method(*args)
+    except Exception:
+        log.exception("presenter %s failed", getattr(method, "__name__", method))
+        return None
+
+
+@dataclass
+class ApprovalGate:
+    """The durable confirm callback: idempotent per call id, answered from the approval record."""
+
+    service: RunService
+    presenter: Presenter
+    run: RunRef
+    timeout_seconds: float
+    clock: Callable[[], float]
+
+    def __call__(self, request: ConfirmRequest) -> Decision:
+        approval = self._record(request)
+        if approval.status is ApprovalStatus.PENDING and self.clock() >= approval.expires_at:
+            approval = self._expire(approval)  # the scheduled expiry has not run yet
+        if approval.status is ApprovalStatus.PENDING:
+            if not approval.card_ts:  # also after a crash between creating the record and posting
+                card_ts = present(self.presenter.ask_approval, self.run, approval)
+                if card_ts:
+                    self.service.approvals.set_card(approval.id, self.run.channel, card_ts)
+            return Decision.pending()
+        present(self.presenter.show_decision, self.run, approval)
+        return approval.decision(request.call)
+
+    def _record(self, request: ConfirmRequest) -> Approval:
+        approvals = self.service.approvals
+        found = approvals.for_call(self.run.run_id, request.call.id)
+        if found is not None:
+            return found
+        approval, created = approvals.create(
+            self.run.run_id,
+            request.call,
+            request.category,
+            requester=self.run.requester,
+            timeout_seconds=self.timeout_seconds,
+            preview=request.preview,
+        )
+        if created:
+            self.service.audit.approval_requested(approval)
+            self.service.schedule_expiry(approval.id, approval.expires_at)
+        return approval
+
+    def _expire(self, approval: Approval) -> Approval:
+        result = self.service.approvals.decide(
+            approval.id, ApprovalStatus.EXPIRED, SYSTEM_DECIDER, EXPIRED_REASON
+        )
+        if result is None:
+            return approval
+        if result.won:
+            self.service.audit.approval_decided(result.approval)
+        return result.approval
+
+
+@dataclass
+class JobEvents:
+    """The loop's events, turned into run card updates, audit entries and acknowledgements."""
+
+    presenter: Presenter
+    audit: AuditLog
+    run: RunRef
+    tracker: CardTracker
+    iteration: int = 0
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, IterationStarted):
+            self.iteration = event.iteration
+        elif isinstance(event, ToolStart):
+            self.tracker.started(event)
+            self._update()
+        elif isinstance(event, ToolEnd):
+            self.tracker.ended(event, _confirmed_by(event.call.arguments))
+            self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
+            self._update()
+
+    def injected(self, messages: Sequence[Message]) -> None:
+        """Called by the loop only after the replies are in the history: now acknowledge them."""
+        for message in messages:
+            self.audit.record(
+                AuditKind.MESSAGE_INJECTED,
+                self.run.run_id,
+                inbox_id=message.meta.get("inbox_id"),
+                user=message.meta.get("slack_user"),
+                text=message.content,
+            )
+            present(self.presenter.acknowledge, self.run, message)
+
+    def _update(self) -> None:
+        present(
+            self.presenter.update_run_card, self.run, self.tracker.view(RunStatus.RUNNING, self.iteration, 0)
+        )
+
+
+def _confirmed_by(arguments: str) -> str | None:
+    try:
+        value = json.loads(arguments).get("confirmed_by")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+# -- one job's work on one run -----------------------------------------------------------------------
+
+
+class RunJob:
+    """Take the lease, run the loop until it finishes or waits for a person, report, let go."""
+
+    def __init__(self, runtime: Runtime, run_id: str, deferrals: int = 0) -> None:
+        self._rt = runtime
+        self._run_id = run_id
+        self._deferrals = deferrals
+        self._service = runtime.service()
+
+    def execute(self) -> str:
+        record = self._service.get(self._run_id)
+        if record is None:
+            return "missing"
+        if record.status.terminal:
+            return "finished"  # a duplicate or retried job: nothing to do
+        rt = self._rt
+        lease = Lease.acquire(rt.redis, rt.keys, self._run_id, rt.options.lease_ttl_seconds, rt.name)
+        if lease is None:
+            return self._defer()
+        try:
+            with lease.keep_alive():
+                return self._work(record, lease)
+        except LeaseLostError as error:
+            # Another worker owns the run now; it will report. This one must not write anything more.
+            self._service.audit.record(AuditKind.LEASE_LOST, self._run_id, worker=rt.name, error=str(error))
+            return "lease_lost"
+
+    def _defer(self) -> str:
+        """Someone holds the lease: look again soon, in case it was about to let go or has died."""
+        if self._deferrals >= MAX_DEFERRALS:
+            return "busy"  # the recovery sweep takes over if the holder died
+        delay = max(1.0, min(2.0**self._deferrals, self._rt.options.lease_ttl_seconds))
+        job = self._service.queue.enqueue_in(
+            timedelta(seconds=delay),
+            "bot.jobs.resume",
+            self._run_id,
+            self._deferrals + 1,
+            job_timeout=self._rt.options.job_timeout,
+            retry=self._rt.options.retry,
+        )
+        log.info(
+            "run %s is leased to another worker; looking again in %.0fs (job %s)", self._run_id, delay, job.id
+        )
+        return "deferred"
+
+    def _work(self, record: RunRecord, lease: Lease) -> str:
+        rt, run_id = self._rt, self._run_id
+        attempts = int(rt.redis.hincrby(rt.keys.run(run_id), "attempts", 1))
+        memory = RedisMemory(
+            rt.redis,
+            rt.keys,
+            run_id,
+            fence=lease.token,
+            retention_seconds=rt.options.retention_seconds,
+            lease_ttl_seconds=rt.options.lease_ttl_seconds,
+            clock=rt.clock,
+        )
+        ref = RunRef(run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None)
+        state = memory.load_state()
+        if state is None:
+            self._service.audit.run_started(
+                run_id,
+                requester=record.requester,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                text=record.text,
+            )
+        if ref.card_ts is None:
+            card_ts = present(rt.presenter.post_run_card, ref, CardView(RunStatus.RUNNING))
+            if card_ts:
+                rt.redis.hset(rt.keys.run(run_id), "card_ts", card_ts)
+                ref = replace(ref, card_ts=card_ts)
+        tracker = CardTracker(memory.load_messages())
+        if attempts > rt.options.max_attempts:
+            result = self._give_up(memory, state or RunState(), attempts)
+        else:
+            result = self._run_segments(memory, ref, tracker)
+        self._report(ref, tracker, result)
+        return result.status.value
+
+    def _run_segments(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunResult:
+        for _ in range(MAX_SEGMENTS_PER_JOB):
+            result = Run(self._config(memory, ref, tracker)).execute()
+            if result.status is not RunStatus.AWAITING_APPROVAL or not self._settled_meanwhile(result):
+                return result
+        return result
+
+    def _settled_meanwhile(self, result: RunResult) -> bool:
+        """A decision or a reply that arrived while the run was suspending: continue right away."""
+        approvals = self._service.approvals
+        pending = approvals.for_call(self._run_id, result.pending_call_id or "")
+        if pending is not None and pending.status is not ApprovalStatus.PENDING:
+            return True
+        waiting = self._service.inbox.peek(self._run_id)
+        if not waiting:
+            return False
+        for approval in approvals.for_run(self._run_id):
+            if approval.status is ApprovalStatus.PENDING:
+                decided = approvals.decide(
+                    approval.id, ApprovalStatus.SUPERSEDED, waiting[0].user, SUPERSEDED_REASON
+                )
+                if decided is not None and decided.won:
+                    self._service.audit.approval_decided(decided.approval)
+        return True
+
+    def _config(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunConfig:
+        rt = self._rt
+        events = JobEvents(rt.presenter, self._service.audit, ref, tracker)
+        gate = ApprovalGate(self._service, rt.presenter, ref, rt.options.approval_timeout_seconds, rt.clock)
+        return RunConfig(
+            models=rt.models,
+            memory=memory,
+            tools=rt.tools,
+            system_prompt=rt.system_prompt,
+            inject=lambda: self._service.inbox.messages(self._run_id),
+            on_injected=events.injected,
+            confirm=gate,
+            limits=rt.options.limits,
+            on_event=events,
+            tool_output_filter=rt.tool_output_filter,
+            clock=rt.clock,
+        )
+
+    def _give_up(self, memory: RedisMemory, state: RunState, attempts: int) -> RunResult:
+        """The run stopped its worker too often (a crash loop): end it as failed, in a durable way."""
+        state.status = RunStatus.FAILED
+        state.error = (
+            f"gave up after {attempts - 1} attempts: the worker stopped each time (see the audit log)"
+        )
+        memory.save_state(state)
+        return RunResult(
+            status=state.status,
+            error=state.error,
+            iterations=state.iteration,
+            usage=state.usage,
+            tools_used=list(state.tools_used),
+            model=state.model,
+        )
+
+    def _report(self, ref: RunRef, tracker: CardTracker, result: RunResult) -> None:
+        rt, audit, presenter = self._rt, self._service.audit, self._rt.presenter
+        rt.redis.hset(rt.keys.run(self._run_id), "attempts", 0)  # a clean end: the crash counter restarts
+        present(
+            presenter.update_run_card, ref, tracker.view(result.status, result.iterations, _tokens(result))
+        )
+        if result.status is RunStatus.AWAITING_APPROVAL:
+            audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=result.pending_call_id)
+            return
+        audit.run_finished(self._run_id, result)
+        if result.output:
+            present(presenter.post_answer, ref, result.output)
+        if result.status is not RunStatus.COMPLETED:
+            notice = StopNotice(
+                result.status, result.error, result.iterations, _tokens(result), tuple(result.tools_used)
+            )
+            present(presenter.post_stop_notice, ref, notice)
+        self._report_unread()
+
+    def _report_unread(self) -> None:
+        """Replies stored after the loop's last look at the inbox: the model never read them. Audit them."""
+        for item in self._service.inbox.peek(self._run_id):
+            log.warning("run %s finished before reading a reply from %s", self._run_id, item.user)
+            self._service.audit.record(AuditKind.MESSAGE_UNREAD, self._run_id, user=item.user, text=item.text)
+
+
+def _tokens(result: RunResult) -> int:
+    return result.usage.paid_tokens

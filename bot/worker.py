@@ -1,0 +1,187 @@
+"""The chatops worker: RQ workers that bind each job's ``Runtime``, sweep for dead runs, and start from Settings.
+
+* ``ChatopsWorker`` forks a work horse per job (RQ's ``Worker``): the runtime factory is called
+  inside the horse, so every job opens its own Redis connection after the fork.
+* ``ChatopsSimpleWorker`` runs jobs in its own process (RQ's ``SimpleWorker``), for tests and
+  embedding. It times jobs out with a timer thread instead of ``SIGALRM``, which the host
+  process (pytest-timeout, a web server) may be using.
+
+Both run ``RunService.recover`` with RQ's maintenance tasks, every
+``CHATOPS_RECOVERY_INTERVAL_SECONDS`` (the idle wait for jobs is shortened to match), so a run
+whose worker died is resumed by any live worker once its lease has expired.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from rq.executions import Execution
+from rq.job import Job
+from rq.queue import Queue
+from rq.timeouts import TimerDeathPenalty
+from rq.worker import SimpleWorker, Worker
+from rq.worker.base import BaseWorker
+
+from agent.keys import Keys
+from bot.errors import BotConfigurationError
+from bot.jobs import Runtime, RuntimeFactory, bound_runtime
+from bot.presenter import LoggingPresenter, Presenter
+from bot.runs import RunOptions, RunService
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+# RQ blocks this long less than ``worker_ttl`` waiting for a job before it runs maintenance again.
+_RQ_DEQUEUE_MARGIN = 15
+
+Sweep = Callable[[], list[str]]
+
+
+class _RuntimeWorker(BaseWorker):
+    """Binds a runtime around every job and adds the dead-run sweep to RQ's maintenance."""
+
+    def __init__(
+        self, *args: Any, runtime_factory: RuntimeFactory, sweep: Sweep | None = None, **kwargs: Any
+    ):
+        super().__init__(*args, **kwargs)
+        self.runtime_factory = runtime_factory
+        self.sweep = sweep
+
+    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
+        # In the work horse for ``Worker`` (after the fork), in-process for ``SimpleWorker``.
+        with bound_runtime(self.runtime_factory):
+            return super().perform_job(job, queue, execution)
+
+    def run_maintenance_tasks(self) -> None:
+        super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
+        if self.sweep is None:
+            return
+        try:
+            resumed = self.sweep()
+        except redis.RedisError:
+            log.exception("the recovery sweep failed; trying again at the next maintenance")
+            return
+        if resumed:
+            log.warning("resumed %d run(s) whose worker stopped: %s", len(resumed), ", ".join(resumed))
+
+
+class ChatopsWorker(_RuntimeWorker, Worker):
+    """RQ's forking worker with a per-job runtime and the recovery sweep."""
+
+
+class ChatopsSimpleWorker(_RuntimeWorker, SimpleWorker):
+    """RQ's in-process worker with a per-job runtime and the recovery sweep."""
+
+    death_penalty_class = TimerDeathPenalty
+
+
+def load_runtime_factory(path: str) -> Callable[[Settings], Runtime]:
+    """Import ``module:function`` (a function of ``Settings`` returning a ``Runtime``)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise BotConfigurationError(f"CHATOPS_RUNTIME must look like module:function, got {path!r}")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise BotConfigurationError(f"cannot load the runtime factory {path!r}: {error}") from error
+    if not callable(factory):
+        raise BotConfigurationError(f"the runtime factory {path!r} is not callable")
+    return factory  # type: ignore[no-any-return]
+
+
+def default_runtime(settings: Settings) -> Runtime:
+    """The production runtime: the configured models, the tool registry, Slack (or the log)."""
+    from agent.llm import LLMClient
+    from tools.registry import build_output_filter, build_registry_from_settings
+
+    client = redis.Redis.from_url(settings.redis_url)
+    keys = Keys(settings.chatops_redis_prefix)
+    models = [
+        LLMClient(
+            settings.llm_base_url,
+            settings.llm_api_key,
+            name,
+            connect_timeout=settings.llm_connect_timeout,
+            read_timeout=settings.llm_read_timeout,
+        )
+        for name in [settings.llm_model, *settings.llm_fallback_models]
+    ]
+    registry = build_registry_from_settings(settings)
+    return Runtime(
+        redis=client,
+        keys=keys,
+        options=RunOptions.from_settings(settings),
+        models=models,
+        tools=registry.tools(),
+        presenter=_presenter(settings, client, keys),
+        tool_output_filter=build_output_filter(settings, registry),
+        owns_connection=True,
+    )
+
+
+def _presenter(settings: Settings, client: redis.Redis, keys: Keys) -> Presenter:
+    if not settings.slack_bot_token:
+        return LoggingPresenter()
+    from bot.slack.client import make_client
+    from bot.slack.presenter import SlackPresenter
+
+    return SlackPresenter(make_client(settings), client, keys)
+
+
+def build_worker(
+    settings: Settings,
+    *,
+    runtime_factory: RuntimeFactory | None = None,
+    simple: bool = False,
+    connection: redis.Redis | None = None,
+    name: str | None = None,
+) -> _RuntimeWorker:
+    """A worker on ``CHATOPS_QUEUE`` whose jobs use ``runtime_factory`` (default: ``CHATOPS_RUNTIME``)."""
+    connection = connection or redis.Redis.from_url(settings.redis_url)
+    if runtime_factory is None:
+        build = load_runtime_factory(settings.chatops_runtime)
+
+        def runtime_factory() -> Runtime:
+            return build(settings)
+
+    options = RunOptions.from_settings(settings)
+    service = RunService(connection, Keys(settings.chatops_redis_prefix), options)
+    interval = settings.chatops_recovery_interval_seconds
+    worker_class = ChatopsSimpleWorker if simple else ChatopsWorker
+    return worker_class(
+        [options.queue_name],
+        connection=connection,
+        name=name,
+        runtime_factory=runtime_factory,
+        sweep=service.recover,
+        maintenance_interval=interval,
+        worker_ttl=interval + _RQ_DEQUEUE_MARGIN,
+    )
+
+
+# -- ``chatops worker`` ------------------------------------------------------------------------------
+
+
+def configure_cli(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runtime", help="module:function building the runtime (overrides CHATOPS_RUNTIME)")
+    parser.add_argument("--queue", help="queue to work on (overrides CHATOPS_QUEUE)")
+    parser.add_argument("--name", help="worker name (default: random)")
+    parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
+    parser.add_argument("--simple", action="store_true", help="run jobs in this process instead of forking")
+
+
+def run_cli(args: argparse.Namespace, settings: Settings) -> int:
+    updates: dict[str, object] = {}
+    if args.runtime:
+        updates["chatops_runtime"] = args.runtime
+    if args.queue:
+        updates["chatops_queue"] = args.queue
+    settings = settings.model_copy(update=updates)
+    worker = build_worker(settings, simple=args.simple, name=args.name)
+    # The scheduler enqueues approval expiries, job retries and deferred resumes when they are due.
+    worker.work(burst=args.burst, with_scheduler=True, logging_level=args.log_level)
+    return 0
