@@ -108,6 +108,11 @@ class SlackEmulatorClient:
         result: dict[str, Any] = self._request("POST", "/faults", body)
         return result
 
+    def faults(self) -> list[dict[str, Any]]:
+        """Faults still armed, with the calls ``remaining`` for each."""
+        result: list[dict[str, Any]] = self._request("GET", "/faults")["faults"]
+        return result
+
     def clear_faults(self) -> None:
         """Disarm every fault."""
         self._request("DELETE", "/faults")

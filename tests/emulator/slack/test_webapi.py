@@ -169,7 +169,7 @@ def test_update_refuses_missing_and_foreign_messages(web: WebClient, control: Sl
 
 def test_ephemeral_messages_are_seen_only_by_their_user(web: WebClient, control: SlackEmulatorClient) -> None:
     response = web.chat_postEphemeral(channel="C_INCIDENT", user="U_ALICE", text="only you")
-    assert set(response.data) == {"ok", "message_ts"}  # type: ignore[arg-type]
+    assert isinstance(response.data, dict) and set(response.data) == {"ok", "message_ts"}
     assert [m["text"] for m in control.messages("incident", viewer="U_ALICE")] == ["only you"]
     assert control.messages("incident", viewer="U_BOB") == []
     assert control.messages("incident", viewer="U_ALICE")[0]["ephemeral"] is True
