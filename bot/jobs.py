@@ -307,7 +307,7 @@ class RunJob:
                 thread_ts=record.thread_ts,
                 text=record.text,
             )
-        if ref.card_ts is None:
+        if ref.card_ts is None and state is None:  # once per run (a presenter may have no message ts)
             card_ts = present(rt.presenter.post_run_card, ref, CardView(RunStatus.RUNNING))
             if card_ts:
                 rt.redis.hset(rt.keys.run(run_id), "card_ts", card_ts)
@@ -357,6 +357,7 @@ class RunJob:
             inject=lambda: self._service.inbox.messages(self._run_id),
             on_injected=events.injected,
             confirm=gate,
+            stop=lambda _state: self._service.stop_requested(self._run_id),
             limits=rt.options.limits,
             on_event=events,
             tool_output_filter=rt.tool_output_filter,

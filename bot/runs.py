@@ -42,6 +42,7 @@ from bot.settings import Settings
 JOB_START = "bot.jobs.start"
 JOB_RESUME = "bot.jobs.resume"
 JOB_EXPIRE = "bot.jobs.expire_approval"
+STOP_FIELD = "stop_requested_by"  # in the run hash: who pressed Stop (the loop's stop predicate reads it)
 # Beyond the run's own deadline: the last tool's grace, Redis writes, the presenter.
 JOB_TIMEOUT_MARGIN_SECONDS = 120
 _LIVE_JOB = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED, JobStatus.STARTED}
@@ -228,6 +229,30 @@ class RunService:
             self.audit.approval_decided(result.approval)
             self.enqueue(result.approval.run_id)
         return result
+
+    def request_stop(self, run_id: str, user: str) -> bool:
+        """Ask a run to stop (the Stop button); False when it has already ended.
+
+        The loop ends as ``cancelled`` after the step in progress. A run waiting for an approval
+        has its pending approvals declined and is resumed, so it ends now rather than at expiry.
+        """
+        record = self.get(run_id)
+        if record is None or record.status.terminal:
+            return False
+        self.redis.hset(self.keys.run(run_id), STOP_FIELD, user)
+        if record.status is RunStatus.AWAITING_APPROVAL:
+            for approval in self.approvals.for_run(run_id):
+                if approval.status is ApprovalStatus.PENDING:
+                    result = self.approvals.decide(
+                        approval.id, ApprovalStatus.DECLINED, user, f"the run was stopped by {user}"
+                    )
+                    if result is not None and result.won:
+                        self.audit.approval_decided(result.approval)
+            self.enqueue(run_id)
+        return True
+
+    def stop_requested(self, run_id: str) -> bool:
+        return bool(self.redis.hexists(self.keys.run(run_id), STOP_FIELD))
 
     def claim_event(self, event_id: str, ttl_seconds: int = 24 * 3600) -> bool:
         """True the first time a Slack event id is seen (``SET NX``); retries of it answer False."""

@@ -77,7 +77,10 @@ class Settings(BaseSettings):
     chatops_token_budget: int | None = None
 
     # Web process
-    port: int = 3000
+    port: int = Field(default=3000, ge=0, le=65535)
+    web_host: str = "0.0.0.0"
+    web_workers: int = Field(default=2, ge=1)
+    web_threads: int = Field(default=8, ge=1)
 
     @field_validator("llm_fallback_models", "chatops_approvers", "chatops_channels", mode="before")
     @classmethod

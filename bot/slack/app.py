@@ -1,0 +1,217 @@
+"""The Bolt ``App``: listeners for mentions, thread replies, button clicks and the decline modal.
+
+Each listener has two halves (Bolt's lazy listeners):
+
+* the ack half runs before the HTTP answer (``process_before_response=True``). For events it
+  stores what must not be lost (Redis only, milliseconds) and an exception there becomes a 500
+  that Slack retries. For clicks it only acknowledges: Slack wants an answer within 3 seconds.
+* the lazy half runs afterwards on Bolt's thread pool and makes the Slack calls: reactions,
+  notices, card updates, ephemeral messages, the modal, and for clicks the decision itself.
+
+Bolt's own ``auth.test`` at construction is avoided with an ``authorize`` function (see
+``bot.slack.identity``), so the app starts while Slack is unreachable.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.errors import BotConfigurationError
+from bot.slack import render
+from bot.slack.actions import Interactions, Reply
+from bot.slack.client import make_client
+from bot.slack.events import EventHandler, Outcome
+from bot.slack.identity import Authorizer, remember_authorizations
+from bot.slack.presenter import EYES, add_reaction
+from bot.slack.runtime import WebRuntime
+
+log = logging.getLogger(__name__)
+
+OUTCOME = "chatops_outcome"
+LAZY_THREADS = 16
+
+
+@dataclass(frozen=True)
+class Click:
+    """The parts of a ``block_actions`` payload the handlers use."""
+
+    user: str
+    value: str
+    channel: str
+    message_ts: str
+    thread_ts: str | None
+    trigger_id: str
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Click:
+        container = body.get("container") or {}
+        message = body.get("message") or {}
+        action = (body.get("actions") or [{}])[0]
+        return cls(
+            user=str((body.get("user") or {}).get("id") or ""),
+            value=str(action.get("value") or ""),
+            channel=str(container.get("channel_id") or (body.get("channel") or {}).get("id") or ""),
+            message_ts=str(container.get("message_ts") or message.get("ts") or ""),
+            thread_ts=container.get("thread_ts") or message.get("thread_ts"),
+            trigger_id=str(body.get("trigger_id") or ""),
+        )
+
+
+def build_app(runtime: WebRuntime, *, socket_mode: bool = False) -> App:
+    """The Bolt app over ``runtime``. HTTP mode needs ``SLACK_SIGNING_SECRET``; Socket Mode does not."""
+    settings = runtime.settings
+    if not socket_mode and not settings.slack_signing_secret:
+        raise BotConfigurationError("SLACK_SIGNING_SECRET is required to serve Slack over HTTP")
+    if not settings.slack_bot_token:
+        raise BotConfigurationError("SLACK_BOT_TOKEN is required")
+    app = App(
+        name="chatops",
+        signing_secret=settings.slack_signing_secret or None,
+        client=make_client(settings),
+        authorize=Authorizer(settings.slack_bot_token, runtime.identity),
+        before_authorize=remember_authorizations,
+        process_before_response=True,
+        listener_executor=ThreadPoolExecutor(LAZY_THREADS, thread_name_prefix="chatops-slack"),
+    )
+    _register_events(app, runtime)
+    _register_actions(app, runtime)
+    return app
+
+
+# -- events ----------------------------------------------------------------------------------------
+
+
+def _register_events(app: App, runtime: WebRuntime) -> None:
+    handler = EventHandler(runtime)
+
+    def store_mention(body: dict[str, Any], context: BoltContext, ack: Ack) -> None:
+        context[OUTCOME] = handler.mention(body, context.bot_user_id).to_context()
+        ack()
+
+    def store_reply(body: dict[str, Any], context: BoltContext, ack: Ack) -> None:
+        context[OUTCOME] = handler.reply(body, context.bot_user_id).to_context()
+        ack()
+
+    def follow_up(context: BoltContext) -> None:
+        outcome = Outcome.from_context(context.get(OUTCOME))
+        _follow_up(runtime, outcome)
+
+    app.event("app_mention")(ack=store_mention, lazy=[follow_up])
+    app.event("message")(ack=store_reply, lazy=[follow_up])
+
+
+def _follow_up(runtime: WebRuntime, outcome: Outcome) -> None:
+    """The Slack side of a stored event: :eyes: on an injected reply, the channel notice."""
+    client = runtime.client()
+    try:
+        if outcome.kind == "injected":
+            add_reaction(client, outcome.channel, outcome.ts, EYES)
+        elif outcome.kind == "refused_channel" and outcome.notify:
+            client.chat_postMessage(
+                channel=outcome.channel, thread_ts=outcome.thread_ts, text=channel_notice(runtime)
+            )
+    except SlackApiError as error:
+        log.warning("follow-up of %s in %s failed: %s", outcome.kind, outcome.channel, error)
+
+
+def channel_notice(runtime: WebRuntime) -> str:
+    channels = ", ".join(f"<#{c}>" for c in runtime.settings.chatops_channels)
+    return (
+        f"Sorry, I only take requests in {channels}. "
+        "Please mention me there (I will not repeat this note in this channel)."
+    )
+
+
+# -- clicks and the modal ----------------------------------------------------------------------------
+
+
+def _register_actions(app: App, runtime: WebRuntime) -> None:
+    interactions = Interactions(runtime)
+
+    def acknowledge(ack: Ack) -> None:
+        ack()
+
+    def approve(body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        _show(runtime, interactions.approve(click.value, click.user), click)
+
+    def decline(body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        reply = interactions.decline_clicked(click.value, click.user)
+        if reply.open_modal and reply.approval is not None:
+            reply = _open_decline_modal(runtime, interactions, click, reply)
+        _show(runtime, reply, click)
+
+    def stop(body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        _show(runtime, interactions.stop(click.value, click.user), click)
+
+    def declined(body: dict[str, Any]) -> None:
+        view = body.get("view") or {}
+        meta = render.modal_metadata(view)
+        user = str((body.get("user") or {}).get("id") or "")
+        click = Click(
+            user,
+            meta.get("approval_id", ""),
+            meta.get("channel", ""),
+            meta.get("ts", ""),
+            meta.get("thread_ts") or None,
+            "",
+        )
+        reply = interactions.decline(click.value, user, render.modal_reason(view))
+        _show(runtime, reply, click)
+
+    app.action(render.ACTION_APPROVE)(ack=acknowledge, lazy=[approve])
+    app.action(render.ACTION_DECLINE)(ack=acknowledge, lazy=[decline])
+    app.action(render.ACTION_STOP)(ack=acknowledge, lazy=[stop])
+    app.view(render.VIEW_DECLINE)(ack=acknowledge, lazy=[declined])
+
+
+def _open_decline_modal(runtime: WebRuntime, interactions: Interactions, click: Click, reply: Reply) -> Reply:
+    """Ask for a reason; if the modal cannot open (the 3 s trigger ran out), decline without one."""
+    approval = reply.approval
+    assert approval is not None
+    meta = {"channel": click.channel, "ts": click.message_ts, "thread_ts": click.thread_ts or ""}
+    try:
+        runtime.client().views_open(
+            trigger_id=click.trigger_id, view=render.decline_modal(approval.id, meta, approval.tool)
+        )
+        return Reply()
+    except SlackApiError as error:
+        log.info("decline modal did not open (%s); declining without a reason", error)
+        return interactions.decline(approval.id, click.user, None)
+
+
+def _show(runtime: WebRuntime, reply: Reply, click: Click) -> None:
+    """Redraw the clicked approval card, then tell the clicker (only them) what happened."""
+    client = runtime.client()
+    if reply.approval is not None and click.channel and click.message_ts:
+        _redraw(client, click, reply)
+    if reply.note and click.channel and click.user:
+        try:
+            client.chat_postEphemeral(
+                channel=click.channel, user=click.user, text=reply.note, thread_ts=click.thread_ts
+            )
+        except SlackApiError as error:
+            log.warning("ephemeral note to %s failed: %s", click.user, error)
+
+
+def _redraw(client: WebClient, click: Click, reply: Reply) -> None:
+    approval = reply.approval
+    assert approval is not None
+    try:
+        client.chat_update(
+            channel=click.channel,
+            ts=click.message_ts,
+            text=render.approval_text(approval),
+            blocks=render.approval_blocks(approval),
+        )
+    except SlackApiError as error:
+        log.warning("approval card %s not redrawn: %s", approval.id, error)

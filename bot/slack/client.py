@@ -1,0 +1,73 @@
+"""The Slack ``WebClient`` every process uses: the configured base URL and retry handlers.
+
+Slack answers 429 with ``Retry-After`` when a method's rate tier is exceeded, and occasionally
+5xx or a reset connection. The worker must not lose an answer to either, so every client
+retries them with slack_sdk's own handlers (the 5xx one widened from 500/503 to every 5xx).
+A retried ``chat.postMessage`` after a 5xx can, rarely, post twice (Slack may have stored the
+first); a duplicated line in a thread is the lesser evil next to a lost answer.
+"""
+
+from __future__ import annotations
+
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+
+from bot.settings import Settings
+
+DEFAULT_TIMEOUT = 15  # seconds per HTTP attempt
+
+
+class AnyServerErrorRetryHandler(ServerErrorRetryHandler):
+    """``ServerErrorRetryHandler`` for every 5xx (Slack's edge also answers 502 and 504)."""
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is not None and 500 <= response.status_code < 600
+
+
+def retry_handlers(*, rate_limit_retries: int = 4, error_retries: int = 3) -> list[RetryHandler]:
+    """Rate limits (honouring ``Retry-After``), server errors and connection errors.
+
+    slack_sdk shares one attempt counter between handlers, so each ``max_retry_count`` is a cap
+    on the total attempts at which that handler may still retry.
+    """
+    return [
+        RateLimitErrorRetryHandler(max_retry_count=rate_limit_retries),
+        AnyServerErrorRetryHandler(max_retry_count=error_retries),
+        ConnectionErrorRetryHandler(max_retry_count=error_retries),
+    ]
+
+
+def api_base_url(url: str) -> str:
+    """``SLACK_API_URL`` with the trailing slash slack_sdk needs to join method names."""
+    return url if url.endswith("/") else url + "/"
+
+
+def make_client(
+    settings: Settings, *, token: str | None = None, timeout: int = DEFAULT_TIMEOUT, retries: bool = True
+) -> WebClient:
+    """A ``WebClient`` for ``SLACK_API_URL`` with the bot token (or ``token``) and retry handlers.
+
+    ``retries=False`` is for calls on a latency budget (the lookup of the bot's identity while
+    Slack waits for an ack): there a failure is cheaper than a long wait.
+    """
+    return WebClient(
+        token=token if token is not None else settings.slack_bot_token or None,
+        base_url=api_base_url(settings.slack_api_url),
+        timeout=timeout,
+        retry_handlers=retry_handlers() if retries else [],
+    )

@@ -1,0 +1,173 @@
+"""Markdown (what models write) to Slack ``mrkdwn``, escaping, truncation and safe splitting.
+
+Slack's ``mrkdwn`` is not Markdown: bold is ``*x*``, italic ``_x_``, strike ``~x~``, links are
+``<url|text>``, there are no headings, and ``&``, ``<`` and ``>`` must be escaped as entities.
+Everything here is pure text processing, so it is tested without Slack.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Slack tokens a model may legitimately write and that must survive escaping: user and channel
+# mentions. Broadcasts (<!here>, <!channel>) are deliberately NOT kept, so a model cannot page a room.
+_KEEP_TOKEN = re.compile(r"<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+(?:\|[^<>|]*)?)>")
+_LINK = re.compile(r"\[([^\[\]]+)\]\((https?://[^\s()]+(?:\([^\s()]*\))?[^\s()]*)\)")
+_AUTOLINK = re.compile(r"<(https?://[^\s<>]+)>")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
+_RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_ITALIC_STAR = re.compile(r"(?<![*\w])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![*\w])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_ENTITY = re.compile(r"&(?:amp|lt|gt);")
+_PROTECTED = re.compile("|".join(f"(?:{p.pattern})" for p in (_CODE_SPAN, _LINK, _AUTOLINK, _KEEP_TOKEN)))
+_BOLD_MARK = "\x00"  # a placeholder for ``*`` so single-star italics are not confused with bold
+
+ELLIPSIS = "…"
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack's text fields reserve."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
+    if limit <= 0:
+        return ""
+    if len(text) <= limit:
+        return text
+    return text[: _safe_cut(text, limit - 1)].rstrip() + ELLIPSIS
+
+
+def one_line(text: str, limit: int) -> str:
+    """Whitespace collapsed to single spaces, truncated: for short summaries on the run card."""
+    return truncate(" ".join(text.split()), limit)
+
+
+def to_mrkdwn(markdown: str) -> str:
+    """Convert common Markdown to Slack ``mrkdwn`` (code blocks kept verbatim, only escaped)."""
+    out: list[str] = []
+    in_code = False
+    for line in markdown.replace("\r\n", "\n").split("\n"):
+        if _FENCE.match(line):
+            # The language tag after ``` would show as text in Slack, so it is dropped.
+            out.append("```")
+            in_code = not in_code
+            continue
+        out.append(escape(line) if in_code else _convert_line(line))
+    if in_code:
+        out.append("```")  # an unclosed fence would swallow the rest of the message
+    return "\n".join(out)
+
+
+def _convert_line(line: str) -> str:
+    """One line outside code: headings, bullets and rules, then inline formatting."""
+    heading = _HEADING.match(line)
+    if heading:
+        inner = _BOLD.sub(r"\2", heading.group(1))
+        return f"*{_inline(inner)}*" if inner else ""
+    if _RULE.match(line):
+        return "──────────"
+    bullet = _BULLET.match(line)
+    if bullet:
+        return f"{bullet.group(1)}• {_inline(bullet.group(2))}"
+    return _inline(line)
+
+
+def _inline(text: str) -> str:
+    """Inline Markdown to mrkdwn; code spans, links and kept tokens are protected from formatting."""
+    pieces: list[str] = []
+    pos = 0
+    for match in _PROTECTED.finditer(text):
+        pieces.append(_format(escape(text[pos : match.start()])))
+        pieces.append(_protected_piece(match))
+        pos = match.end()
+    pieces.append(_format(escape(text[pos:])))
+    return "".join(pieces)
+
+
+def _protected_piece(match: re.Match[str]) -> str:
+    """A code span, link or mention, rendered as Slack expects."""
+    token = match.group(0)
+    code = _CODE_SPAN.fullmatch(token)
+    if code:
+        return f"`{escape(code.group(2))}`"
+    link = _LINK.fullmatch(token)
+    if link:
+        label = _format(escape(link.group(1))).replace("|", "¦")
+        return f"<{escape(link.group(2))}|{label}>"
+    autolink = _AUTOLINK.fullmatch(token)
+    if autolink:
+        return f"<{escape(autolink.group(1))}>"
+    return token
+
+
+def _format(text: str) -> str:
+    """Emphasis on already-escaped text: **b**/__b__ -> *b*, *i* -> _i_, ~~s~~ -> ~s~."""
+    text = _BOLD.sub(lambda m: f"{_BOLD_MARK}{m.group(2)}{_BOLD_MARK}", text)
+    text = _ITALIC_STAR.sub(r"_\1_", text)
+    text = _STRIKE.sub(r"~\1~", text)
+    return text.replace(_BOLD_MARK, "*")
+
+
+# -- splitting ---------------------------------------------------------------------------------
+
+
+def split_mrkdwn(text: str, limit: int) -> list[str]:
+    """Split ``text`` into chunks of at most ``limit`` characters.
+
+    Cuts prefer paragraph breaks, then line breaks, then spaces; never inside a ``<...>`` token
+    or an ``&amp;`` entity. A chunk that ends inside a code block closes it and the next one
+    reopens it, so every chunk renders on its own.
+    """
+    if limit < 16:
+        raise ValueError("limit too small to split safely")
+    chunks: list[str] = []
+    rest = text.strip("\n")
+    reopen = False
+    while rest:
+        prefix = "```\n" if reopen else ""
+        room = limit - len(prefix) - len("\n```")
+        if len(prefix) + len(rest) <= limit:
+            chunk, rest = rest, ""
+        else:
+            cut = _cut_point(rest, room)
+            chunk, rest = rest[:cut].rstrip(), rest[cut:].lstrip("\n ")
+        body = prefix + chunk
+        reopen = _fence_open(body)
+        if reopen:
+            body += "\n```"
+        if body.strip("`\n "):
+            chunks.append(body)
+    return chunks or [""]
+
+
+def _fence_open(text: str) -> bool:
+    """Whether ``text`` ends inside a ``` code block."""
+    return text.count("```") % 2 == 1
+
+
+def _cut_point(text: str, room: int) -> int:
+    """Where to cut ``text`` so the first part has at most ``room`` characters."""
+    window = text[:room]
+    for separator in ("\n\n", "\n", " "):
+        index = window.rfind(separator)
+        if index > room // 3:  # a cut very early would make tiny chunks; fall back to a harder cut
+            return _safe_cut(text, index)
+    return _safe_cut(text, room)
+
+
+def _safe_cut(text: str, position: int) -> int:
+    """Move ``position`` back so it does not split a ``<...>`` token or an ``&..;`` entity."""
+    head = text[:position]
+    opening = head.rfind("<")
+    if opening > head.rfind(">") and opening > 0:
+        position = opening
+    for entity in _ENTITY.finditer(text, max(0, position - 5), position + 5):
+        if entity.start() < position < entity.end():
+            position = entity.start()
+    return max(position, 1)

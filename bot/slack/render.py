@@ -1,0 +1,326 @@
+"""Block Kit for everything the bot posts: the run card, approval cards, the decline modal, notices.
+
+Rendering is a pure function of the presenter's view models (``bot.presenter``) and approval records,
+so it is unit-tested against Slack's limits without a server. Every text is cut to its field's
+limit here, once, instead of trusting callers: a message Slack rejects (``invalid_blocks``) is a
+lost update, and model or tool output can be any length.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agent.tooling import ToolCategory
+from bot.approvals import Approval, ApprovalStatus
+from bot.presenter import CardView, Step, StepStatus, StopNotice
+from bot.slack.mrkdwn import escape, one_line, split_mrkdwn, to_mrkdwn, truncate
+
+Block = dict[str, Any]
+
+# Slack's limits (Block Kit reference; chat.postMessage).
+MAX_BLOCKS = 50
+SECTION_TEXT = 3000
+SECTION_FIELD = 2000
+CONTEXT_TEXT = 3000
+BUTTON_TEXT = 75
+BUTTON_VALUE = 2000
+CONFIRM_TITLE, CONFIRM_TEXT, CONFIRM_BUTTON = 100, 300, 30
+MODAL_TITLE = 24
+PRIVATE_METADATA = 3000
+MESSAGE_TEXT = 40_000
+# Slack advises keeping a message's text under 4,000 characters; longer answers become several posts.
+ANSWER_CHUNK = 3900
+NOTIFICATION_TEXT = 300  # the ``text`` fallback shown in notifications; short is better
+
+# action_id / callback_id values the app routes on.
+ACTION_APPROVE = "chatops_approve"
+ACTION_DECLINE = "chatops_decline"
+ACTION_STOP = "chatops_stop"
+VIEW_DECLINE = "chatops_decline_reason"
+REASON_BLOCK = "reason"
+REASON_ACTION = "reason_input"
+REASON_MAX = 1000
+
+CARD_STEPS = 15  # the newest steps shown on a run card; older ones are counted, not listed
+STEP_ARGS, STEP_RESULT = 80, 120
+
+_STATUS = {
+    "queued": (":hourglass_flowing_sand:", "Queued"),
+    "running": (":gear:", "Working"),
+    "awaiting_approval": (":raised_hand:", "Waiting for approval"),
+    "completed": (":white_check_mark:", "Done"),
+    "failed": (":x:", "Failed"),
+    "iteration_limit": (":warning:", "Stopped: iteration limit"),
+    "deadline": (":warning:", "Stopped: deadline"),
+    "budget": (":warning:", "Stopped: token budget"),
+    "loop_detected": (":warning:", "Stopped: loop detected"),
+    "cancelled": (":octagonal_sign:", "Cancelled"),
+}
+_STEP_ICON = {
+    StepStatus.RUNNING: ":hourglass:",
+    StepStatus.OK: ":white_check_mark:",
+    StepStatus.ERROR: ":x:",
+    StepStatus.REFUSED: ":no_entry_sign:",
+}
+
+# -- text objects ------------------------------------------------------------------------------
+
+
+def mrkdwn(text: str, limit: int = SECTION_TEXT) -> dict[str, str]:
+    return {"type": "mrkdwn", "text": truncate(text, limit) or " "}
+
+
+def plain(text: str, limit: int) -> dict[str, Any]:
+    return {"type": "plain_text", "text": truncate(text, limit) or " ", "emoji": True}
+
+
+def section(text: str) -> Block:
+    return {"type": "section", "text": mrkdwn(text)}
+
+
+def context(text: str) -> Block:
+    return {"type": "context", "elements": [mrkdwn(text, CONTEXT_TEXT)]}
+
+
+def slack_date(epoch: float) -> str:
+    """A date Slack shows in each reader's own time zone, with a UTC fallback."""
+    fallback = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+    return f"<!date^{int(epoch)}^{{date_short_pretty}} at {{time}}|{fallback}>"
+
+
+def code_block(text: str, limit: int) -> str:
+    """Text in a ``` block, escaped and cut so the whole block fits ``limit``."""
+    body = escape(text.replace("```", "'''")) or " "
+    return f"```{truncate(body, limit - 6)}```"
+
+
+def pretty_arguments(arguments: str) -> str:
+    """Arguments JSON indented for reading; anything unparsable is shown as sent."""
+    try:
+        return json.dumps(json.loads(arguments or "{}"), indent=2, ensure_ascii=False, sort_keys=True)
+    except ValueError:
+        return arguments
+
+
+def short_arguments(arguments: str, limit: int = STEP_ARGS) -> str:
+    """``key=value, ...`` on one line, for a run card step."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return one_line(arguments, limit)
+    if isinstance(parsed, dict):
+        text = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items())
+        return one_line(text, limit)
+    return one_line(arguments, limit)
+
+
+# -- the run card -------------------------------------------------------------------------------
+
+
+def card_text(run_id: str, requester: str, card: CardView) -> str:
+    """The notification fallback for the card."""
+    _, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
+    return truncate(f"{label}: run for <@{requester}> ({len(card.steps)} steps)", NOTIFICATION_TEXT)
+
+
+def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
+    """Status, steps, usage, and a Stop button while the run is not finished."""
+    icon, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
+    blocks: list[Block] = [section(f"{icon} *{label}* · requested by <@{requester}>")]
+    blocks.extend(section(chunk) for chunk in _step_chunks(card.steps))
+    usage = f"{card.iterations} iterations · {card.tokens:,} tokens · run `{escape(run_id[:12])}`"
+    blocks.append(context(usage))
+    if not card.status.terminal:
+        stop = {
+            "type": "button",
+            "action_id": ACTION_STOP,
+            "text": plain("Stop", BUTTON_TEXT),
+            "value": run_id[:BUTTON_VALUE],
+        }
+        blocks.append({"type": "actions", "block_id": "run_controls", "elements": [stop]})
+    return blocks[:MAX_BLOCKS]
+
+
+def step_line(step: Step) -> str:
+    """``:icon: `tool` args → result (1.2s) · approved by @x``, one line."""
+    line = f"{_STEP_ICON[step.status]} `{escape(one_line(step.tool, 60))}`"
+    args = short_arguments(step.arguments)
+    if args:
+        line += f" {escape(args)}"
+    if step.result:
+        line += f" → {escape(one_line(step.result, STEP_RESULT))}"
+    if step.duration_seconds is not None:
+        line += f" _({step.duration_seconds:.1f}s)_"
+    if step.confirmed_by:
+        line += f" · approved by <@{step.confirmed_by}>"
+    return line
+
+
+def _step_chunks(steps: Sequence[Step]) -> list[str]:
+    """Step lines packed into section-sized chunks; old steps beyond ``CARD_STEPS`` are counted."""
+    lines = [step_line(step) for step in steps[-CARD_STEPS:]]
+    hidden = len(steps) - len(lines)
+    if hidden > 0:
+        lines.insert(0, f"_… {hidden} earlier step{'s' if hidden != 1 else ''}_")
+    return split_mrkdwn("\n".join(lines), SECTION_TEXT) if lines else []
+
+
+# -- answers and notices ------------------------------------------------------------------------
+
+
+def answer_chunks(markdown: str) -> list[str]:
+    """The final answer as Slack mrkdwn, split into postable messages."""
+    return split_mrkdwn(to_mrkdwn(markdown), ANSWER_CHUNK)
+
+
+def stop_notice_text(notice: StopNotice, last_state: str | None = None) -> str:
+    """What a terminal boundary (limit, deadline, budget, loop, failure, stop) tells the thread."""
+    icon, label = _STATUS.get(notice.status.value, (":warning:", notice.status.value))
+    lines = [f"{icon} *{label}*"]
+    if notice.reason:
+        lines.append(f"Why: {escape(one_line(notice.reason, 500))}")
+    used = ", ".join(f"`{escape(name)}`" for name in dict.fromkeys(notice.tools_used)) or "none"
+    lines.append(f"Iterations: {notice.iterations} · Tokens: {notice.tokens:,} · Tools called: {used}")
+    if last_state:
+        lines.append(f"Last state: {escape(one_line(last_state, 800))}")
+    return truncate("\n".join(lines), ANSWER_CHUNK)
+
+
+# -- approval cards -----------------------------------------------------------------------------
+
+
+def approval_text(approval: Approval) -> str:
+    """The notification fallback for an approval card."""
+    pending = approval.status is ApprovalStatus.PENDING
+    verb = "Approval needed" if pending else f"Approval {approval.status.value}"
+    summary = f"{verb}: {approval.tool} ({approval.category.value}) for <@{approval.requester}>"
+    return truncate(summary, NOTIFICATION_TEXT)
+
+
+def approval_blocks(approval: Approval) -> list[Block]:
+    """The call to approve; buttons while pending, the decision once made."""
+    destructive = approval.category is ToolCategory.DESTRUCTIVE
+    badge = ":rotating_light:" if destructive else ":raised_hand:"
+    tool = escape(one_line(approval.tool, 100))
+    blocks: list[Block] = [
+        section(f"{badge} *Approval needed* · `{tool}`"),
+        {
+            "type": "section",
+            "fields": [
+                mrkdwn(f"*Tool*\n`{tool}`", SECTION_FIELD),
+                mrkdwn(f"*Category*\n{approval.category.value}", SECTION_FIELD),
+                mrkdwn(f"*Requested by*\n<@{approval.requester}>", SECTION_FIELD),
+            ],
+        },
+        section("*Arguments*\n" + code_block(pretty_arguments(approval.args_json), SECTION_TEXT - 20)),
+    ]
+    if destructive and approval.preview:
+        blocks.append(section("*Dry run*\n" + code_block(approval.preview, SECTION_TEXT - 20)))
+    if approval.status is ApprovalStatus.PENDING:
+        blocks.append(_approval_controls(approval, destructive))
+    else:
+        blocks.append(context(decision_line(approval)))
+    return blocks
+
+
+def decision_line(approval: Approval) -> str:
+    """``Approved by @x at <time>`` and its relatives."""
+    when = f" at {slack_date(approval.decided_at)}" if approval.decided_at else ""
+    who = f" by <@{approval.decided_by}>" if _is_person(approval.decided_by) else ""
+    status = approval.status
+    if status is ApprovalStatus.APPROVED:
+        return f":white_check_mark: Approved{who}{when}"
+    if status is ApprovalStatus.DECLINED:
+        reason = f": {escape(one_line(approval.reason, 500))}" if approval.reason else ""
+        return f":no_entry: Declined{who}{when}{reason}"
+    if status is ApprovalStatus.EXPIRED:
+        return f":hourglass: Expired{when}: nobody decided in time"
+    if status is ApprovalStatus.SUPERSEDED:
+        return f":leftwards_arrow_with_hook: Superseded{when}: a newer message{who} redirected the run"
+    return f"Pending since {slack_date(approval.created_at)}"
+
+
+def _is_person(user: str) -> bool:
+    """Slack user IDs start with U or W; decisions the bot itself makes carry another marker."""
+    return user[:1] in ("U", "W")
+
+
+def _approval_controls(approval: Approval, destructive: bool) -> Block:
+    approve: Block = {
+        "type": "button",
+        "action_id": ACTION_APPROVE,
+        "style": "primary",
+        "text": plain("Approve", BUTTON_TEXT),
+        "value": approval.id[:BUTTON_VALUE],
+    }
+    if destructive:
+        approve["confirm"] = {
+            "title": plain("Run a destructive tool?", CONFIRM_TITLE),
+            "text": mrkdwn(
+                f"`{escape(one_line(approval.tool, 60))}` may not be undone. Check the dry run first.",
+                CONFIRM_TEXT,
+            ),
+            "confirm": plain("Approve", CONFIRM_BUTTON),
+            "deny": plain("Cancel", CONFIRM_BUTTON),
+            "style": "danger",
+        }
+    decline: Block = {
+        "type": "button",
+        "action_id": ACTION_DECLINE,
+        "style": "danger",
+        "text": plain("Decline", BUTTON_TEXT),
+        "value": approval.id[:BUTTON_VALUE],
+    }
+    return {"type": "actions", "block_id": "approval_controls", "elements": [approve, decline]}
+
+
+# -- the decline modal ---------------------------------------------------------------------------
+
+
+def decline_modal(approval_id: str, metadata: dict[str, str], tool: str) -> dict[str, Any]:
+    """The modal asking for an optional reason; ``private_metadata`` carries the approval id."""
+    private = json.dumps({"approval_id": approval_id, **metadata}, separators=(",", ":"))
+    if len(private) > PRIVATE_METADATA:
+        private = json.dumps({"approval_id": approval_id}, separators=(",", ":"))
+    return {
+        "type": "modal",
+        "callback_id": VIEW_DECLINE,
+        "private_metadata": private,
+        "title": plain("Decline", MODAL_TITLE),
+        "submit": plain("Decline", MODAL_TITLE),
+        "close": plain("Cancel", MODAL_TITLE),
+        "blocks": [
+            section(f"Decline `{escape(one_line(tool, 100))}`? The model will be told your reason."),
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "optional": True,
+                "label": plain("Reason (optional)", 2000),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_ACTION,
+                    "multiline": True,
+                    "max_length": REASON_MAX,
+                },
+            },
+        ],
+    }
+
+
+def modal_reason(view: dict[str, Any]) -> str | None:
+    """The reason typed into the decline modal, or ``None`` when left empty."""
+    values = view.get("state", {}).get("values", {})
+    value = values.get(REASON_BLOCK, {}).get(REASON_ACTION, {}).get("value")
+    return (value.strip() or None) if isinstance(value, str) else None
+
+
+def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
+    """The ``private_metadata`` a decline modal was opened with (empty when unreadable)."""
+    try:
+        data = json.loads(view.get("private_metadata") or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

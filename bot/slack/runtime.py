@@ -1,0 +1,97 @@
+"""What the web process's handlers share: settings, Redis, the run service, the Slack client.
+
+Everything is created lazily and again after a fork (the process id is checked), because
+gunicorn forks workers after importing the app: a Redis connection pool opened in the master
+and shared by the children would mix their replies on one socket. Redis timeouts are short
+because Slack waits at most three seconds for an ack; a Redis that does not answer in time must
+turn into a non-2xx answer (Slack retries) rather than a late 200.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field, replace
+
+import redis
+from slack_sdk import WebClient
+
+from agent.keys import Keys
+from bot.runs import RunOptions, RunService
+from bot.settings import Settings
+from bot.slack.approvers import ApproverPolicy
+from bot.slack.client import make_client
+from bot.slack.identity import IdentityCache
+
+REDIS_CONNECT_TIMEOUT = 1.0
+REDIS_TIMEOUT = 2.0
+
+
+@dataclass
+class _ProcessState:
+    pid: int
+    redis: redis.Redis
+    service: RunService
+    client: WebClient
+
+
+@dataclass
+class WebRuntime:
+    """Process-local resources of the web app, rebuilt in each forked worker."""
+
+    settings: Settings
+    keys: Keys = field(init=False)
+    identity: IdentityCache = field(init=False)
+    policy: ApproverPolicy = field(init=False)
+    _state: _ProcessState | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.keys = Keys(self.settings.chatops_redis_prefix)
+        self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
+        self.policy = ApproverPolicy(self.settings.chatops_approvers, self.client)
+
+    def _current(self) -> _ProcessState:
+        state = self._state
+        if state is not None and state.pid == os.getpid():
+            return state
+        with self._lock:
+            if self._state is None or self._state.pid != os.getpid():
+                self._state = self._build()
+            return self._state
+
+    def _build(self) -> _ProcessState:
+        client = redis.Redis.from_url(
+            self.settings.redis_url,
+            socket_connect_timeout=REDIS_CONNECT_TIMEOUT,
+            socket_timeout=REDIS_TIMEOUT,
+            health_check_interval=30,
+        )
+        # The Slack layer resolves approver groups and the requester rule itself (ApproverPolicy);
+        # the service's plain list check would refuse members of a listed group.
+        options = replace(RunOptions.from_settings(self.settings), approvers=())
+        service = RunService(client, self.keys, options)
+        return _ProcessState(os.getpid(), client, service, make_client(self.settings))
+
+    def redis(self) -> redis.Redis:
+        return self._current().redis
+
+    def service(self) -> RunService:
+        return self._current().service
+
+    def client(self) -> WebClient:
+        return self._current().client
+
+    def _identity_client(self) -> WebClient:
+        return make_client(self.settings, timeout=5, retries=False)
+
+    def channel_allowed(self, channel: str) -> bool:
+        allowed = self.settings.chatops_channels
+        return not allowed or channel in allowed
+
+    def healthy(self) -> bool:
+        """Redis answers PING (the web process can store what Slack sends)."""
+        try:
+            return bool(self.redis().ping())
+        except redis.RedisError:
+            return False

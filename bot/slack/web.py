@@ -1,0 +1,129 @@
+"""The web process: a WSGI app (Slack's ``POST /slack/events`` plus ``GET /healthz``) and gunicorn.
+
+``chatops web`` runs gunicorn with threaded workers (``gthread``): Bolt's sync ``App`` is served
+through its WSGI adapter, acks take milliseconds, and the lazy halves of the listeners run on
+Bolt's thread pool inside each worker. The app is built in each worker after the fork (gunicorn
+does not preload it), and ``WebRuntime`` opens Redis lazily per process, so no connection is
+shared across processes.
+
+``GET /healthz`` answers 200 when Redis answers PING, else 503: a web process that cannot store
+events should be taken out of rotation (and Slack gets non-2xx from it anyway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+from bot.settings import Settings
+from bot.slack.app import build_app
+from bot.slack.runtime import WebRuntime
+
+log = logging.getLogger(__name__)
+
+EVENTS_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+
+StartResponse = Callable[..., Any]
+
+
+class WebApp:
+    """WSGI: ``/healthz`` here, everything else to Bolt (which answers 404 off its path)."""
+
+    def __init__(self, runtime: WebRuntime) -> None:
+        self.runtime = runtime
+        self._slack = SlackRequestHandler(build_app(runtime), path=EVENTS_PATH)
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == HEALTH_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
+            return self._health(start_response)
+        return self._slack(environ, start_response)
+
+    def _health(self, start_response: StartResponse) -> Iterable[bytes]:
+        healthy = self.runtime.healthy()
+        body = json.dumps({"ok": healthy, "redis": "ok" if healthy else "unreachable"}).encode()
+        status = "200 OK" if healthy else "503 Service Unavailable"
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+
+def create_app(settings: Settings | None = None) -> WebApp:
+    """The WSGI app (``gunicorn 'bot.slack.web:create_app()'`` works too). Warms the bot identity
+    in the background: ``auth.test`` must never delay startup or an ack."""
+    runtime = WebRuntime(settings or Settings())
+    app = WebApp(runtime)
+    threading.Thread(target=runtime.identity.lookup, name="chatops-identity", daemon=True).start()
+    return app
+
+
+class GunicornServer(BaseApplication):  # type: ignore[misc]
+    """gunicorn, configured from ``Settings`` rather than a config file or argv."""
+
+    def __init__(self, settings: Settings, options: dict[str, Any] | None = None) -> None:
+        self._settings = settings
+        self._options = options or {}
+        super().__init__()
+
+    def load_config(self) -> None:
+        settings = self._settings
+        config = {
+            "bind": [f"{settings.web_host}:{settings.port}"],
+            "workers": settings.web_workers,
+            "threads": settings.web_threads,
+            "worker_class": "gthread",
+            # Acks are fast; a request stuck this long is a bug, and the worker is recycled.
+            "timeout": 30,
+            "graceful_timeout": 20,
+            "keepalive": 5,
+            "accesslog": "-",
+            "errorlog": "-",
+            "proc_name": "chatops-web",
+            **self._options,
+        }
+        for key, value in config.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> WebApp:
+        return create_app(self._settings)
+
+
+def serve(settings: Settings) -> None:
+    """``chatops web``: Socket Mode when ``SLACK_APP_TOKEN`` is set, else gunicorn over HTTP."""
+    if settings.slack_app_token:
+        from bot.slack.socket_mode import serve_socket_mode
+
+        serve_socket_mode(settings)
+        return
+    GunicornServer(settings).run()
+
+
+# -- ``chatops web`` --------------------------------------------------------------------------------
+
+
+def configure_cli(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, help="port to listen on (overrides PORT)")
+    parser.add_argument("--host", help="interface to bind (overrides WEB_HOST)")
+    parser.add_argument("--workers", type=int, help="gunicorn worker processes (overrides WEB_WORKERS)")
+    parser.add_argument("--threads", type=int, help="threads per worker (overrides WEB_THREADS)")
+
+
+def run_cli(args: argparse.Namespace, settings: Settings) -> int:
+    updates = {
+        name: value
+        for name, value in (
+            ("port", args.port),
+            ("web_host", args.host),
+            ("web_workers", args.workers),
+            ("web_threads", args.threads),
+        )
+        if value is not None
+    }
+    serve(settings.model_copy(update=updates))
+    return 0

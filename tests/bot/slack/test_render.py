@@ -1,0 +1,160 @@
+"""Block Kit rendering stays inside Slack's limits whatever the model or tools produce.
+
+The emulator's Block Kit checker (the rules that make ``chat.postMessage`` answer
+``invalid_blocks``) is the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agent.tooling import ToolCategory
+from agent.types import RunStatus
+from bot.approvals import Approval, ApprovalStatus
+from bot.presenter import CardView, Step, StepStatus, StopNotice
+from bot.slack import render
+from emulator.slack.blocks import block_errors
+
+HUGE = "x" * 50_000
+
+
+def approval(**changes: object) -> Approval:
+    base: dict[str, object] = {
+        "id": "a" * 32,
+        "run_id": "r" * 32,
+        "call_id": "call_1",
+        "tool": "delete_files",
+        "args_json": json.dumps({"host": "web-03", "paths": ["/var/log/app/old.log"]}),
+        "args_sha256": "0" * 64,
+        "category": ToolCategory.DESTRUCTIVE,
+        "requester": "U_ALICE",
+        "created_at": 1_700_000_000.0,
+        "expires_at": 1_700_001_800.0,
+        "preview": "would delete 1 file (2.1 GB)",
+    }
+    base.update(changes)
+    return Approval.model_validate(base)
+
+
+def buttons(blocks: list[dict[str, object]]) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = []
+    for block in blocks:
+        if block.get("type") == "actions":
+            found.extend(block["elements"])  # type: ignore[arg-type]
+    return found
+
+
+def test_run_card_shows_steps_tokens_and_a_stop_button() -> None:
+    steps = (
+        Step(
+            "c1",
+            "disk_usage",
+            StepStatus.OK,
+            "read_only",
+            0.42,
+            arguments='{"host": "web-03"}',
+            result="97% used",
+        ),
+        Step("c2", "delete_files", StepStatus.RUNNING, "destructive", arguments='{"path": "/var/log"}'),
+    )
+    blocks = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.RUNNING, steps, 2, 1234))
+    text = json.dumps(blocks)
+    assert "disk_usage" in text and 'host=\\"web-03\\"' in text and "97% used" in text and "(0.4s)" in text
+    assert "1,234 tokens" in text and "<@U_ALICE>" in text
+    [stop] = buttons(blocks)
+    assert stop["action_id"] == render.ACTION_STOP and stop["value"] == "r" * 32
+    assert block_errors(blocks) == []
+
+
+def test_a_finished_card_has_no_stop_button() -> None:
+    blocks = render.card_blocks("run", "U_ALICE", CardView(RunStatus.COMPLETED, (), 3, 10))
+    assert buttons(blocks) == []
+
+
+def test_huge_steps_and_many_of_them_stay_within_limits() -> None:
+    steps = tuple(
+        Step(f"c{i}", HUGE[:300], StepStatus.ERROR, None, 1.0, arguments=json.dumps({"a": HUGE}), result=HUGE)
+        for i in range(500)
+    )
+    blocks = render.card_blocks("run", "U_ALICE", CardView(RunStatus.RUNNING, steps, 500, 10**9))
+    assert block_errors(blocks) == []
+    assert len(json.dumps(blocks)) < render.MESSAGE_TEXT
+    assert "485 earlier steps" in json.dumps(blocks)
+
+
+def test_approval_card_for_a_destructive_call() -> None:
+    blocks = render.approval_blocks(approval())
+    text = json.dumps(blocks)
+    assert "delete_files" in text and "destructive" in text and "<@U_ALICE>" in text
+    assert "would delete 1 file" in text and "/var/log/app/old.log" in text
+    approve, decline = buttons(blocks)
+    assert approve["style"] == "primary" and decline["style"] == "danger"
+    assert approve["value"] == decline["value"] == "a" * 32
+    assert "confirm" in approve and "confirm" not in decline
+    assert block_errors(blocks) == []
+
+
+def test_a_mutating_call_has_no_confirmation_dialog_and_no_preview() -> None:
+    blocks = render.approval_blocks(approval(category=ToolCategory.MUTATING, preview=""))
+    approve, _ = buttons(blocks)
+    assert "confirm" not in approve
+    assert "Dry run" not in json.dumps(blocks)
+
+
+def test_huge_arguments_and_preview_are_cut_to_fit() -> None:
+    blocks = render.approval_blocks(
+        approval(args_json=json.dumps({"blob": HUGE}), preview=HUGE, tool="t" * 300)
+    )
+    assert block_errors(blocks) == []
+
+
+def test_decided_cards_replace_the_buttons_with_who_and_when() -> None:
+    decided = approval(status=ApprovalStatus.APPROVED, decided_by="U_BOB", decided_at=1_700_000_100.0)
+    blocks = render.approval_blocks(decided)
+    assert buttons(blocks) == []
+    line = json.dumps(blocks[-1])
+    assert "Approved by <@U_BOB>" in line and "<!date^1700000100^" in line
+    declined = approval(
+        status=ApprovalStatus.DECLINED, decided_by="U_BOB", decided_at=1.0, reason="disk is fine"
+    )
+    assert "Declined by <@U_BOB>" in render.decision_line(
+        declined
+    ) and "disk is fine" in render.decision_line(declined)
+    expired = approval(status=ApprovalStatus.EXPIRED, decided_by="chatops", decided_at=1.0)
+    assert "Expired" in render.decision_line(expired) and "<@chatops>" not in render.decision_line(expired)
+    superseded = approval(status=ApprovalStatus.SUPERSEDED, decided_by="U_CAROL", decided_at=1.0)
+    assert "Superseded" in render.decision_line(superseded) and "<@U_CAROL>" in render.decision_line(
+        superseded
+    )
+
+
+def test_decline_modal_round_trips_its_metadata_and_reason() -> None:
+    modal = render.decline_modal("a" * 32, {"channel": "C1", "ts": "1.2"}, "delete_files")
+    assert len(modal["title"]["text"]) <= render.MODAL_TITLE
+    assert render.modal_metadata(modal) == {"approval_id": "a" * 32, "channel": "C1", "ts": "1.2"}
+    submitted = {
+        **modal,
+        "state": {
+            "values": {
+                render.REASON_BLOCK: {render.REASON_ACTION: {"type": "plain_text_input", "value": " no "}}
+            }
+        },
+    }
+    assert render.modal_reason(submitted) == "no"
+    empty = {"state": {"values": {render.REASON_BLOCK: {render.REASON_ACTION: {"value": None}}}}}
+    assert render.modal_reason(empty) is None
+    assert block_errors(modal["blocks"], limit=100) == []
+
+
+def test_answers_are_split_below_slacks_message_limit() -> None:
+    chunks = render.answer_chunks("**Summary**\n\n" + ("word " * 20_000))
+    assert len(chunks) > 20
+    assert all(len(chunk) <= render.ANSWER_CHUNK for chunk in chunks)
+    assert chunks[0].startswith("*Summary*")
+
+
+def test_stop_notice_says_which_limit_and_what_was_done() -> None:
+    notice = StopNotice(RunStatus.ITERATION_LIMIT, "stopped after 20 iterations", 20, 45_678, ("a", "b", "a"))
+    text = render.stop_notice_text(notice, "`disk_usage` → 97% used")
+    assert "iteration limit" in text and "Iterations: 20" in text and "45,678" in text
+    assert "`a`, `b`" in text and "Last state:" in text
