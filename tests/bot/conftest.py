@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -120,3 +126,81 @@ def harness(redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Pa
     yield Harness(
         redis_client, keys, make_options(queue_name), tmp_path, [plan_model()], file_tools(tmp_path)
     )
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class WorkerProcess:
+    """A real ``chatops worker`` subprocess (forking RQ worker, scheduler on) in its own process group."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its scheduler (the work horse has a process group of its own)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def worker_processes(
+    redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
+) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start worker subprocesses on this test's prefix and queue; all are killed at the end (horses too)."""
+    started: list[WorkerProcess] = []
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+
+    def start(**extra_env: str) -> WorkerProcess:
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "CHATOPS_REDIS_PREFIX": key_prefix,
+            "CHATOPS_QUEUE": queue_name,
+            "CHATOPS_LEASE_TTL_SECONDS": "1",
+            "CHATOPS_RECOVERY_INTERVAL_SECONDS": "1",
+            "CHATOPS_JOB_RETRIES": "2",
+            "CHATOPS_RETENTION_DAYS": "1",
+            "CHATOPS_MAX_ITERATIONS": "40",
+            "CHATOPS_DEADLINE_SECONDS": "120",
+            "CHATOPS_RUNTIME": "tests.bot.runtimes:subprocess_runtime",
+            "CHATOPS_TEST_DIR": str(tmp_path),
+            **extra_env,
+        }
+        log = tmp_path / f"worker-{len(started)}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "--env-file", str(env_file), "worker"],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        started.append(WorkerProcess(proc, log))
+        return started[-1]
+
+    yield start
+    for worker in started:
+        worker.kill()
+    # Work horses are forks of our workers: same command line, which names this test's env file.
+    for log in tmp_path.glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                kill_if_ours(int(json.loads(line)["pid"]), str(env_file))
+
+
+def kill_if_ours(pid: int, marker: str) -> None:
+    """SIGKILL ``pid`` only if it is still one of this test's worker processes (pids get reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return
+    if marker in cmdline:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,8 @@ class FileTool:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+        if os.environ.get("CHATOPS_TEST_CRASH") == self.name:
+            os.kill(os.getpid(), signal.SIGKILL)  # the worker dies with the tool, every time
         if self.sleep_first and len(executions(self.log)) == 1:
             time.sleep(self.sleep_first)
         return ToolResult(f"{self.name} ok")
