@@ -51,7 +51,7 @@ class CommandResult:
         """Why the command failed, with the tail of its stderr, for an ``Error: ...`` result."""
         if self.timed_out:
             head = (
-                f"`{self.command_line}` timed out after {self.timeout:g} s; "
+                f"`{self.command_line}` timed out after {round(self.timeout, 1):g} s; "
                 "its process group was killed (the command and its children)"
             )
         elif self.returncode is not None and self.returncode < 0:

@@ -92,11 +92,13 @@ def log_tools(log_dirs: AllowedDirs) -> list[FunctionTool[Any]]:
 
 def _tail(path: Path, args: TailLogArgs, ctx: ToolContext) -> str:
     pattern = _compile_filter(args.filter)
+    # O_NOFOLLOW: the resolved path was checked; a symlink swapped in since then is refused.
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ToolCallError(f"{path} is not a regular file (use list_logs for directories)")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolCallError(f"{path} is not a regular file (use list_logs for directories)")
         if path.suffix == ".gz":
             lines, complete = _gzip_tail(handle, args.lines, pattern, ctx)
         else:

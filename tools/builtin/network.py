@@ -68,7 +68,7 @@ def http_check(args: HttpCheckArgs, ctx: ToolContext) -> str:
             args.method, args.url, timeout=timeout, follow_redirects=args.follow_redirects
         )
     except httpx.HTTPError as exc:
-        return f"FAIL: {target}: {http_client.describe_http_error(exc, timeout)}"
+        return f"FAIL: {target}: {http_client.describe_http_error(exc, ctx.timeout)}"
     summary = f"{target} -> {response.status} {response.reason} in {response.elapsed * 1000:.0f} ms"
     problems = []
     if args.expect_status is not None and response.status != args.expect_status:

@@ -125,7 +125,7 @@ def _http_step(block: HttpSpec, env: Mapping[str, str]) -> Step:
                 follow_redirects=block.follow_redirects,
             )
         except httpx.HTTPError as exc:
-            return error_result(f"{block.method} {url}: {http_client.describe_http_error(exc, timeout)}")
+            return error_result(f"{block.method} {url}: {http_client.describe_http_error(exc, ctx.timeout)}")
         return _describe_response(block, url, response)
 
     return call

@@ -89,12 +89,17 @@ def _describe_yaml_error(exc: yaml.YAMLError, text: str) -> str:
     problem = getattr(exc, "problem", None) or str(exc)
     if mark is None:
         return f"invalid YAML: {problem}"
-    lines = text.splitlines()[: mark.line + 1]
-    tool = _last_match(lines, r"^\s*-\s*name:\s*[\"']?([^\"'\s#]+)")
+    # The construct that broke (e.g. an unclosed "[") starts at the context mark, when there is one.
+    context = getattr(exc, "context_mark", None) or mark
+    lines = text.splitlines()[: context.line + 1]
+    tool = _last_match(lines, r"^\s*-\s*name:\s*[\"']?([^\"'\s#,}]+)")
     key = _last_match(lines, r"^\s*(?:-\s*)?([A-Za-z_][\w-]*)\s*:")
     where = f"tool {tool!r}" if tool else "before the first tool"
     near = f", field {key!r}" if key else ""
-    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1} ({where}{near}): {problem}"
+    started = f", opened at line {context.line + 1}" if context is not mark else ""
+    return (
+        f"invalid YAML at line {mark.line + 1}, column {mark.column + 1} ({where}{near}{started}): {problem}"
+    )
 
 
 def _last_match(lines: list[str], pattern: str) -> str | None:

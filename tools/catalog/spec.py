@@ -36,8 +36,8 @@ class ParamSpec(_Strict):
     description: str | None = None
     enum: list[ParamValue] | None = Field(default=None, min_length=1)
     pattern: str | None = None
-    minimum: float | None = None
-    maximum: float | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
     default: ParamValue | None = None
     required: bool = True
     allow_flags: bool = False

@@ -12,6 +12,8 @@ import string
 from collections.abc import Collection, Mapping
 from urllib.parse import quote
 
+from tools.base import CONFIRMED_BY
+
 _FORMATTER = string.Formatter()
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -36,7 +38,7 @@ def check_template(template: str, allowed: Collection[str]) -> list[str]:
     names = placeholders(template)
     unknown = [name for name in names if name not in allowed]
     if unknown:
-        declared = ", ".join(sorted(allowed)) or "none"
+        declared = ", ".join(sorted(name for name in allowed if name != CONFIRMED_BY)) or "none"
         raise ValueError(f"{{{unknown[0]}}} is not a declared parameter (declared: {declared})")
     return names
 
