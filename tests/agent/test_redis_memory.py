@@ -109,6 +109,19 @@ def test_injected_messages_leave_the_inbox_in_the_same_write(redis_client: redis
     assert memory.load_state().iteration == 1  # type: ignore[union-attr]
 
 
+def test_a_fenced_out_writer_leaves_the_inbox_for_the_next_owner(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    lease(redis_client, keys, "r1", 2)
+    note = inbox_item(redis_client, keys, "r1", "a", "stop")
+    with pytest.raises(LeaseLostError):
+        RedisMemory(redis_client, keys, "r1", fence=1).append([note], RunState(iteration=1))
+    assert redis_client.llen(keys.inbox("r1")) == 1  # not lost ...
+    RedisMemory(redis_client, keys, "r1", fence=2).append([note], RunState(iteration=1))
+    assert redis_client.llen(keys.inbox("r1")) == 0  # ... and stored once by the owner
+    assert [m.content for m in RedisMemory(redis_client, keys, "r1").load_messages()] == ["stop"]
+
+
 def test_a_terminal_state_expires_the_run_and_frees_its_thread(redis_client: redis.Redis, keys: Keys) -> None:
     run = keys.run("r1")
     redis_client.hset(run, mapping={"channel": "C1", "thread_ts": "1.2", "status": "queued"})

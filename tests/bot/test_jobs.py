@@ -146,3 +146,16 @@ def test_a_retried_job_of_a_finished_run_does_nothing(harness: Harness) -> None:
     harness.work()
     assert len(harness.executions("check_health")) == 1
     assert harness.audit_kinds(run_id).count(AuditKind.RUN_FINISHED) == 1
+
+
+def test_the_sweep_resumes_a_run_whose_resume_was_lost(harness: Harness) -> None:
+    run_id = harness.submit("plan: restart_service")
+    harness.work()
+    (approval,) = harness.service.approvals.for_run(run_id)
+    # Decided, but the resume job never made it to the queue (a web process died in between).
+    harness.service.approvals.decide(approval.id, ApprovalStatus.APPROVED, "U_APPROVER")
+    harness.redis.hdel(harness.keys.run(run_id), "job_id")
+    assert harness.queue.count == 0
+    harness.work()  # the worker's maintenance runs the sweep before it looks at the queue
+    assert harness.status(run_id) is RunStatus.COMPLETED
+    assert len(harness.executions("restart_service")) == 1

@@ -29,7 +29,7 @@ def decide_in_child(
     approval_id: str,
     user: str,
     start_at: float,
-    out: multiprocessing.Queue,
+    out: multiprocessing.Queue[tuple[str, bool, str, str]],
 ) -> None:
     """One person clicking Approve, in a process of its own, at ``start_at``."""
     service = RunService(redis.Redis.from_url(url), Keys(prefix), make_options(queue))
@@ -45,7 +45,7 @@ def test_decisions_racing_in_processes_have_one_winner_and_the_tool_runs_once(
     harness.work()
     (approval,) = harness.service.approvals.for_run(run_id)
     context = multiprocessing.get_context("spawn")
-    out: multiprocessing.Queue = context.Queue()
+    out: multiprocessing.Queue[tuple[str, bool, str, str]] = context.Queue()
     start_at = time.time() + 2.0  # after every child has started
     users = [f"U_{n}" for n in range(6)]
     children = [
