@@ -117,6 +117,11 @@ class SlackEmulatorClient:
         """Disarm every fault."""
         self._request("DELETE", "/faults")
 
+    def verify_url(self) -> dict[str, Any]:
+        """Send Slack's ``url_verification`` challenge to the events URL; ``verified`` if it was echoed."""
+        result: dict[str, Any] = self._request("POST", "/url_verification", {})
+        return result
+
     def reset(self) -> None:
         """Forget messages, modals, calls, deliveries and faults."""
         self._request("POST", "/reset", {})

@@ -7,6 +7,7 @@ versions after ``chat.update``), ``ephemeral``, nested ``replies`` and the threa
 from __future__ import annotations
 
 import re
+import secrets
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -220,6 +221,20 @@ class Control:
             self.ws.faults.clear()
         return {"ok": True}
 
+    def verify_url(self, _p: dict[str, str], _b: dict[str, Any], _a: dict[str, str]) -> Any:
+        """Send ``url_verification`` to the events URL, as Slack does when the URL is saved."""
+        challenge = secrets.token_urlsafe(24)
+        attempt = self.core.deliverer.verify_url(challenge)
+        answer = attempt.json()
+        echoed = isinstance(answer, dict) and answer.get("challenge") == challenge
+        echoed = echoed or attempt.body.decode(errors="replace").strip() == challenge
+        return {
+            "ok": attempt.ok and echoed,
+            "status": attempt.status,
+            "outcome": attempt.reason,
+            "verified": echoed,
+        }
+
     def reset(self, _p: dict[str, str], _b: dict[str, Any], _a: dict[str, str]) -> Any:
         """Forget messages, modals, calls, deliveries and faults."""
         self.ws.reset()
@@ -256,4 +271,5 @@ ROUTES: list[tuple[str, re.Pattern[str], Route]] = [
     _route("POST", "/faults", Control.add_fault),
     _route("DELETE", "/faults", Control.clear_faults),
     _route("POST", "/reset", Control.reset),
+    _route("POST", "/url_verification", Control.verify_url),
 ]

@@ -160,6 +160,18 @@ class Deliverer:
         )
         return attempt
 
+    def verify_url(self, challenge: str) -> Attempt:
+        """Slack's ``url_verification`` handshake: a signed JSON POST the app must echo ``challenge`` to."""
+        cfg = self.ws.config
+        body = json.dumps(
+            {"token": cfg.verification_token, "challenge": challenge, "type": "url_verification"}
+        )
+        if not cfg.events_url:
+            return Attempt(None, reason="no_url")
+        return post_signed(
+            cfg.events_url, body.encode(), "application/json", cfg.signing_secret, cfg.event_timeout
+        )
+
     def send_interaction(self, payload: dict[str, Any]) -> Attempt:
         """POST an interactivity payload (form-encoded ``payload=<json>``) and return the bot's answer.
 

@@ -9,8 +9,12 @@ from typing import Any
 
 # A Slack "special" token: <@U123>, <#C123|name>, <!here>, <!subteam^S123>, <https://x|label>, <mailto:a>.
 TOKEN = re.compile(
-    r"<(@[UW][A-Z0-9_]+|#C[A-Z0-9_]+(?:\|[^>]*)?|![a-z^A-Z0-9_|@-]+|(?:https?|mailto):[^>\s]+)>"
+    r"<(@[UW][A-Z0-9_]+(?:\|[^>]*)?|#C[A-Z0-9_]+(?:\|[^>]*)?|![a-z^A-Z0-9_|@-]+"
+    r"|(?:https?|mailto):[^>|\s]+(?:\|[^>]*)?)>"
 )
+# What a Slack client turns into styled rich_text runs as you type: *bold*, _italic_, ~strike~, `code`.
+STYLED = re.compile(r"(?<![\w*_~`])([*_~`])(?=\S)([^*_~`\n]+?)(?<=\S)\1(?![\w*_~`])")
+STYLE_NAMES = {"*": "bold", "_": "italic", "~": "strike", "`": "code"}
 # An entity Slack itself produces; any other ``&`` is a literal ampersand.
 ENTITY = re.compile(r"&(amp|lt|gt);")
 AT_NAME = re.compile(r"(?<![\w<@])@([a-zA-Z0-9._-]+)")
@@ -94,8 +98,15 @@ def rich_text_block(text: str) -> dict[str, Any]:
 
 
 def _append_text(elements: list[dict[str, Any]], piece: str) -> None:
-    if piece:
-        elements.append({"type": "text", "text": unescape(piece)})
+    pos = 0
+    for match in STYLED.finditer(piece):
+        if match.start() > pos:
+            elements.append({"type": "text", "text": unescape(piece[pos : match.start()])})
+        style = {STYLE_NAMES[match.group(1)]: True}
+        elements.append({"type": "text", "text": unescape(match.group(2)), "style": style})
+        pos = match.end()
+    if pos < len(piece):
+        elements.append({"type": "text", "text": unescape(piece[pos:])})
 
 
 def _token_element(token: str) -> dict[str, Any]:

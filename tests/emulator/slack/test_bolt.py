@@ -134,3 +134,14 @@ def test_bolt_handles_clicks_modals_and_response_urls(
     assert control.click(card["ts"], "bob", action_id="approve")["status"] == 200
     approved = control.wait_for_reply("incident", ts, lambda m: m["text"].startswith("Approved"))
     assert (approved["ts"], approved["text"]) == (card["ts"], "Approved by <@U_BOB>")
+
+
+def test_bolt_answers_the_url_verification_challenge(
+    bolt: tuple[App, dict[str, list[Any]]], control: SlackEmulatorClient
+) -> None:
+    assert control.verify_url()["verified"] is True
+
+
+def test_a_receiver_that_does_not_echo_fails_url_verification(control: SlackEmulatorClient) -> None:
+    result = control.verify_url()  # the default receiver answers an empty 200
+    assert (result["status"], result["verified"], result["ok"]) == (200, False, False)
