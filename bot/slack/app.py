@@ -74,7 +74,8 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False) -> App:
     app = App(
         name="chatops",
         signing_secret=settings.slack_signing_secret or None,
-        client=make_client(settings),
+        # No token on the app's client: ``authorize`` supplies it per request (Bolt warns otherwise).
+        client=make_client(settings, token=""),
         authorize=Authorizer(settings.slack_bot_token, runtime.identity),
         before_authorize=remember_authorizations,
         process_before_response=True,

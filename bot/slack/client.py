@@ -66,7 +66,7 @@ def make_client(
     Slack waits for an ack): there a failure is cheaper than a long wait.
     """
     return WebClient(
-        token=token if token is not None else settings.slack_bot_token or None,
+        token=(settings.slack_bot_token if token is None else token) or None,
         base_url=api_base_url(settings.slack_api_url),
         timeout=timeout,
         retry_handlers=retry_handlers() if retries else [],

@@ -59,6 +59,10 @@ def wait_for(probe: Callable[[], T | None], timeout: float = 15.0, what: str = "
         time.sleep(0.05)
 
 
+def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for b in message.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]]
+
+
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
@@ -154,13 +158,13 @@ def event_envelope(event: dict[str, Any], event_id: str) -> dict[str, Any]:
 
 
 def make_settings(
-    emulator: SlackEmulator, redis_url: str, key_prefix: str, queue: str, **overrides: Any
+    emulator: SlackEmulator, redis: str, key_prefix: str, queue: str, **overrides: Any
 ) -> Settings:
     values: dict[str, Any] = {
         "slack_bot_token": TOKEN,
         "slack_signing_secret": SECRET,
         "slack_api_url": emulator.api_url,
-        "redis_url": redis_url,
+        "redis_url": redis,
         "chatops_redis_prefix": key_prefix,
         "chatops_queue": queue,
         "chatops_retention_days": 1,
@@ -240,6 +244,18 @@ class SlackBot:
 
     def bot_replies(self, ts: str) -> list[dict[str, Any]]:
         return [m for m in self.thread(ts)[1:] if m.get("user") == BOT_USER]
+
+    def message(self, thread_ts: str, ts: str) -> dict[str, Any]:
+        return next(m for m in self.thread(thread_ts) if m["ts"] == ts)
+
+    def redrawn(self, thread_ts: str, ts: str) -> dict[str, Any]:
+        """The message at ``ts`` once its buttons are gone (an approval card after the decision)."""
+
+        def probe() -> dict[str, Any] | None:
+            message = self.message(thread_ts, ts)
+            return None if buttons(message) else message
+
+        return wait_for(probe, what=f"message {ts} without buttons")
 
     def run_id(self, thread_ts: str) -> str:
         def probe() -> str | None:

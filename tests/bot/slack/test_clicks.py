@@ -1,0 +1,185 @@
+"""Clicks over HTTP: who may approve, double clicks, expired and superseded cards, Decline, Stop."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from agent.types import RunStatus
+from bot.approvals import ApprovalStatus
+from bot.presenter import CardView
+from bot.slack import render
+from bot.slack.client import make_client
+from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons, signed_post, wait_for
+
+
+def pending_card(bot: SlackBot, requester: str, plan: str) -> tuple[str, str, dict[str, Any]]:
+    """Mention with ``plan``, work until the approval card: (thread ts, run id, card)."""
+    ts = bot.mention(f"plan: {plan}", user=requester)
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.AWAITING_APPROVAL
+    card = wait_for(lambda: next((m for m in bot.bot_replies(ts) if "Approval" in m["text"]), None))
+    return ts, run_id, card
+
+
+def approval_id_of(card: dict[str, Any]) -> str:
+    return str(buttons(card)[0]["value"])
+
+
+def status(bot: SlackBot, approval_id: str) -> ApprovalStatus:
+    approval = bot.service.approvals.get(approval_id)
+    assert approval is not None
+    return approval.status
+
+
+def notes_to(bot: SlackBot, user: str, count: int = 1) -> list[str]:
+    """The ephemeral messages ``user`` got, once there are ``count`` of them."""
+
+    def probe() -> list[str] | None:
+        found = [c["params"]["text"] for c in bot.calls("chat.postEphemeral") if c["params"]["user"] == user]
+        return found if len(found) >= count else None
+
+    return wait_for(probe, what=f"{count} ephemeral note(s) to {user}")
+
+
+def settle() -> None:
+    """Let lazy listeners that should NOT act have their chance to (wrongly) act."""
+    time.sleep(0.4)
+
+
+def test_an_unauthorised_approver_changes_nothing(make_bot: Callable[..., SlackBot]) -> None:
+    bot = make_bot(chatops_approvers="S_ONCALL")  # the on-call group: U_ALICE only
+    ts, run_id, card = pending_card(bot, "U_BOB", "restart_service")
+    approval_id = approval_id_of(card)
+    assert bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)["status"] == 200
+    [note] = notes_to(bot, "U_BOB")
+    assert "not on this bot's approvers list" in note and "Nothing changed" in note
+    settle()
+    assert status(bot, approval_id) is ApprovalStatus.PENDING
+    assert buttons(next(m for m in bot.thread(ts) if m["ts"] == card["ts"]))  # the card still asks
+    bot.work()
+    assert bot.executions("restart_service") == [] and bot.status(run_id) is RunStatus.AWAITING_APPROVAL
+
+    bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_APPROVE)  # a member of S_ONCALL
+    wait_for(lambda: status(bot, approval_id) is ApprovalStatus.APPROVED, what="alice's approval")
+    assert [c["params"]["usergroup"] for c in bot.calls("usergroups.users.list")][:1] == ["S_ONCALL"]
+    bot.work()
+    [run] = bot.executions("restart_service")
+    assert run["arguments"]["confirmed_by"] == "U_ALICE"
+
+
+def test_a_destructive_call_needs_an_approver_other_than_the_requester(bot: SlackBot) -> None:
+    _, _, card = pending_card(bot, "U_ALICE", "delete_files")
+    approval_id = approval_id_of(card)
+    bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_APPROVE)
+    [note] = notes_to(bot, "U_ALICE")
+    assert "other than the person who asked" in note
+    settle()
+    assert status(bot, approval_id) is ApprovalStatus.PENDING
+
+
+def test_a_double_click_decides_once(bot: SlackBot) -> None:
+    _, run_id, card = pending_card(bot, "U_ALICE", "restart_service")
+    approval_id = approval_id_of(card)
+    first = bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    # The second click of a double click, from a client still showing the buttons: the same payload.
+    body = urllib.parse.urlencode({"payload": json.dumps(first["payload"])}).encode()
+    again = signed_post(bot.events_url, body, content_type="application/x-www-form-urlencoded")
+    assert first["status"] == 200 and again.status == 200
+    [note] = notes_to(bot, "U_BOB")
+    assert "Already approved by <@U_BOB>" in note and "Nothing changed" in note
+    approval = bot.service.approvals.get(approval_id)
+    assert approval is not None and approval.decided_by == "U_BOB"
+    bot.work()
+    assert len(bot.executions("restart_service")) == 1
+    assert bot.status(run_id) is RunStatus.COMPLETED
+    assert len(bot.calls("chat.postEphemeral")) == 1
+
+
+def test_a_click_on_an_expired_card_changes_nothing(bot: SlackBot) -> None:
+    ts, run_id, card = pending_card(bot, "U_ALICE", "restart_service")
+    approval_id = approval_id_of(card)
+    # The approval's time ran out but the expiry job has not run yet: the click must not beat it.
+    bot.redis.hset(bot.keys.approval(approval_id), "expires_at", repr(time.time() - 1))
+    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    [note] = notes_to(bot, "U_BOB")
+    assert "expired" in note and "Nothing changed" in note
+    assert status(bot, approval_id) is ApprovalStatus.EXPIRED
+    redrawn = bot.redrawn(ts, card["ts"])
+    assert "Expired" in json.dumps(redrawn["blocks"])
+    bot.work()
+    assert bot.executions("restart_service") == []
+    assert bot.status(run_id) is RunStatus.COMPLETED  # the model was told "approval expired"
+
+
+def test_a_click_on_a_superseded_card_changes_nothing(bot: SlackBot) -> None:
+    ts, run_id, card = pending_card(bot, "U_ALICE", "restart_service")
+    approval_id = approval_id_of(card)
+    bot.say("wait, don't restart it", user="U_BOB", thread_ts=ts)
+    wait_for(lambda: status(bot, approval_id) is ApprovalStatus.SUPERSEDED, what="the superseding reply")
+    bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_APPROVE)
+    [note] = notes_to(bot, "U_ALICE")
+    assert "superseded" in note and "<@U_BOB>" in note and "Nothing changed" in note
+    assert status(bot, approval_id) is ApprovalStatus.SUPERSEDED
+    bot.work()
+    assert bot.executions("restart_service") == []
+    history = bot.service.history(run_id)
+    assert any(m.role == "user" and m.content == "wait, don't restart it" for m in history)
+
+
+def test_decline_asks_for_a_reason_that_the_model_receives(bot: SlackBot) -> None:
+    ts, run_id, card = pending_card(bot, "U_ALICE", "restart_service")
+    approval_id = approval_id_of(card)
+    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_DECLINE)
+    [modal] = wait_for(lambda: bot.control.views(user="U_BOB"), what="the decline modal")
+    assert modal["callback_id"] == render.VIEW_DECLINE and status(bot, approval_id) is ApprovalStatus.PENDING
+    bot.control.submit_view(modal["id"], {render.REASON_BLOCK: {render.REASON_ACTION: "the disk is fine"}})
+    wait_for(lambda: status(bot, approval_id) is ApprovalStatus.DECLINED, what="the decline")
+    approval = bot.service.approvals.get(approval_id)
+    assert approval is not None and approval.decided_by == "U_BOB" and approval.reason == "the disk is fine"
+    redrawn = bot.redrawn(ts, card["ts"])
+    assert "Declined by <@U_BOB>" in json.dumps(redrawn["blocks"])
+    bot.work()
+    assert bot.executions("restart_service") == []
+    tool_results = [m.content or "" for m in bot.service.history(run_id) if m.role == "tool"]
+    assert any("the disk is fine" in text for text in tool_results)
+
+
+def test_stop_is_for_the_requester_or_an_approver_and_cancels_the_run(
+    make_bot: Callable[..., SlackBot],
+) -> None:
+    bot = make_bot(chatops_approvers="U_ALICE")
+    ts, run_id, card = pending_card(bot, "U_BOB", "restart_service check_health")
+    run_card = bot.bot_replies(ts)[0]
+    stop = next(b for b in buttons(run_card) if b["action_id"] == render.ACTION_STOP)
+    assert stop["value"] == run_id
+    bot.control.click(run_card["ts"], "U_BOB", action_id=render.ACTION_STOP)  # the requester may
+    [note] = notes_to(bot, "U_BOB")
+    assert "Stopping" in note
+    wait_for(lambda: status(bot, approval_id_of(card)) is ApprovalStatus.DECLINED, what="the declined call")
+    bot.work()
+    assert bot.status(run_id) is RunStatus.CANCELLED
+    assert bot.executions("restart_service") == [] and bot.executions("check_health") == []
+    final = bot.bot_replies(ts)
+    assert "Cancelled" in json.dumps(final[0]["blocks"]) and not buttons(final[0])
+    assert "Cancelled" in final[-1]["text"]  # the stop notice
+
+
+def test_only_the_requester_or_an_approver_may_stop(make_bot: Callable[..., SlackBot]) -> None:
+    bot = make_bot(chatops_approvers="U_ALICE")
+    ts = bot.mention("plan: check_health", user="U_ALICE")
+    run_id = bot.run_id(ts)
+    # The run stays queued (no worker): its card, Stop button included, is posted as the worker would.
+    card = render.card_blocks(run_id, "U_ALICE", CardView(RunStatus.RUNNING))
+    posted = make_client(bot.settings).chat_postMessage(
+        channel=CHANNEL, thread_ts=ts, text="card", blocks=card
+    )
+    bot.control.click(str(posted["ts"]), "U_BOB", action_id=render.ACTION_STOP)
+    [note] = notes_to(bot, "U_BOB")
+    assert "Only the person who asked or an approver" in note
+    settle()
+    assert not bot.service.stop_requested(run_id)
