@@ -85,6 +85,19 @@ def as_text(value: bytes | str | None) -> str | None:
     return value.decode()
 
 
+_HSET_IF_EXISTS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+
+def hset_if_exists(client: redis.Redis, key: str, fields: dict[str, str]) -> bool:
+    """HSET on a hash that still exists (atomically): an expired record must not come back as a stray."""
+    flat = [item for pair in fields.items() for item in pair]
+    return bool(client.register_script(_HSET_IF_EXISTS)(keys=[key], args=flat))
+
+
 def encode_state(state: RunState, saved_at: float) -> list[str]:
     """The hash fields of ``state``: ``status`` as text, everything else as JSON."""
     fields = ["status", state.status.value, SAVED_AT_FIELD, repr(saved_at)]

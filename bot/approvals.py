@@ -20,7 +20,7 @@ import redis
 from pydantic import BaseModel
 
 from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_memory import as_text, hset_if_exists
 from agent.tooling import ToolCategory
 from agent.types import Decision, ToolCall
 
@@ -206,4 +206,6 @@ class Approvals:
 
     def set_card(self, approval_id: str, channel: str, ts: str) -> None:
         """Remember where the approval card was posted (for updating it after the decision)."""
-        self._redis.hset(self._keys.approval(approval_id), mapping={"card_channel": channel, "card_ts": ts})
+        hset_if_exists(
+            self._redis, self._keys.approval(approval_id), {"card_channel": channel, "card_ts": ts}
+        )

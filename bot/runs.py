@@ -31,7 +31,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from agent.keys import Keys
-from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory, as_text
+from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory, as_text, hset_if_exists
 from agent.types import Limits, Message, RunStatus
 from bot.approvals import EXPIRED_REASON, SYSTEM_DECIDER, Approvals, ApprovalStatus, DecideResult
 from bot.audit import AuditLog
@@ -273,7 +273,7 @@ class RunService:
             job = self.queue.enqueue_in(timedelta(seconds=delay), function, run_id, **options)
         else:
             job = self.queue.enqueue(function, run_id, **options)
-        self.redis.hset(self.keys.run(run_id), "job_id", job.id)
+        hset_if_exists(self.redis, self.keys.run(run_id), {"job_id": job.id})
         return job
 
     def schedule_expiry(self, approval_id: str, expires_at: float) -> Job:

@@ -10,6 +10,7 @@ from agent.types import RunStatus
 from bot.approvals import Approval, ApprovalStatus
 from bot.audit import AuditKind
 from bot.inbox import DeliveryStatus
+from bot.lease import Lease
 from bot.presenter import InMemoryPresenter, StopNotice
 from bot.runs import JOB_TIMEOUT_MARGIN_SECONDS
 from tests.bot.conftest import Harness, make_options
@@ -159,3 +160,16 @@ def test_the_sweep_resumes_a_run_whose_resume_was_lost(harness: Harness) -> None
     harness.work()  # the worker's maintenance runs the sweep before it looks at the queue
     assert harness.status(run_id) is RunStatus.COMPLETED
     assert len(harness.executions("restart_service")) == 1
+
+
+def test_a_job_for_a_run_another_worker_holds_defers_without_writing(harness: Harness) -> None:
+    run_id = harness.submit("plan: check_health")
+    assert Lease.acquire(harness.redis, harness.keys, run_id, 1.0, "another-worker") is not None
+    harness.work()
+    assert harness.status(run_id) is RunStatus.QUEUED and harness.history(run_id)[0].role == "user"
+    assert harness.executions("check_health") == []
+    assert harness.queue.scheduled_job_registry.count == 1  # it looks again in a second
+    time.sleep(1.1)  # the other worker died: its lease lapses
+    harness.work()
+    assert harness.status(run_id) is RunStatus.COMPLETED
+    assert len(harness.executions("check_health")) == 1
