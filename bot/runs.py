@@ -58,6 +58,12 @@ redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
 return ARGV[1]
 """
 
+# KEYS: 1 thread claim. ARGV: 1 the run id it must still name.
+_RELEASE_CLAIM = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+"""
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -150,6 +156,7 @@ class RunService:
         self.inbox = Inbox(self.redis, self.keys, clock=self.clock)
         self.audit = AuditLog(self.redis, self.keys, max_len=self.options.audit_max_len, clock=self.clock)
         self._create = self.redis.register_script(_CREATE)
+        self._release = self.redis.register_script(_RELEASE_CLAIM)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -180,21 +187,35 @@ class RunService:
         )
         first = Message.user(text, slack_user=requester, ts=message_ts or thread_ts)
         fields = [item for k, v in record.model_dump(mode="json").items() for item in (k, str(v))]
-        stored = as_text(
-            self._create(
-                keys=[
-                    self.keys.thread(channel, thread_ts),
-                    self.keys.run(record.run_id),
-                    self.keys.messages(record.run_id),
-                    self.keys.active_runs(),
-                ],
-                args=[record.run_id, json.dumps(fields), first.model_dump_json(), repr(record.created_at)],
+        for _ in range(2):
+            stored = as_text(
+                self._create(
+                    keys=[
+                        self.keys.thread(channel, thread_ts),
+                        self.keys.run(record.run_id),
+                        self.keys.messages(record.run_id),
+                        self.keys.active_runs(),
+                    ],
+                    args=[
+                        record.run_id,
+                        json.dumps(fields),
+                        first.model_dump_json(),
+                        repr(record.created_at),
+                    ],
+                )
             )
-        )
+            if stored == record.run_id or not self._release_stale_claim(channel, thread_ts, stored or ""):
+                break
         if stored != record.run_id:
             return Submission(stored or "", created=False)
         self.enqueue(record.run_id, first=True)
         return Submission(record.run_id, created=True)
+
+    def _release_stale_claim(self, channel: str, thread_ts: str, run_id: str) -> bool:
+        """Free a thread claimed by a run whose record is gone (deleted by hand); True if freed."""
+        if self.get(run_id) is not None:
+            return False
+        return bool(self._release(keys=[self.keys.thread(channel, thread_ts)], args=[run_id]))
 
     def deliver(self, channel: str, thread_ts: str, *, user: str, text: str, ts: str) -> Delivery:
         """Store a thread reply for the active run; acknowledge it only if ``delivery.stored``."""

@@ -173,3 +173,9 @@ def test_a_job_for_a_run_another_worker_holds_defers_without_writing(harness: Ha
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED
     assert len(harness.executions("check_health")) == 1
+
+
+def test_a_thread_claimed_by_a_run_whose_record_vanished_takes_a_new_run(harness: Harness) -> None:
+    harness.redis.set(harness.keys.thread("C1", "100.1"), "deleted-by-hand")
+    run_id = harness.submit("plan: check_health")
+    assert run_id != "deleted-by-hand" and harness.service.active_run("C1", "100.1") == run_id
