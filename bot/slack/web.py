@@ -87,6 +87,10 @@ class GunicornServer(BaseApplication):  # type: ignore[misc]
             "proc_name": "chatops-web",
             **self._options,
         }
+        if "control_socket_disable" in self.cfg.settings:
+            # gunicorn >= 25.1 opens a control socket at one per-user default path; chatops does not
+            # use it, and two servers on a host (or parallel tests) would fight over that path.
+            config["control_socket_disable"] = True
         for key, value in config.items():
             self.cfg.set(key, value)
 

@@ -1,0 +1,70 @@
+"""``manifest.json`` asks for exactly the scopes and events the code uses, and the Procfile runs both processes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# Web API method (as slack_sdk spells it) -> the bot scope it needs (None: no scope).
+SCOPES = {
+    "chat_postMessage": "chat:write",
+    "chat_update": "chat:write",
+    "chat_postEphemeral": "chat:write",
+    "reactions_add": "reactions:write",
+    "usergroups_users_list": "usergroups:read",
+    "assistant_threads_setStatus": "chat:write",  # Slack accepts chat:write (assistant:write is being retired)
+    "views_open": None,
+    "auth_test": None,
+}
+# Bolt listener -> the event subscriptions (and their scopes) it needs.
+EVENTS = {
+    "app_mention": {"app_mention": "app_mentions:read"},
+    "message": {"message.channels": "channels:history", "message.groups": "groups:history"},
+}
+
+
+def methods_called() -> set[str]:
+    source = "\n".join(p.read_text() for p in (ROOT / "bot" / "slack").glob("*.py"))
+    return set(
+        re.findall(
+            r"\.(chat_\w+|reactions_\w+|usergroups_\w+|assistant_\w+|views_\w+|auth_test|"
+            r"conversations_\w+|users_\w+|files_\w+|team_\w+)\(",
+            source,
+        )
+    )
+
+
+def listeners() -> set[str]:
+    source = (ROOT / "bot" / "slack" / "app.py").read_text()
+    return set(re.findall(r'app\.event\("(\w+)"\)', source))
+
+
+def test_the_manifest_has_exactly_the_scopes_the_code_needs() -> None:
+    manifest = json.loads((ROOT / "manifest.json").read_text())
+    called = methods_called()
+    unknown = called - SCOPES.keys()
+    assert not unknown, f"add {unknown} to SCOPES (and its scope to manifest.json)"
+    needed = {SCOPES[m] for m in called if SCOPES[m]}
+    for listener in listeners():
+        needed |= set(EVENTS[listener].values())
+    assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(needed)
+
+
+def test_the_manifest_subscribes_to_exactly_the_events_the_app_listens_to() -> None:
+    manifest = json.loads((ROOT / "manifest.json").read_text())
+    expected = {event for listener in listeners() for event in EVENTS[listener]}
+    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == expected
+    assert manifest["settings"]["interactivity"]["is_enabled"] is True
+    urls = {
+        manifest["settings"]["event_subscriptions"]["request_url"],
+        manifest["settings"]["interactivity"]["request_url"],
+    }
+    assert len(urls) == 1 and urls.pop().endswith("/slack/events")  # Bolt serves both on one path
+
+
+def test_the_procfile_runs_the_web_process_and_a_worker() -> None:
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    assert lines == ["web: chatops web", "worker: chatops worker"]

@@ -1,0 +1,140 @@
+"""The Slack presenter against the emulator: throttled card, thread status, rate limits and 5xx."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from agent.keys import Keys
+from agent.tooling import ToolCategory, ToolResult
+from agent.types import RunStatus, ToolDef
+from bot.presenter import CardView, RunRef, Step, StepStatus
+from bot.slack.client import make_client
+from bot.slack.presenter import STATUS_TEXT, SlackPresenter
+from emulator.slack import SlackEmulator, SlackEmulatorClient
+from tests.bot.slack.conftest import CHANNEL, SlackBot, make_settings
+
+
+def presenter_for(
+    emulator: SlackEmulator, redis_client: redis.Redis, redis_url: str, key_prefix: str
+) -> tuple[SlackPresenter, RunRef]:
+    settings = make_settings(emulator, redis_url, key_prefix, "unused")
+    presenter = SlackPresenter(make_client(settings), redis_client, Keys(key_prefix))
+    thread = SlackEmulatorClient(emulator.url).post_message(CHANNEL, "U_ALICE", "web-03 is full")["ts"]
+    return presenter, RunRef("r" * 32, CHANNEL, str(thread), "U_ALICE")
+
+
+def card(status: RunStatus, steps: int) -> CardView:
+    done = tuple(Step(f"c{i}", f"tool_{i}", StepStatus.OK, "read_only", 0.1) for i in range(steps))
+    return CardView(status, done, steps, steps * 100)
+
+
+def test_card_updates_are_throttled_and_the_final_state_is_always_written(
+    emulator: SlackEmulator,
+    control: SlackEmulatorClient,
+    redis_client: redis.Redis,
+    redis_url: str,
+    key_prefix: str,
+) -> None:
+    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix)
+    ts = presenter.post_run_card(run, card(RunStatus.RUNNING, 0))
+    assert ts
+    run = RunRef(run.run_id, run.channel, run.thread_ts, run.requester, ts)
+    started = time.monotonic()
+    for steps in range(1, 21):
+        presenter.update_run_card(run, card(RunStatus.RUNNING, steps))
+    presenter.update_run_card(run, card(RunStatus.COMPLETED, 21))
+    elapsed = time.monotonic() - started
+    updates = control.calls("chat.update")
+    assert 1 <= len(updates) <= 2 + int(elapsed)  # at most one a second (plus the final one)
+    times = [u["time"] for u in updates]
+    assert all(b - a >= 0.9 for a, b in itertools.pairwise(times))
+    final = json.dumps(updates[-1]["params"]["blocks"])
+    assert "tool_20" in final and "Done" in final
+    time.sleep(1.2)  # no stale timer fires after the final state
+    assert len(control.calls("chat.update")) == len(updates)
+
+
+def test_an_intermediate_state_is_written_within_a_second_even_without_a_later_update(
+    emulator: SlackEmulator,
+    control: SlackEmulatorClient,
+    redis_client: redis.Redis,
+    redis_url: str,
+    key_prefix: str,
+) -> None:
+    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix)
+    ts = presenter.post_run_card(run, card(RunStatus.RUNNING, 0))
+    run = RunRef(run.run_id, run.channel, run.thread_ts, run.requester, ts)
+    presenter.update_run_card(run, card(RunStatus.RUNNING, 1))  # within the second: deferred
+    presenter.update_run_card(run, card(RunStatus.RUNNING, 2))  # replaces the deferred one
+    deadline = time.monotonic() + 3
+    while not control.calls("chat.update") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [update] = control.calls("chat.update")
+    assert "tool_1" in json.dumps(update["params"]["blocks"])  # the newest state, sent by the timer
+
+
+def test_thread_status_is_skipped_once_the_workspace_refused_it(
+    emulator: SlackEmulator,
+    control: SlackEmulatorClient,
+    redis_client: redis.Redis,
+    redis_url: str,
+    key_prefix: str,
+) -> None:
+    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix)
+    control.inject_fault("assistant.threads.setStatus", kind="error", error="not_allowed_token_type")
+    assert presenter.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is False
+    assert presenter.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is False
+    assert len(control.calls("assistant.threads.setStatus")) == 1  # remembered, not asked again
+    other, _ = presenter_for(emulator, redis_client, redis_url, key_prefix)  # another worker, same workspace
+    assert other.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is False
+    assert len(control.calls("assistant.threads.setStatus")) == 1
+    fresh, _ = presenter_for(emulator, redis_client, redis_url, key_prefix + "other:")
+    assert fresh.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is True
+    assert control.statuses()
+
+
+@dataclass
+class TripSlack:
+    """A tool that makes Slack misbehave for the rest of the run: 429s and 500s on posts and updates."""
+
+    control: SlackEmulatorClient
+    name: str = "trip_slack"
+    category: ToolCategory = ToolCategory.READ_ONLY
+    parallel: bool = False
+    timeout: float = 10.0
+
+    @property
+    def definition(self) -> ToolDef:
+        return ToolDef(name=self.name, description="Trip Slack.")
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        self.control.inject_fault("chat.postMessage", kind="ratelimited", count=1, retry_after=1)
+        self.control.inject_fault("chat.postMessage", kind="http_error", status=500, count=1)
+        self.control.inject_fault("chat.update", kind="http_error", status=503, count=2)
+        self.control.inject_fault("chat.update", kind="ratelimited", count=1, retry_after=1)
+        return ToolResult("tripped")
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        return None
+
+
+def test_rate_limits_and_server_errors_do_not_lose_the_answer(make_bot: Callable[..., SlackBot]) -> None:
+    bot = make_bot(tools=[])
+    bot.tools = [TripSlack(bot.control)]
+    ts = bot.mention("plan: trip_slack")
+    bot.work()
+    answers = [m for m in bot.bot_replies(ts) if m["text"].startswith("done:")]
+    assert [m["text"] for m in answers] == ["done: tripped"]  # delivered, and exactly once
+    statuses: list[Any] = [c["status"] for c in bot.calls("chat.postMessage")]
+    assert 429 in statuses and 500 in statuses and statuses[-1] == 200
+    updates = [c["status"] for c in bot.calls("chat.update")]
+    assert 503 in updates and 429 in updates and updates[-1] == 200
+    card = bot.bot_replies(ts)[0]
+    assert "Done" in str(card["blocks"])
