@@ -10,9 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 from rq import Queue
+from slack_bolt import BoltRequest
 
 from agent.scripted import FunctionModel
 from agent.types import Request, RunStatus
+from bot.slack.app import build_app
+from bot.slack.runtime import WebRuntime
 from tests.bot.slack.conftest import (
     BOT_USER,
     CHANNEL,
@@ -213,3 +216,35 @@ def test_each_forked_process_opens_its_own_redis_connection(bot: SlackBot) -> No
     os.waitpid(pid, 0)
     assert os.read(read, 16) == b"ok"
     assert bot.runtime.redis() is parent
+
+
+def test_broadcast_replies_and_file_shares_are_injected_too(bot: SlackBot) -> None:
+    root = new_ts()
+    deliver(bot, app_mention(root, "plan: check_health"), "EvS1")
+    run_id = bot.service.active_run(CHANNEL, root)
+    assert run_id
+    broadcast = message(new_ts(), "also posted to the channel", thread_ts=root, subtype="thread_broadcast")
+    files = [{"id": "F1", "name": "dmesg.txt", "title": "dmesg"}]
+    shared = message(new_ts(), "here is dmesg", thread_ts=root, subtype="file_share", files=files)
+    assert deliver(bot, broadcast, "EvS2") == 200 and deliver(bot, shared, "EvS3") == 200
+    texts = [item.text for item in bot.service.inbox.peek(run_id)]
+    assert texts == ["also posted to the channel", "here is dmesg\n[attached: dmesg.txt]"]
+
+
+def test_socket_mode_requests_need_no_signature_and_are_stored_the_same_way(bot: SlackBot) -> None:
+    """Socket Mode delivers the same payloads over a WebSocket (no signature); Bolt acks only a 200."""
+    assert bot.runtime is not None
+    app = build_app(WebRuntime(bot.settings), socket_mode=True)
+    ts = new_ts()
+    response = app.dispatch(
+        BoltRequest(body=event_envelope(app_mention(ts, "plan: check_health"), "EvSock"), mode="socket_mode")
+    )
+    assert response.status == 200
+    assert bot.service.active_run(CHANNEL, ts)
+    down = build_app(
+        WebRuntime(bot.settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})), socket_mode=True
+    )
+    failed = down.dispatch(
+        BoltRequest(body=event_envelope(app_mention(new_ts(), "x"), "EvSock2"), mode="socket_mode")
+    )
+    assert failed.status >= 500  # not acknowledged: Slack redelivers the envelope

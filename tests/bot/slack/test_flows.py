@@ -142,3 +142,35 @@ def _status(bot: SlackBot, approval_id: str) -> ApprovalStatus | None:
 def _reactions(control: SlackEmulatorClient, thread_ts: str, ts: str) -> dict[str, list[str]]:
     message = next((m for m in control.thread(CHANNEL, thread_ts) if m["ts"] == ts), {})
     return {r["name"]: r["users"] for r in message.get("reactions") or []}
+
+
+def test_a_terminal_boundary_says_which_limit_and_what_was_done(make_bot: Callable[..., SlackBot]) -> None:
+    bot = make_bot(chatops_max_iterations=2)
+    ts = bot.mention("plan: check_health check_health check_health")
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.ITERATION_LIMIT
+    card, notice = bot.bot_replies(ts)
+    assert "iteration limit" in json.dumps(card["blocks"]) and not buttons(card)
+    text = notice["text"]
+    assert (
+        "Stopped: iteration limit" in text
+        and "Iterations: 2" in text
+        and "Tools called: `check_health`" in text
+    )
+    assert "Tokens:" in text and "Last state:" in text and "check_health" in text.split("Last state:")[1]
+
+
+def test_a_long_markdown_answer_is_converted_and_split(make_bot: Callable[..., SlackBot]) -> None:
+    long_answer = "## Findings\n**web-03**: disk full. See [runbook](https://runbooks.example/disk).\n\n" + (
+        "- removed an old log file\n" * 400
+    )
+    bot = make_bot(models=[FunctionModel(lambda request: long_answer)])
+    ts = bot.mention("what happened?")
+    bot.work()
+    parts = [m["text"] for m in bot.bot_replies(ts)[1:]]
+    assert len(parts) >= 3 and all(len(p) <= render.ANSWER_CHUNK for p in parts)
+    assert parts[0].startswith(
+        "*Findings*\n*web-03*: disk full. See <https://runbooks.example/disk|runbook>."
+    )
+    assert sum(p.count("• removed an old log file") for p in parts) == 400

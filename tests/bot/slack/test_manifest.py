@@ -47,7 +47,7 @@ def test_the_manifest_has_exactly_the_scopes_the_code_needs() -> None:
     called = methods_called()
     unknown = called - SCOPES.keys()
     assert not unknown, f"add {unknown} to SCOPES (and its scope to manifest.json)"
-    needed = {SCOPES[m] for m in called if SCOPES[m]}
+    needed = {scope for m in called if (scope := SCOPES[m]) is not None}
     for listener in listeners():
         needed |= set(EVENTS[listener].values())
     assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(needed)
