@@ -128,10 +128,11 @@ class Run:
             self._inject(ctx)
             response = self._request(ctx)
             message = self._answer(ctx, response)
-            if not message.tool_calls:
-                ctx.append([message])
-                return self._finish(ctx, RunStatus.COMPLETED, output=message.content)
             ctx.append([message])
+            if not message.tool_calls:
+                if ctx.state.iteration < limits.max_iterations and self._inject(ctx):
+                    continue  # a reply came in while the model answered: let it read that first
+                return self._finish(ctx, RunStatus.COMPLETED, output=message.content)
             result = self._tools_phase(ctx, step, message.tool_calls)
             if result is not None:
                 return result
@@ -150,16 +151,18 @@ class Run:
         if ctx.deadline_passed():
             raise _Stop(RunStatus.DEADLINE, f"the {self._config.limits.deadline_seconds:g}s deadline passed")
 
-    def _inject(self, ctx: RunContext) -> None:
+    def _inject(self, ctx: RunContext) -> bool:
+        """Store and acknowledge new messages from the inject callback; True when there were any."""
         if self._config.inject is None:
-            return
+            return False
         injected = list(self._config.inject())
         if not injected:
-            return
+            return False
         ctx.append(injected)  # stored first ...
         ctx.emit(MessagesInjected(injected))
         if self._config.on_injected is not None:
             self._config.on_injected(injected)  # ... acknowledged after
+        return True
 
     def _answer(self, ctx: RunContext, response: Response) -> Message:
         message = response.message

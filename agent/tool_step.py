@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -180,13 +180,16 @@ class ToolStep:
         return max(0.001, min(tool.timeout, self._ctx.remaining_seconds()))
 
     def _wait(self, tool: Tool, future: Future[ToolResult], wait: float, timeout: float) -> ToolResult:
-        try:
-            result = future.result(timeout=wait)
-        except FutureTimeout:
+        # Only what the tool itself raised becomes a result; an exception raised in this thread
+        # while waiting (RQ's job timeout arrives as a signal) must stop the job, not feed the model.
+        done, _ = wait_futures([future], timeout=wait)
+        if not done:
             future.cancel()
             return ToolResult(f"Error: {tool.definition.name} timed out after {timeout:.1f}s", is_error=True)
-        except Exception as error:  # a failing tool is shown to the model, never a crash
+        error = future.exception()
+        if error is not None:  # a failing tool is shown to the model, never a crash
             return ToolResult(f"Error: {tool.definition.name} failed: {type(error).__name__}: {error}", True)
+        result = future.result()
         if not isinstance(result, ToolResult):
             return ToolResult(
                 f"Error: {tool.definition.name} returned {type(result).__name__}", is_error=True

@@ -387,3 +387,38 @@ def test_injected_event_and_output_filter() -> None:
     run(config)
     assert tool_messages(config.memory)[0].content == "TOKEN=[REDACTED]"  # type: ignore[arg-type]
     assert not any(isinstance(e, MessagesInjected) for e in events)
+
+
+def test_a_reply_that_arrives_while_the_model_answers_is_read_before_the_run_ends() -> None:
+    memory = InMemoryMemory([Message.user("check web-03")])
+    inbox: list[list[Message]] = [[], [Message.user("also check memory")], []]
+    model = ScriptedModel(["Disk is fine.", "Disk is fine, and memory is at 40%."])
+    config = make_config(model, memory=memory, inject=lambda: inbox.pop(0) if inbox else [])
+    result = run(config)
+    assert result.output == "Disk is fine, and memory is at 40%."
+    assert model.requests[1].messages[-1].content == "also check memory"
+
+
+def test_an_exception_raised_in_the_loop_thread_while_a_tool_runs_is_not_fed_to_the_model() -> None:
+    import signal
+
+    class JobTimeout(Exception):
+        pass
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise JobTimeout("job timed out")  # as RQ's death penalty does, in the main thread
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        slow = RecordingTool("slow", respond=sleeping(1.0))
+        model = ScriptedModel([tool_call("slow"), "done"])
+        try:
+            run(make_config(model, [slow]))
+            raised = False
+        except JobTimeout:
+            raised = True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert raised and len(model.requests) == 1
