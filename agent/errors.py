@@ -87,7 +87,9 @@ class StreamInterruptedError(TransientLLMError):
 class RetriesExhaustedError(LLMError):
     """Every attempt of one model failed with a transient error. ``last`` is the last one."""
 
-    def __init__(self, message: str, *, model: str | None = None, last: TransientLLMError | None = None) -> None:
+    def __init__(
+        self, message: str, *, model: str | None = None, last: TransientLLMError | None = None
+    ) -> None:
         super().__init__(message, model=model, status_code=last.status_code if last else None)
         self.last = last
 
