@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from slack_bolt import Ack, App, BoltContext
+from slack_bolt import Ack, App, BoltContext, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -92,13 +92,11 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False) -> App:
 def _register_events(app: App, runtime: WebRuntime) -> None:
     handler = EventHandler(runtime)
 
-    def store_mention(body: dict[str, Any], context: BoltContext, ack: Ack) -> None:
-        context[OUTCOME] = handler.mention(body, context.bot_user_id).to_context()
-        ack()
+    def store_mention(body: dict[str, Any], context: BoltContext, ack: Ack) -> BoltResponse | None:
+        return _answer(handler.mention(body, context.bot_user_id), context, ack)
 
-    def store_reply(body: dict[str, Any], context: BoltContext, ack: Ack) -> None:
-        context[OUTCOME] = handler.reply(body, context.bot_user_id).to_context()
-        ack()
+    def store_reply(body: dict[str, Any], context: BoltContext, ack: Ack) -> BoltResponse | None:
+        return _answer(handler.reply(body, context.bot_user_id), context, ack)
 
     def follow_up(context: BoltContext) -> None:
         outcome = Outcome.from_context(context.get(OUTCOME))
@@ -106,6 +104,16 @@ def _register_events(app: App, runtime: WebRuntime) -> None:
 
     app.event("app_mention")(ack=store_mention, lazy=[follow_up])
     app.event("message")(ack=store_reply, lazy=[follow_up])
+
+
+def _answer(outcome: Outcome, context: BoltContext, ack: Ack) -> BoltResponse | None:
+    """200 once stored (or deliberately ignored); 503 while another request is still storing the
+    same event, so Slack retries it later rather than being told it is done."""
+    context[OUTCOME] = outcome.to_context()
+    if outcome.kind == "in_progress":
+        return BoltResponse(status=503, body="this event is being stored; retry later")
+    ack()
+    return None
 
 
 def _follow_up(runtime: WebRuntime, outcome: Outcome) -> None:

@@ -5,10 +5,11 @@ an ``Outcome`` that the lazy half of the listener acts on with Slack calls (reac
 If Redis fails the exception propagates, Bolt answers 500 and Slack retries: a 200 is only
 ever sent for an event that is stored (or deliberately ignored).
 
-Deduplication, both with ``SET NX`` and a TTL:
+Deduplication, both with two-phase ``SET NX`` claims (``bot.slack.claims``):
 
 * ``event_id``: Slack's retries (``X-Slack-Retry-Num``) repeat it. A claim whose handling then
-  fails is released, so the retry is processed instead of dropped.
+  fails is released, so the retry is processed instead of dropped; a retry that arrives while
+  the first attempt is still storing gets a non-2xx, so Slack comes back later.
 * ``(channel, ts)``: one Slack message. A mention arrives twice, as ``app_mention`` and as
   ``message``, with different event ids; the reply path ignores messages that mention the bot,
   and both the run start and the inbox claim the message key, so it is acted on once.
@@ -18,11 +19,14 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from agent.redis_memory import as_text
 from agent.types import Message
 from bot.inbox import DeliveryStatus
+from bot.slack.claims import Claims, ClaimState
 from bot.slack.runtime import WebRuntime
 
 log = logging.getLogger(__name__)
@@ -30,14 +34,13 @@ log = logging.getLogger(__name__)
 REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 CARRY_MESSAGES = 20  # the most earlier messages a new run in the same thread carries
 CARRY_CHARS = 6000
-MESSAGE_CLAIM_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What the ack half decided; the lazy half reads it from the Bolt context (a plain dict)."""
 
-    kind: str  # started | injected | duplicate | ignored | refused_channel
+    kind: str  # started | injected | duplicate | in_progress | ignored | refused_channel
     channel: str = ""
     ts: str = ""
     thread_ts: str = ""
@@ -85,6 +88,7 @@ class EventHandler:
 
     def __init__(self, runtime: WebRuntime) -> None:
         self._rt = runtime
+        self._claims = Claims(runtime.redis)
 
     # -- app_mention ----------------------------------------------------------------------------
 
@@ -94,49 +98,65 @@ class EventHandler:
             return IGNORED
         channel, ts, user = str(event["channel"]), str(event["ts"]), str(event["user"])
         thread_ts = str(event.get("thread_ts") or ts)
+        where = Outcome("", channel, ts, thread_ts, user)
         if not self._rt.channel_allowed(channel):
-            return self._refuse_channel(body, channel, ts, thread_ts, user)
-        if not self._claim_event(body):
-            return Outcome("duplicate", channel, ts, thread_ts, user)
+            return self._once(body, where, self._refuse_channel)
         text = strip_mention(message_text(event), bot_user)
-        try:
-            return self._start_or_inject(channel, ts, thread_ts, user, text)
-        except BaseException:
-            self._release_event(body)
-            raise
+        return self._once(body, where, lambda o: self._start_or_inject(o, text))
 
-    def _start_or_inject(self, channel: str, ts: str, thread_ts: str, user: str, text: str) -> Outcome:
+    def _start_or_inject(self, where: Outcome, text: str) -> Outcome:
         service = self._rt.service()
-        if service.active_run(channel, thread_ts):
-            injected = self._inject(channel, ts, thread_ts, user, text)
+        message_key = self._rt.keys.seen_message(where.channel, where.ts)
+        active = service.active_run(where.channel, where.thread_ts)
+        if active:
+            if self._started_by(active, where.ts):
+                # An earlier attempt for this very message started the run, then failed to confirm.
+                self._claims.confirm(message_key, active)
+                return replace(where, kind="duplicate")
+            injected = self._inject(where, text)
             if injected is not None:
                 return injected
-        message_key = self._rt.keys.seen_message(channel, ts)
-        if not self._rt.redis().set(message_key, "mention", nx=True, ex=MESSAGE_CLAIM_SECONDS):
-            return Outcome("duplicate", channel, ts, thread_ts, user)
+        state = self._claims.take(message_key)
+        if state is not ClaimState.NEW:
+            return replace(where, kind="duplicate" if state is ClaimState.DONE else "in_progress")
         try:
-            prompt = self._with_earlier_conversation(channel, thread_ts, text) if thread_ts != ts else text
-            submission = service.submit(channel, thread_ts, requester=user, text=prompt, message_ts=ts)
+            submission = service.submit(
+                where.channel,
+                where.thread_ts,
+                requester=where.user,
+                text=self._prompt(where, text),
+                message_ts=where.ts,
+            )
         except BaseException:
-            self._rt.redis().delete(message_key)
+            self._claims.release(message_key)
             raise
         if not submission.created:
-            # A run became active in this thread between our look and our submit: the mention
-            # belongs to it. The message claim must go, or the inbox would take it for a retry.
-            self._rt.redis().delete(message_key)
-            return self._inject(channel, ts, thread_ts, user, text) or IGNORED
+            if self._started_by(submission.run_id, where.ts):
+                self._claims.confirm(message_key, submission.run_id)
+                return replace(where, kind="duplicate")
+            # Another mention started a run in this thread a moment ago: this one belongs to it.
+            # The message claim must go first, or the inbox would take the message for a retry.
+            self._claims.release(message_key)
+            return self._inject(where, text) or IGNORED
         self._rt.redis().set(
-            self._last_run_key(channel, thread_ts), submission.run_id, ex=self._retention_seconds()
+            self._last_run_key(where.channel, where.thread_ts),
+            submission.run_id,
+            ex=self._retention_seconds(),
         )
-        return Outcome("started", channel, ts, thread_ts, user, submission.run_id)
+        self._claims.confirm(message_key, submission.run_id)
+        return replace(where, kind="started", run_id=submission.run_id)
 
-    def _with_earlier_conversation(self, channel: str, thread_ts: str, text: str) -> str:
+    def _started_by(self, run_id: str, ts: str) -> bool:
+        """Whether ``run_id`` was started by the message at ``ts``."""
+        record = self._rt.service().get(run_id)
+        return record is not None and record.message_ts == ts
+
+    def _prompt(self, where: Outcome, text: str) -> str:
         """The mention, preceded by what was said with the thread's previous run (if any)."""
-        previous = self._rt.redis().get(self._last_run_key(channel, thread_ts))
-        if not previous:
-            return text
-        history = self._rt.service().history(previous.decode() if isinstance(previous, bytes) else previous)
-        transcript = earlier_conversation(history)
+        if where.thread_ts == where.ts:
+            return text  # a new thread
+        previous = as_text(self._rt.redis().get(self._last_run_key(where.channel, where.thread_ts)))
+        transcript = earlier_conversation(self._rt.service().history(previous)) if previous else ""
         if not transcript:
             return text
         return f"Earlier in this thread:\n{transcript}\n\nNew request: {text}"
@@ -155,44 +175,48 @@ class EventHandler:
             return IGNORED  # a mention: the app_mention event carries it
         if not self._rt.channel_allowed(channel) or not self._rt.service().active_run(channel, thread_ts):
             return IGNORED
-        if not self._claim_event(body):
-            return Outcome("duplicate", channel, ts, thread_ts, user)
-        try:
-            return self._inject(channel, ts, thread_ts, user, message_text(event)) or IGNORED
-        except BaseException:
-            self._release_event(body)
-            raise
+        where = Outcome("", channel, ts, thread_ts, user)
+        return self._once(body, where, lambda o: self._inject(o, message_text(event)) or IGNORED)
 
-    def _inject(self, channel: str, ts: str, thread_ts: str, user: str, text: str) -> Outcome | None:
-        """Deliver to the thread's active run; ``None`` when there is none any more."""
-        delivery = self._rt.service().deliver(channel, thread_ts, user=user, text=text, ts=ts)
+    def _inject(self, where: Outcome, text: str) -> Outcome | None:
+        """Deliver to the thread's active run; ``None`` when there is none any more.
+
+        The inbox claims the message itself, atomically with storing it.
+        """
+        delivery = self._rt.service().deliver(
+            where.channel, where.thread_ts, user=where.user, text=text, ts=where.ts
+        )
         if delivery.status is DeliveryStatus.NO_ACTIVE_RUN:
             return None
-        return Outcome("injected", channel, ts, thread_ts, user, delivery.run_id or "")
+        return replace(where, kind="injected", run_id=delivery.run_id or "")
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _refuse_channel(
-        self, body: dict[str, Any], channel: str, ts: str, thread_ts: str, user: str
-    ) -> Outcome:
+    def _once(self, body: dict[str, Any], where: Outcome, handle: Callable[[Outcome], Outcome]) -> Outcome:
+        """Run ``handle`` for an event id not seen before (see ``bot.slack.claims``)."""
+        event_id = body.get("event_id")
+        if not event_id:
+            return handle(where)
+        key = self._rt.keys.seen_event(str(event_id))
+        state = self._claims.take(key)
+        if state is not ClaimState.NEW:
+            return replace(where, kind="duplicate" if state is ClaimState.DONE else "in_progress")
+        try:
+            outcome = handle(where)
+        except BaseException:
+            self._claims.release(key)
+            raise
+        if outcome.kind == "in_progress":
+            self._claims.release(key)  # the message is being stored by another request: retry later
+        else:
+            self._claims.confirm(key)
+        return outcome
+
+    def _refuse_channel(self, where: Outcome) -> Outcome:
         """Outside ``CHATOPS_CHANNELS``: say so, once per channel."""
-        if not self._claim_event(body):
-            return Outcome("duplicate", channel, ts, thread_ts, user)
-        key = self._rt.keys.slack("channel_notice", channel)
+        key = self._rt.keys.slack("channel_notice", where.channel)
         first = bool(self._rt.redis().set(key, "1", nx=True, ex=self._retention_seconds()))
-        return Outcome("refused_channel", channel, ts, thread_ts, user, notify=first)
-
-    def _claim_event(self, body: dict[str, Any]) -> bool:
-        event_id = body.get("event_id")
-        return True if not event_id else self._rt.service().claim_event(str(event_id))
-
-    def _release_event(self, body: dict[str, Any]) -> None:
-        event_id = body.get("event_id")
-        if event_id:
-            try:
-                self._rt.redis().delete(self._rt.keys.seen_event(str(event_id)))
-            except Exception:  # Redis is likely what failed; the claim then expires with its TTL
-                log.warning("could not release the claim on event %s", event_id)
+        return replace(where, kind="refused_channel", notify=first)
 
     def _last_run_key(self, channel: str, thread_ts: str) -> str:
         return self._rt.keys.slack("thread_last_run", channel, thread_ts)

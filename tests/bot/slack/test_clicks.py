@@ -6,9 +6,11 @@ import json
 import time
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from agent.types import RunStatus
+from agent.tooling import ToolCategory, ToolResult
+from agent.types import RunStatus, ToolDef
 from bot.approvals import ApprovalStatus
 from bot.presenter import CardView
 from bot.slack import render
@@ -183,3 +185,45 @@ def test_only_the_requester_or_an_approver_may_stop(make_bot: Callable[..., Slac
     assert "Only the person who asked or an approver" in note
     settle()
     assert not bot.service.stop_requested(run_id)
+
+
+@dataclass
+class PressStop:
+    """A long-running read-only tool during which the requester presses Stop on the run card."""
+
+    bot: SlackBot
+    thread_ts: Callable[[], str]
+    name: str = "tail_logs"
+    category: ToolCategory = ToolCategory.READ_ONLY
+    parallel: bool = False
+    timeout: float = 30.0
+
+    @property
+    def definition(self) -> ToolDef:
+        return ToolDef(name=self.name, description="Tail logs.")
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        bot, thread = self.bot, self.thread_ts()
+        run_id = bot.run_id(thread)
+        card = bot.bot_replies(thread)[0]
+        bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_STOP)
+        wait_for(lambda: bot.service.stop_requested(run_id), what="the stop request")
+        return ToolResult("tailing…")
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        return None
+
+
+def test_stop_while_running_ends_the_run_after_the_current_step(make_bot: Callable[..., SlackBot]) -> None:
+    holder: dict[str, str] = {}
+    bot = make_bot(tools=[])
+    bot.tools = [PressStop(bot, lambda: holder["ts"])]
+    holder["ts"] = bot.mention("plan: tail_logs tail_logs tail_logs")
+    bot.work()
+    run_id = bot.run_id(holder["ts"])
+    assert bot.status(run_id) is RunStatus.CANCELLED
+    tool_results = [m for m in bot.service.history(run_id) if m.role == "tool"]
+    assert len(tool_results) == 1  # the step in progress finished; no further step started
+    [note] = notes_to(bot, "U_ALICE")
+    assert "Stopping" in note
+    assert "Cancelled" in bot.bot_replies(holder["ts"])[-1]["text"]

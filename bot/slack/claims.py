@@ -1,0 +1,65 @@
+"""Two-phase dedupe claims in Redis: ``pending`` while an event is being stored, ``done`` after.
+
+A plain ``SET NX`` claim taken before storing loses events: if storing then fails (Redis drops
+mid-request), the claim stays and Slack's retry is answered "already seen" although nothing was
+stored. So a claim starts ``pending`` with a short TTL and becomes ``done`` (with the long TTL)
+only once the event is stored; a failed attempt releases it, and if even the release fails the
+short TTL frees it before Slack's next retry (after about a minute). A retry that finds a claim
+still ``pending`` is answered with a non-2xx, so Slack tries again later instead of being told
+"done" for an attempt that may yet fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from enum import StrEnum
+
+import redis
+
+from agent.redis_memory import as_text
+
+log = logging.getLogger(__name__)
+
+PENDING = "pending"
+PENDING_SECONDS = 30
+DONE_SECONDS = 24 * 3600
+
+
+class ClaimState(StrEnum):
+    NEW = "new"  # this request owns the event now: store it, then ``confirm``
+    IN_PROGRESS = "in_progress"  # another request is storing it right now
+    DONE = "done"  # stored before: a retry or a duplicate delivery
+
+
+class Claims:
+    """``take`` / ``confirm`` / ``release`` on dedupe keys (built by ``agent.keys.Keys``)."""
+
+    def __init__(
+        self,
+        redis_client: Callable[[], redis.Redis],
+        *,
+        pending_seconds: int = PENDING_SECONDS,
+        done_seconds: int = DONE_SECONDS,
+    ) -> None:
+        self._redis = redis_client
+        self._pending = pending_seconds
+        self._done = done_seconds
+
+    def take(self, key: str) -> ClaimState:
+        client = self._redis()
+        if client.set(key, PENDING, nx=True, ex=self._pending):
+            return ClaimState.NEW
+        value = as_text(client.get(key))
+        # ``None``: the other attempt's pending claim expired or was released a moment ago; let
+        # Slack come back rather than racing it here.
+        return ClaimState.DONE if value not in (None, PENDING) else ClaimState.IN_PROGRESS
+
+    def confirm(self, key: str, value: str = "done") -> None:
+        self._redis().set(key, value, ex=self._done)
+
+    def release(self, key: str) -> None:
+        """Best effort: when Redis is what failed, the pending TTL frees the claim instead."""
+        with contextlib.suppress(redis.RedisError):
+            self._redis().delete(key)
