@@ -116,6 +116,8 @@ class SlackPresenter:
             self._send(state, run, card)
             with self._lock:
                 self._cards.pop(run.run_id, None)
+                if card.status in (RunStatus.COMPLETED, RunStatus.AWAITING_APPROVAL):
+                    self._last_card.pop(run.run_id, None)  # no stop notice follows; kept otherwise
             self._thread_status(run, card.status)
             return
         self._send(state, run, card)

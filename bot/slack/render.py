@@ -131,8 +131,11 @@ def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
     icon, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
     blocks: list[Block] = [section(f"{icon} *{label}* · requested by <@{requester}>")]
     blocks.extend(section(chunk) for chunk in _step_chunks(card.steps))
-    usage = f"{card.iterations} iterations · {card.tokens:,} tokens · run `{escape(run_id[:12])}`"
-    blocks.append(context(usage))
+    usage = [f"{card.iterations} iterations"]
+    if card.tokens or card.status.terminal:  # the worker counts tokens when a segment ends
+        usage.append(f"{card.tokens:,} tokens")
+    usage.append(f"run `{escape(run_id[:12])}`")
+    blocks.append(context(" · ".join(usage)))
     if not card.status.terminal:
         stop = {
             "type": "button",
