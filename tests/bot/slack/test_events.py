@@ -275,3 +275,15 @@ def test_a_run_created_by_an_attempt_that_then_failed_is_not_started_twice(bot: 
     assert deliver(bot, app_mention(ts, "plan: check_health"), "EvR", retry=1) == 200
     assert runs_started(bot) == 1 and bot.service.inbox.peek(first.run_id) == []
     assert bot.redis.get(bot.keys.seen_message(CHANNEL, ts)) == first.run_id.encode()
+
+
+def test_the_web_app_starts_and_stores_events_while_slack_is_unreachable(
+    make_bot: Callable[..., SlackBot],
+) -> None:
+    bot = make_bot(slack_api_url="http://127.0.0.1:1/api/")  # nothing listens there
+    assert bot.server is not None and bot.runtime is not None
+    assert bot.runtime.identity.lookup() is None  # auth.test fails, and that is fine
+    assert http(f"{bot.server.url}/healthz").status == 200
+    ts = new_ts()
+    assert deliver(bot, app_mention(ts, "plan: check_health"), "EvOffline") == 200
+    assert bot.service.active_run(CHANNEL, ts)
