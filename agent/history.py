@@ -13,6 +13,18 @@ def answered_call_ids(messages: Sequence[Message]) -> set[str]:
     return {m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id}
 
 
+def answered_in_last_turn(messages: Sequence[Message]) -> set[str]:
+    """Call ids answered by the tool results at the end of the history (reads only that tail,
+    so the cost of an iteration does not grow with the run)."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        if message.tool_call_id:
+            answered.add(message.tool_call_id)
+    return answered
+
+
 def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     """The calls of the last assistant tool-call turn that have no tool result yet, in order."""
     for index in range(len(messages) - 1, -1, -1):

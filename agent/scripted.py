@@ -79,7 +79,8 @@ class _RecordingModel:
 
     def complete(self, request: Request) -> Response:
         with self._lock:
-            self.requests.append(request.model_copy(deep=True))
+            # A shallow copy: the loop appends to its history list but never changes a message.
+            self.requests.append(request.model_copy(update={"messages": list(request.messages)}))
         return self._answer(request)
 
     def stream(self, request: Request) -> Iterator[StreamPart]:

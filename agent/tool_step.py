@@ -17,7 +17,7 @@ from enum import StrEnum
 from agent.config import ConfirmRequest
 from agent.context import RunContext
 from agent.events import ToolEnd, ToolStart
-from agent.history import NOT_RUN, answered_call_ids
+from agent.history import NOT_RUN, answered_in_last_turn
 from agent.loop_detection import LOOP_WARNING, LoopVerdict
 from agent.tooling import Tool, ToolCategory, ToolResult
 from agent.types import DecisionStatus, Message, ToolCall
@@ -54,7 +54,7 @@ class ToolStep:
 
     def run(self, calls: list[ToolCall]) -> StepOutcome:
         """Answer every call without a result yet; stop early for an approval, a loop or the deadline."""
-        answered = answered_call_ids(self._ctx.messages)
+        answered = answered_in_last_turn(self._ctx.messages)
         todo = [call for call in calls if call.id not in answered]
         index = 0
         while index < len(todo):
