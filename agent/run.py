@@ -288,17 +288,7 @@ class Run:
 
     @staticmethod
     def _result(ctx: RunContext, pending_call_id: str | None = None) -> RunResult:
-        state = ctx.state
-        return RunResult(
-            status=state.status,
-            output=state.output,
-            error=state.error,
-            iterations=state.iteration,
-            usage=state.usage,
-            tools_used=list(state.tools_used),
-            model=state.model,
-            pending_call_id=pending_call_id,
-        )
+        return RunResult.from_state(ctx.state, pending_call_id)
 
 
 def run(config: RunConfig) -> RunResult:

@@ -202,6 +202,20 @@ class RunResult(BaseModel):
     model: str | None = None
     pending_call_id: str | None = None
 
+    @classmethod
+    def from_state(cls, state: RunState, pending_call_id: str | None = None) -> RunResult:
+        """The result a run's saved state describes (for a finished run, the one it returned)."""
+        return cls(
+            status=state.status,
+            output=state.output,
+            error=state.error,
+            iterations=state.iteration,
+            usage=state.usage,
+            tools_used=list(state.tools_used),
+            model=state.model,
+            pending_call_id=pending_call_id,
+        )
+
 
 class RunState(BaseModel):
     """Everything beyond the history that a run needs to be resumed by another worker."""

@@ -371,14 +371,7 @@ class RunJob:
             f"gave up after {attempts - 1} attempts: the worker stopped each time (see the audit log)"
         )
         memory.save_state(state)
-        return RunResult(
-            status=state.status,
-            error=state.error,
-            iterations=state.iteration,
-            usage=state.usage,
-            tools_used=list(state.tools_used),
-            model=state.model,
-        )
+        return RunResult.from_state(state)
 
     def _report(self, ref: RunRef, tracker: CardTracker, result: RunResult) -> None:
         rt, audit, presenter = self._rt, self._service.audit, self._rt.presenter
