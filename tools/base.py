@@ -132,7 +132,9 @@ class FunctionTool(Generic[ArgsT]):
             args, confirmed_by = self._parse(arguments)
         except ToolCallError as exc:
             return error_result(str(exc))
-        if self._category.requires_confirmation and confirmed_by is None:
+        if not self._category.requires_confirmation:
+            confirmed_by = None  # nobody approves a read-only call; ignore a value the model made up
+        elif confirmed_by is None:
             return error_result(
                 f"{self.name} changes the system and runs only after a person approves it "
                 "(no confirmed_by in the arguments)"

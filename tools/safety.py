@@ -25,10 +25,8 @@ _PRIVATE_KEY_HEADER = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
 _PRIVATE_KEY_FOOTER = r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----"
 # A whole block, or one whose end was cut off (a log tail, a truncated dump).
 _PRIVATE_KEY_BLOCK = re.compile(rf"{_PRIVATE_KEY_HEADER}(?:.*?{_PRIVATE_KEY_FOOTER}|.*\Z)", re.DOTALL)
-# The end of a block whose header was cut off (``tail`` of a file): base64 lines then the footer.
-_PRIVATE_KEY_TAIL = re.compile(
-    rf"(?m)(?:^[ \t]*[A-Za-z0-9+/=]{{16,}}[ \t]*\r?\n)+[ \t]*{_PRIVATE_KEY_FOOTER}"
-)
+_PRIVATE_KEY_FOOTER_LINE = re.compile(rf"[ \t]*{_PRIVATE_KEY_FOOTER}")
+_BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{16,}[ \t]*\r?")
 _SLACK_TOKEN = re.compile(r"\b(?:xox[a-z]|xapp)-[A-Za-z0-9-]{6,}")
 _SLACK_WEBHOOK = re.compile(r"(hooks\.slack\.com/(?:services|workflows)/)[A-Za-z0-9/_-]+")
 # An access key ID followed closely by its 40-character secret (CSV exports, "id secret" pairs).
@@ -37,16 +35,18 @@ _AWS_KEY_PAIR = re.compile(
 )
 _AWS_ACCESS_KEY = re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]{8,}=*")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@]*:)([^\s/@]+)(@)")
-_SECRET_KEY_WORDS = (
-    r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|credentials?|authorization|cookie"
-)
+# The lookbehinds make each run of key characters a single match attempt: without them a long
+# run (a base64 blob) is retried from every position, which is quadratic.
+_URL_PASSWORD = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^\s/:@]*:)([^\s/@]+)(@)")
 # ``KEY=value``, ``key: value``, ``"key": "value"``, ``--token=value``; the key stays readable.
-_SECRET_PAIR = re.compile(
-    rf"(?i)(?P<key>[\"']?[A-Za-z0-9_.-]*(?:{_SECRET_KEY_WORDS})[A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*)"
-    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|(?:(?:Bearer|Basic|Token|Digest)[ \t]+)?[^\s,;&\"'<>]+)"
+# Keys are matched as whole runs (possessive, after a lookbehind) and checked for a secret word
+# afterwards, so the scan stays linear however long a line is.
+_KEY_SEPARATOR = re.compile(r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z0-9_.-]++)[\"']?[ \t]*+[:=][ \t]*+")
+_SECRET_WORD = re.compile(
+    r"(?i)password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
+    r"|credential|authorization|cookie"
 )
+_PAIR_VALUE = re.compile(r"(?i)\"[^\"\n]*\"|'[^'\n]*'|(?:(?:Bearer|Basic|Token|Digest)[ \t]+)?[^\s,;&\"'<>]+")
 _ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -115,7 +115,7 @@ class Redactor:
     def redact(self, text: str) -> str:
         """``text`` with every secret it recognises replaced."""
         text = _PRIVATE_KEY_BLOCK.sub(f"{REDACTED} (private key)", text)
-        text = _PRIVATE_KEY_TAIL.sub(f"{REDACTED} (private key)", text)
+        text = _redact_key_tails(text)
         if self._literal is not None:
             text = self._literal.sub(REDACTED, text)
         text = _SLACK_TOKEN.sub(REDACTED, text)
@@ -124,17 +124,54 @@ class Redactor:
         text = _AWS_ACCESS_KEY.sub(REDACTED, text)
         text = _BEARER.sub(rf"\g<1>{REDACTED}", text)
         text = _URL_PASSWORD.sub(rf"\g<1>{REDACTED}\g<3>", text)
-        text = _SECRET_PAIR.sub(_redact_pair_value, text)
+        text = _redact_secret_pairs(text)
         for pattern in self._extra:
             text = pattern.sub(REDACTED, text)
         return text
 
 
-def _redact_pair_value(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if value.startswith(("'", '"')):
-        return f"{match.group('key')}{value[0]}{REDACTED}{value[0]}"
-    return f"{match.group('key')}{REDACTED}"
+def _redact_key_tails(text: str) -> str:
+    """The end of a key block whose header was cut off (a ``tail``): base64 lines, then the footer.
+
+    Walks back from each footer line by line, so the cost stays linear in the text.
+    """
+    pieces: list[str] = []
+    done = 0
+    for footer in _PRIVATE_KEY_FOOTER_LINE.finditer(text):
+        line_start = max(done, text.rfind("\n", done, footer.start()) + 1)
+        if line_start != footer.start() and text[line_start : footer.start()].strip(" \t"):
+            continue  # the footer does not begin its line
+        start = line_start
+        while start > done:
+            previous = max(done, text.rfind("\n", done, start - 1) + 1)
+            if not _BASE64_LINE.fullmatch(text, previous, start - 1):
+                break
+            start = previous
+        if start == line_start:
+            continue  # no key material above it
+        pieces.append(text[done:start])
+        pieces.append(f"{REDACTED} (private key)")
+        done = footer.end()
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _redact_secret_pairs(text: str) -> str:
+    """Replace the value after each key that looks secret (quotes around a value are kept)."""
+    pieces: list[str] = []
+    done = 0
+    for key in _KEY_SEPARATOR.finditer(text):
+        if key.start() < done or not _SECRET_WORD.search(key.group("name")):
+            continue  # inside a value already replaced, or an ordinary key
+        value = _PAIR_VALUE.match(text, key.end())
+        if value is None:
+            continue
+        quote = value.group(0)[0] if value.group(0)[0] in "\"'" else ""
+        pieces.append(text[done : key.end()])
+        pieces.append(f"{quote}{REDACTED}{quote}")
+        done = value.end()
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _compile_pattern(pattern: str) -> re.Pattern[str]:

@@ -154,3 +154,8 @@ def test_errors_raised_inside_a_tool_become_error_results() -> None:
     )
     result = FunctionTool(missing, _NoArgs).execute("{}", timeout=5)
     assert result.output == "Error: missing: No such file or directory: /nonexistent/file.log"
+
+
+def test_a_read_only_tool_ignores_a_confirmed_by_the_model_made_up() -> None:
+    result = greet.execute(json.dumps({"name": "ops", "confirmed_by": "U_FAKE"}), timeout=5)
+    assert result == ToolResult(output="hello ops")

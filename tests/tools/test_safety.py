@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +12,9 @@ from pydantic import BaseModel
 
 from agent.tooling import ToolCategory, ToolResult
 from bot.settings import Settings
+from tests.tools.fakes import FakeCommands
 from tools.base import FunctionTool, ToolContext, error_result
+from tools.catalog import load_catalog
 from tools.errors import ToolConfigError
 from tools.safety import REDACTED, OutputFilter, Redactor, strip_control_chars, truncate
 
@@ -170,3 +174,58 @@ def test_redaction_happens_before_the_cut_so_no_secret_is_half_shown() -> None:
 
 def test_control_characters_and_terminal_colours_are_removed() -> None:
     assert strip_control_chars("\x1b[31mfailed\x1b[0m\r\nnext\x07 \x00line\tend") == "failed\nnext line\tend"
+
+
+SECRET_LINES = {
+    "slack bot token": (f"SLACK={SLACK_BOT}", SLACK_BOT),
+    "slack user token": (f"token {SLACK_USER}", SLACK_USER),
+    "slack app token": (f"app {SLACK_APP}", SLACK_APP),
+    "slack legacy token": (f"legacy {SLACK_LEGACY}", SLACK_LEGACY),
+    "aws key pair": (f"{AWS_ID} {AWS_SECRET}", AWS_SECRET),
+    "aws temporary key": (f"session {AWS_TEMP_ID}", AWS_TEMP_ID),
+    "bearer token": (f"Authorization: Bearer {JWT}", JWT),
+    "private key": (PRIVATE_KEY, "MIIEpAIBAAKCAQEA"),
+    "url password": ("amqp://guest:Sup3rS3cret@rabbit:5672/", "Sup3rS3cret"),
+    "secret-looking key": ("REDIS_PASSWORD=n0t-for-your-eyes", "n0t-for-your-eyes"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SECRET_LINES))
+def test_each_kind_of_secret_is_redacted_from_a_command_output_and_its_error_text(
+    kind: str, fake_commands: FakeCommands, tmp_path: Path
+) -> None:
+    line, secret = SECRET_LINES[kind]
+    fake_commands.add("leaky", stdout=f"{line}\n")
+    fake_commands.add("failing", stderr=f"startup failed\n{line}\n", exit_code=2)
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(
+        "tools:\n"
+        "  - {name: show_config, description: d, category: read_only, run: [leaky]}\n"
+        "  - {name: start_app, description: d, category: read_only, run: [failing]}\n"
+    )
+    tools = {tool.name: tool for tool in load_catalog(catalog, env=fake_commands.env).tools}
+    output_filter = OutputFilter()
+    output = tools["show_config"].execute("{}", timeout=10)
+    error = tools["start_app"].execute("{}", timeout=10)
+    assert secret in output.output and secret in error.output  # the raw results do hold it
+    assert error.is_error and "failed with exit status 2" in error.output
+    for shown in (output_filter(output.output), output_filter(error.output)):
+        assert secret not in shown
+        assert REDACTED in shown
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "A" * 200_000,
+        "token" * 40_000,
+        "a." * 100_000,
+        ("QUFB" * 16 + "\n") * 3000 + "-----END PRIVATE KEY-----",
+        "password:" * 20_000,
+    ],
+    ids=["letters", "key-words", "dotted", "base64-lines", "separators"],
+)
+def test_redaction_stays_fast_on_hostile_input(hostile: str) -> None:
+    started = time.monotonic()
+    OutputFilter()(hostile)
+    assert time.monotonic() - started < 2.0  # a quadratic rule takes minutes here

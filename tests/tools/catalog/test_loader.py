@@ -36,6 +36,12 @@ tools:
 """
 
 
+def test_the_docs_publish_the_same_example() -> None:
+    docs = (ROOT / "docs" / "TOOLS.md").read_text()
+    first_yaml_block = docs.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert first_yaml_block == CONTRACT_EXAMPLE
+
+
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "tools.yaml"
     path.write_text(textwrap.dedent(text))
