@@ -12,6 +12,7 @@ from typing import Protocol
 from tools.errors import ToolConfigError
 
 SERVICE_BACKENDS = ("systemd", "docker", "kubernetes")
+BOT_SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY")
 # How long a dry run of a destructive built-in stays valid beyond the approval timeout.
 _PLAN_TTL_MARGIN_SECONDS = 300
 
@@ -60,7 +61,7 @@ class ToolsConfig:
     plan_ttl_seconds: float = 1800 + _PLAN_TTL_MARGIN_SECONDS
     env: Mapping[str, str] | None = None
     """The environment for commands and catalog ``${NAME}`` headers; ``None`` is ``os.environ``."""
-    hidden_env: tuple[str, ...] = field(default=())
+    hidden_env: tuple[str, ...] = field(default=BOT_SECRET_ENV)
     """Variables removed from the environment of every command (the bot's own secrets)."""
 
     def __post_init__(self) -> None:

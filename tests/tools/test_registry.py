@@ -110,3 +110,18 @@ def test_the_output_filter_from_settings_caps_and_redacts(tmp_path: Path) -> Non
     output_filter = build_output_filter(settings, env={"LLM_API_KEY": "sk-live-abcdef123456"})
     shown = output_filter("key sk-live-abcdef123456\n" + "x" * 5000)
     assert "sk-live-abcdef123456" not in shown and len(shown) <= 500
+
+
+def test_commands_never_see_the_bots_secrets_even_without_settings(tmp_path: Path) -> None:
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text("tools:\n  - {name: show_env, description: Env., category: read_only, run: [env]}\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SLACK_BOT_TOKEN": "xoxb-secret-value",
+        "LLM_API_KEY": "sk-1",
+        "KEEP": "1",
+    }
+    registry = build_registry(ToolsConfig(tools_file=catalog, log_dirs=(tmp_path,), env=env))
+    output = registry["show_env"].execute("{}", timeout=10).output
+    assert "KEEP=1" in output
+    assert "SLACK_BOT_TOKEN" not in output and "LLM_API_KEY" not in output

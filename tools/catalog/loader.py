@@ -21,8 +21,10 @@ from tools.errors import CatalogError, ToolConfigError
 _KNOWN_KEYS = sorted(
     {*ToolSpec.model_fields, *ParamSpec.model_fields, *HttpSpec.model_fields, "json"} - {"json_body"}
 )
-# Tags pydantic adds to error locations for the members of a union; not field names.
+# Tags pydantic adds to error locations for the members of a union (after a union field or a
+# list index); they are not field names.
 _UNION_TAGS = {"list[str]", "HttpSpec", "str", "int", "float", "bool", "list[int]"}
+_UNION_FIELDS = {"dry_run", "default", "enum", "expect_status", "minimum", "maximum"}
 
 
 @dataclass
@@ -142,7 +144,7 @@ def _describe_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(field, message) per bad field; union alternatives of one field are merged."""
     by_field: dict[str, list[str]] = {}
     for error in exc.errors():
-        parts = [part for part in error["loc"] if part not in _UNION_TAGS]
+        parts = _without_union_tags(list(error["loc"]))
         name = _field_path(parts)
         if error["type"] == "extra_forbidden":
             key = str(parts[-1])
@@ -156,6 +158,15 @@ def _describe_errors(exc: ValidationError) -> list[tuple[str, str]]:
         if message not in by_field[name]:
             by_field[name].append(message)
     return [(name, " or ".join(messages[:2])) for name, messages in by_field.items()]
+
+
+def _without_union_tags(loc: list[Any]) -> list[Any]:
+    kept: list[Any] = []
+    for part in loc:
+        after_union = bool(kept) and (isinstance(kept[-1], int) or kept[-1] in _UNION_FIELDS)
+        if not (after_union and part in _UNION_TAGS):
+            kept.append(part)
+    return kept
 
 
 def _field_path(parts: list[Any]) -> str:
