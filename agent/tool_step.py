@@ -142,7 +142,7 @@ class ToolStep:
                     f"Error: dry run failed, not asking for approval: "
                     f"{dry_run.output.removeprefix('Error: ')}",
                 )
-            preview = dry_run.output
+            preview = self._filtered(dry_run.output)  # the approver sees it in Slack: redact it too
         decision = confirm(ConfirmRequest(call=call, category=tool.category, preview=preview))
         if decision.status is DecisionStatus.PENDING:
             return None

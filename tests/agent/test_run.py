@@ -422,3 +422,22 @@ def test_an_exception_raised_in_the_loop_thread_while_a_tool_runs_is_not_fed_to_
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert raised and len(model.requests) == 1
+
+
+def test_the_dry_run_shown_to_the_approver_goes_through_the_output_filter() -> None:
+    clean = RecordingTool(
+        "clean_logs", category=ToolCategory.DESTRUCTIVE, preview_text="would delete app.log (token=xoxb-9)"
+    )
+    asked: list[ConfirmRequest] = []
+
+    def confirm(request: ConfirmRequest) -> Decision:
+        asked.append(request)
+        return Decision.decline("no")
+
+    model = ScriptedModel([tool_call("clean_logs"), "ok"])
+    run(
+        make_config(
+            model, [clean], confirm=confirm, tool_output_filter=lambda t: t.replace("xoxb-9", "[REDACTED]")
+        )
+    )
+    assert asked[0].preview == "would delete app.log (token=[REDACTED])"
