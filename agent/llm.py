@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import TracebackType
 
@@ -35,6 +36,16 @@ from agent.sse import ServerSentEvent, SSEDecoder, StreamAssembler
 from agent.types import Request, Response
 
 USER_AGENT = "chatops/0.1"
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """Told to ``LLMClient(on_retry=...)`` before each backoff: attempt ``attempt`` failed with ``error``."""
+
+    model: str
+    attempt: int
+    delay_seconds: float
+    error: TransientLLMError
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
@@ -79,6 +90,7 @@ class LLMClient:
     ``max_attempts`` counts every attempt, the first included. ``sleep`` and ``rng`` are the
     backoff's clock and dice (inject them in tests). ``transport`` replaces httpx's network
     layer. The client's ``model`` is what is sent, whatever ``Request.model`` says.
+    ``on_retry`` is told about every retry before its backoff (metrics); it must not raise.
     """
 
     def __init__(
@@ -96,6 +108,7 @@ class LLMClient:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        on_retry: Callable[[RetryNotice], None] | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -110,6 +123,7 @@ class LLMClient:
         self._backoff_max = backoff_max
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._on_retry = on_retry
         self._headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -256,7 +270,10 @@ class LLMClient:
                 model=self._model,
                 last=failure,
             ) from failure
-        self._sleep(self._backoff_delay(attempt, failure))
+        delay = self._backoff_delay(attempt, failure)
+        if self._on_retry is not None:
+            self._on_retry(RetryNotice(self._model, attempt, delay, failure))
+        self._sleep(delay)
 
     def _backoff_delay(self, attempt: int, failure: TransientLLMError) -> float:
         """The provider's ``Retry-After`` when it sent one, else full jitter; both capped."""

@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from pydantic import ValidationError
+
+from bot.logs import configure_logging, redactor_for
 from bot.settings import Settings
 
 # name -> (module implementing it, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("bot.worker", "run a worker: start and resume runs, expire approvals, recover dead runs"),
     "web": ("bot.slack.web", "serve Slack over HTTP with gunicorn (Socket Mode when SLACK_APP_TOKEN is set)"),
+    "runs": ("bot.runs_cli", "list runs, show a run's transcript (text, Markdown, JSON), cancel a run"),
+    "audit": ("bot.audit_cli", "print the newest audit entries; -f follows new ones"),
+    "tools": ("bot.tools_cli", "list the tools the model is offered, with category and origin"),
+    "doctor": ("bot.doctor", "check settings, Redis, Slack token and scopes, the LLM, the tool catalog"),
 }
 
 
@@ -56,10 +62,13 @@ def load_settings(env_file: str | None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    settings = load_settings(args.env_file)
+    try:
+        settings = load_settings(args.env_file)
+    except ValidationError as error:
+        problems = [f"  {'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors()]
+        print("chatops: invalid settings (environment or .env):\n" + "\n".join(problems), file=sys.stderr)
+        return 2
+    configure_logging(args.log_level, settings.chatops_log_format, redactor=redactor_for(settings))
     status: int = _module(args.command).run_cli(args, settings)
     return status
 

@@ -43,6 +43,8 @@ from bot.approvals import EXPIRED_REASON, SUPERSEDED_REASON, SYSTEM_DECIDER, App
 from bot.audit import AuditKind, AuditLog
 from bot.errors import BotConfigurationError
 from bot.lease import Lease
+from bot.logs import run_context
+from bot.metrics import MeteredModel, RunMetrics
 from bot.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
 from bot.runs import RunOptions, RunRecord, RunService
 
@@ -71,6 +73,7 @@ class Runtime:
     clock: Callable[[], float] = time.time
     owns_connection: bool = False
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    metrics_enabled: bool = True  # count runs, tools, approvals, tokens in Redis (``bot.metrics``)
 
     def service(self) -> RunService:
         return RunService(self.redis, self.keys, self.options, clock=self.clock)
@@ -147,6 +150,7 @@ class ApprovalGate:
     run: RunRef
     timeout_seconds: float
     clock: Callable[[], float]
+    metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
 
     def __call__(self, request: ConfirmRequest) -> Decision:
         approval = self._record(request)
@@ -159,6 +163,7 @@ class ApprovalGate:
                     self.service.approvals.set_card(approval.id, self.run.channel, card_ts)
             return Decision.pending()
         present(self.presenter.show_decision, self.run, approval)
+        self.metrics.approval_decided(approval.status.value, approval.created_at, approval.decided_at)
         return approval.decision(request.call)
 
     def _record(self, request: ConfirmRequest) -> Approval:
@@ -176,6 +181,7 @@ class ApprovalGate:
         )
         if created:
             self.service.audit.approval_requested(approval)
+            self.metrics.approval_requested(approval.category.value)
             self.service.schedule_expiry(approval.id, approval.expires_at)
         return approval
 
@@ -199,6 +205,7 @@ class JobEvents:
     run: RunRef
     tracker: CardTracker
     iteration: int = 0
+    metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, IterationStarted):
@@ -209,10 +216,12 @@ class JobEvents:
         elif isinstance(event, ToolEnd):
             self.tracker.ended(event, _confirmed_by(event.call.arguments))
             self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
+            self.metrics.tool_finished(event)
             self._update()
 
     def injected(self, messages: Sequence[Message]) -> None:
         """Called by the loop only after the replies are in the history: now acknowledge them."""
+        self.metrics.injected(len(messages))
         for message in messages:
             self.audit.record(
                 AuditKind.MESSAGE_INJECTED,
@@ -248,9 +257,15 @@ class RunJob:
         self._run_id = run_id
         self._deferrals = deferrals
         self._service = runtime.service()
+        self._metrics = RunMetrics.for_redis(runtime.redis, runtime.keys, enabled=runtime.metrics_enabled)
 
     def execute(self) -> str:
         record = self._service.get(self._run_id)
+        where = (record.channel, record.thread_ts) if record else ("", "")
+        with run_context(self._run_id, *where):
+            return self._execute(record)
+
+    def _execute(self, record: RunRecord | None) -> str:
         if record is None:
             return "missing"
         if record.status.terminal:
@@ -307,6 +322,7 @@ class RunJob:
                 thread_ts=record.thread_ts,
                 text=record.text,
             )
+            self._metrics.run_started()
         if ref.card_ts is None and state is None:  # once per run (a presenter may have no message ts)
             card_ts = present(rt.presenter.post_run_card, ref, CardView(RunStatus.RUNNING))
             if card_ts:
@@ -347,10 +363,12 @@ class RunJob:
 
     def _config(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunConfig:
         rt = self._rt
-        events = JobEvents(rt.presenter, self._service.audit, ref, tracker)
-        gate = ApprovalGate(self._service, rt.presenter, ref, rt.options.approval_timeout_seconds, rt.clock)
+        events = JobEvents(rt.presenter, self._service.audit, ref, tracker, metrics=self._metrics)
+        gate = ApprovalGate(
+            self._service, rt.presenter, ref, rt.options.approval_timeout_seconds, rt.clock, self._metrics
+        )
         return RunConfig(
-            models=rt.models,
+            models=[MeteredModel(m, self._metrics) for m in rt.models] if rt.metrics_enabled else rt.models,
             memory=memory,
             tools=rt.tools,
             system_prompt=rt.system_prompt,
@@ -383,6 +401,7 @@ class RunJob:
             audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=result.pending_call_id)
             return
         audit.run_finished(self._run_id, result)
+        self._metrics.run_finished(result)
         if result.output:
             present(presenter.post_answer, ref, result.output)
         if result.status is not RunStatus.COMPLETED:

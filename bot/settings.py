@@ -82,6 +82,11 @@ class Settings(BaseSettings):
     web_workers: int = Field(default=2, ge=1)
     web_threads: int = Field(default=8, ge=1)
 
+    # Operations
+    chatops_log_format: str = Field(default="auto", pattern=r"^(auto|json|text)$")
+    chatops_metrics_enabled: bool = True
+    chatops_metrics_token: str = ""
+
     @field_validator("llm_fallback_models", "chatops_approvers", "chatops_channels", mode="before")
     @classmethod
     def _lists(cls, value: object) -> object:

@@ -30,6 +30,7 @@ from rq.worker.base import BaseWorker
 from agent.keys import Keys
 from bot.errors import BotConfigurationError
 from bot.jobs import Runtime, RuntimeFactory, bound_runtime
+from bot.metrics import RunMetrics
 from bot.presenter import LoggingPresenter, Presenter
 from bot.runs import RunOptions, RunService
 from bot.settings import Settings
@@ -100,6 +101,7 @@ def default_runtime(settings: Settings) -> Runtime:
 
     client = redis.Redis.from_url(settings.redis_url)
     keys = Keys(settings.chatops_redis_prefix)
+    metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
     models = [
         LLMClient(
             settings.llm_base_url,
@@ -107,6 +109,7 @@ def default_runtime(settings: Settings) -> Runtime:
             name,
             connect_timeout=settings.llm_connect_timeout,
             read_timeout=settings.llm_read_timeout,
+            on_retry=metrics.llm_retry,
         )
         for name in [settings.llm_model, *settings.llm_fallback_models]
     ]
@@ -120,6 +123,7 @@ def default_runtime(settings: Settings) -> Runtime:
         presenter=_presenter(settings, client, keys),
         tool_output_filter=build_output_filter(settings, registry),
         owns_connection=True,
+        metrics_enabled=settings.chatops_metrics_enabled,
     )
 
 

@@ -20,6 +20,8 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from agent.keys import Keys
+from bot.metrics import MeteredWebClient, slack_error_counter
 from bot.settings import Settings
 
 DEFAULT_TIMEOUT = 15  # seconds per HTTP attempt
@@ -65,9 +67,12 @@ def make_client(
     ``retries=False`` is for calls on a latency budget (the lookup of the bot's identity while
     Slack waits for an ack): there a failure is cheaper than a long wait.
     """
-    return WebClient(
+    return MeteredWebClient(
         token=(settings.slack_bot_token if token is None else token) or None,
         base_url=api_base_url(settings.slack_api_url),
         timeout=timeout,
         retry_handlers=retry_handlers() if retries else [],
+        on_error=slack_error_counter(
+            settings.redis_url, Keys(settings.chatops_redis_prefix), settings.chatops_metrics_enabled
+        ),
     )

@@ -1,4 +1,4 @@
-"""The web process: a WSGI app (Slack's ``POST /slack/events`` plus ``GET /healthz``) and gunicorn.
+"""The web process: a WSGI app (Slack's ``POST /slack/events``, ``GET /healthz``, ``GET /metrics``) and gunicorn.
 
 ``chatops web`` runs gunicorn with threaded workers (``gthread``): Bolt's sync ``App`` is served
 through its WSGI adapter, acks take milliseconds, and the lazy halves of the listeners run on
@@ -22,6 +22,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
+from bot.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.settings import Settings
 from bot.slack.app import build_app
 from bot.slack.runtime import WebRuntime
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"  # Prometheus; see bot.metrics_collector and docs/OPERATIONS.md
 
 StartResponse = Callable[..., Any]
 
@@ -40,10 +42,18 @@ class WebApp:
     def __init__(self, runtime: WebRuntime) -> None:
         self.runtime = runtime
         self._slack = SlackRequestHandler(build_app(runtime), path=EVENTS_PATH)
+        settings = runtime.settings
+        self._metrics = MetricsEndpoint(
+            RedisCollector(runtime.redis, runtime.keys, settings.chatops_queue),
+            token=settings.chatops_metrics_token,
+            enabled=settings.chatops_metrics_enabled,
+        )
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == HEALTH_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             return self._health(start_response)
+        if environ.get("PATH_INFO") == METRICS_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
+            return self._metrics(environ, start_response)
         return self._slack(environ, start_response)
 
     def _health(self, start_response: StartResponse) -> Iterable[bytes]:
