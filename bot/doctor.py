@@ -159,7 +159,7 @@ def check_slack(settings: Settings, manifest: Path | None) -> Check:
         return Check(
             "slack",
             Outcome.FAIL,
-            f"Slack rejected SLACK_BOT_TOKEN: auth.test answered {code}",
+            f"Slack rejected SLACK_BOT_TOKEN (auth.test answered {code})",
             "copy the Bot User OAuth Token (xoxb-...) from the app's OAuth & Permissions page",
         )
     except OSError as error:

@@ -328,8 +328,9 @@ def _markdown_step(t: Transcript, step: Step, number: int) -> list[str]:
             out.append(f"  - Result: {call.outcome}{took}{by}{done}")
             out += ["", _indent(_fence(call.output or ""), "    "), ""]
         else:
-            out.append("  - Result: none yet")
-    out.append("")
+            out += ["  - Result: none yet", ""]
+    if out[-1] != "":
+        out.append("")
     return out
 
 
