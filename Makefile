@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck demo clean
+.PHONY: test lint typecheck demo browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,12 +12,38 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+## The whole bot on this machine: Slack emulator page, scripted LLM, embedded Redis. Ctrl-C stops it.
+## DEMO_ARGS="--port 3200 --scenario disk-full --latency 0 --no-browser"; LLM_BASE_URL=... uses a real model.
+demo: $(STAMP)
+	$(BIN)/python -m emulator.demo $(DEMO_ARGS)
+
 ## Lint, type-check and run the whole test suite (Redis: REDIS_URL / 127.0.0.1:6379 if it answers, else an embedded one).
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest -n 2 -q
+
+## Debian's Chromium (and an emoji font) for the browser test, installed with apt when missing and
+## possible (root, or passwordless sudo); otherwise the browser test is skipped and says why.
+CHROMIUM ?= /usr/bin/chromium
+BROWSER_PACKAGES ?= chromium fonts-liberation fonts-noto-color-emoji
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then \
+		exit 0; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: $(CHROMIUM) is missing and apt-get is not available: the browser test will be skipped"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "browser: installing $(BROWSER_PACKAGES) with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null \
+			|| echo "browser: apt-get could not install $(BROWSER_PACKAGES): the browser test will be skipped"; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+		echo "browser: installing $(BROWSER_PACKAGES) with sudo apt-get"; \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null \
+			|| echo "browser: apt-get could not install $(BROWSER_PACKAGES): the browser test will be skipped"; \
+	else \
+		echo "browser: $(CHROMIUM) is missing and installing needs root: the browser test will be skipped"; \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -27,4 +53,4 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo

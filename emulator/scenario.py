@@ -19,14 +19,31 @@ server): first the ``rules`` whose ``when`` matches the conversation, else the n
 
 ``when`` keys (all given must hold): ``role`` of the newest message; ``contains`` / ``matches``
 (a regex) on its text; ``tool``, the tool whose result it is; ``any_user_contains``, a user
-message anywhere in the conversation. Reply texts may quote ``{last_tool_result}``,
-``{last_user_message}`` and ``{tool_result[NAME]}`` (the newest result of tool NAME).
+message anywhere in the conversation; ``turn_at_least``, at least that many assistant messages
+so far (``{role: user, turn_at_least: 1}`` is a reply that arrived while the run worked). Reply
+texts may quote ``{last_tool_result}``, ``{last_user_message}`` and ``{tool_result[NAME]}`` (the
+newest result of tool NAME).
+
+Variables: ``load_scenario(name, variables={"log_dir": "/srv/demo/var/log"})`` replaces
+``${log_dir}`` in reply texts and tool-call arguments when the file is loaded (``$$`` is a ``$``),
+so one scenario can point at paths known only at run time.
+
+Scenario sets: a file with ``pick`` instead of ``turns`` serves several scenarios from one server,
+choosing by the conversation's first user message (``load_script`` loads either kind)::
+
+    name: demo
+    latency: 0.8                   # optional: overrides every scenario's latency
+    pick:                          # the first whose ``when`` matches; one without ``when`` is the default
+      - when: {matches: "(?i)\\bcpu\\b"}    # keys: contains, matches
+        scenario: high-cpu         # a name (next to this file, then emulator/scenarios), a path, or inline
+      - scenario: disk-full
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+import string
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +55,8 @@ import yaml
 from emulator.openai_server import Reply, ScriptedToolCall
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
-_WHEN_KEYS = {"role", "contains", "matches", "tool", "any_user_contains"}
+_WHEN_KEYS = {"role", "contains", "matches", "tool", "any_user_contains", "turn_at_least"}
+_PICK_KEYS = {"contains", "matches"}
 _REPLY_KEYS = {"text", "tool_calls", "delay"}
 
 
@@ -123,6 +141,7 @@ def _matches(when: Mapping[str, str], messages: list[dict[str, Any]]) -> bool:
         "any_user_contains": lambda value: any(
             m.get("role") == "user" and value.lower() in str(m.get("content") or "").lower() for m in messages
         ),
+        "turn_at_least": lambda value: sum(1 for m in messages if m.get("role") == "assistant") >= int(value),
     }
     return all(checks[key](value) for key, value in when.items())
 
@@ -144,6 +163,50 @@ def _render(template: str, messages: list[dict[str, Any]]) -> str:
         elif message.get("role") == "user":
             last_user = content
     return template.format(last_tool_result=last_tool, last_user_message=last_user, tool_result=by_tool)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One entry of a scenario set: ``scenario`` serves conversations whose first user message
+    matches ``when`` (``contains`` / ``matches``); an empty ``when`` matches every conversation."""
+
+    when: Mapping[str, str]
+    scenario: Scenario
+
+
+@dataclass
+class ScenarioSet:
+    """Several scenarios behind one server, chosen per conversation by its first user message.
+
+    The choice is made from the request alone (like a scenario's turns), so any number of runs,
+    of any of the scenarios, can share the server.
+    """
+
+    name: str
+    choices: Sequence[Choice]
+
+    def pick(self, messages: list[dict[str, Any]]) -> Scenario:
+        """The scenario for a conversation: the first choice that matches, else the last."""
+        first = next((m for m in messages if m.get("role") == "user"), None)
+        text = str(first.get("content") or "") if first else ""
+        for choice in self.choices:
+            if _first_message_matches(choice.when, text):
+                return choice.scenario
+        return self.choices[-1].scenario
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        """The reply to one request body (an ``emulator.openai_server.ReplyFn``)."""
+        return self.pick(body.get("messages", []))(body)
+
+    @property
+    def scenarios(self) -> list[Scenario]:
+        return [choice.scenario for choice in self.choices]
+
+
+def _first_message_matches(when: Mapping[str, str], text: str) -> bool:
+    if "contains" in when and when["contains"].lower() not in text.lower():
+        return False
+    return not ("matches" in when and re.search(when["matches"], text) is None)
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -171,19 +234,50 @@ def _check_reply(where: str, spec: Any) -> Mapping[str, Any]:
     return reply
 
 
-def parse_scenario(data: Any, source: str) -> Scenario:
+def _check_regex(where: str, when: Mapping[str, Any]) -> None:
+    if "matches" in when:
+        try:
+            re.compile(str(when["matches"]))
+        except re.error as error:
+            raise ScenarioError(f"{where}.matches: not a valid regular expression: {error}") from error
+
+
+def _substitute(value: Any, variables: Mapping[str, str]) -> Any:
+    """``${name}`` replaced in every string inside ``value`` (unknown names are left as they are)."""
+    if isinstance(value, str):
+        return string.Template(value).safe_substitute(variables)
+    if isinstance(value, Mapping):
+        return {key: _substitute(item, variables) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_substitute(item, variables) for item in value]
+    return value
+
+
+def parse_scenario(data: Any, source: str, variables: Mapping[str, str] | None = None) -> Scenario:
+    """A scenario from parsed YAML; ``variables`` fill ``${name}`` in replies (texts and arguments)."""
     top = _check_keys(source, data, {"name", "description", "latency", "rules", "turns", "faults"})
-    turns = [_check_reply(f"{source}: turns[{i}]", turn) for i, turn in enumerate(top.get("turns") or [])]
+
+    def reply(where: str, spec: Any) -> Mapping[str, Any]:
+        checked = _check_reply(where, spec)
+        if not variables:
+            return checked
+        substituted = dict(_substitute(checked, variables))
+        if "text" in checked:  # texts are str.format templates later: a value's braces are literal
+            quoted = {name: value.replace("{", "{{").replace("}", "}}") for name, value in variables.items()}
+            substituted["text"] = _substitute(checked["text"], quoted)
+        return substituted
+
+    turns = [reply(f"{source}: turns[{i}]", turn) for i, turn in enumerate(top.get("turns") or [])]
     rules = []
     for index, raw in enumerate(top.get("rules") or []):
         where = f"{source}: rules[{index}]"
         rule = _check_keys(where, raw, {"when", "reply"})
         when = _check_keys(f"{where}.when", rule.get("when"), _WHEN_KEYS)
+        _check_regex(f"{where}.when", when)
+        if "turn_at_least" in when and not isinstance(when["turn_at_least"], int):
+            raise ScenarioError(f"{where}.when.turn_at_least: expected a whole number")
         rules.append(
-            Rule(
-                when={k: str(v) for k, v in when.items()},
-                reply=_check_reply(f"{where}.reply", rule.get("reply")),
-            )
+            Rule(when={k: str(v) for k, v in when.items()}, reply=reply(f"{where}.reply", rule.get("reply")))
         )
     faults = {}
     for index, raw in enumerate(top.get("faults") or []):
@@ -200,15 +294,65 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     )
 
 
-def load_scenario(name_or_path: str | Path) -> Scenario:
-    """A scenario by file path, or by name from ``emulator/scenarios`` (``disk-full``)."""
+def _find(name_or_path: str | Path, near: Path | None = None) -> Path:
     path = Path(name_or_path)
-    if not path.exists():
-        path = SCENARIO_DIR / f"{name_or_path}.yaml"
+    if path.exists():
+        return path
+    for directory in (near, SCENARIO_DIR):
+        if directory is not None and (directory / f"{name_or_path}.yaml").exists():
+            return directory / f"{name_or_path}.yaml"
+    return SCENARIO_DIR / f"{name_or_path}.yaml"  # reading it says what is missing
+
+
+def _read(path: Path) -> Any:
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except OSError as error:
         raise ScenarioError(f"{path}: cannot read: {error}") from error
     except yaml.YAMLError as error:
         raise ScenarioError(f"{path}: not valid YAML: {error}") from error
-    return parse_scenario(data, str(path))
+
+
+def load_scenario(name_or_path: str | Path, variables: Mapping[str, str] | None = None) -> Scenario:
+    """A scenario by file path, or by name from ``emulator/scenarios`` (``disk-full``)."""
+    path = _find(name_or_path)
+    return parse_scenario(_read(path), str(path), variables)
+
+
+def parse_scenario_set(
+    data: Any, source: str, variables: Mapping[str, str] | None = None, directory: Path | None = None
+) -> ScenarioSet:
+    """A scenario set from parsed YAML; named scenarios are looked up next to it, then in the package."""
+    top = _check_keys(source, data, {"name", "description", "latency", "pick"})
+    entries = top.get("pick")
+    if not isinstance(entries, list) or not entries:
+        raise ScenarioError(f"{source}: pick: expected a list of {{when, scenario}}")
+    choices = []
+    for index, raw in enumerate(entries):
+        where = f"{source}: pick[{index}]"
+        entry = _check_keys(where, raw, {"when", "scenario"})
+        when = _check_keys(f"{where}.when", entry.get("when") or {}, _PICK_KEYS)
+        _check_regex(f"{where}.when", when)
+        spec = entry.get("scenario")
+        if isinstance(spec, str):
+            path = _find(spec, directory)
+            scenario = parse_scenario(_read(path), str(path), variables)
+        elif isinstance(spec, Mapping):
+            scenario = parse_scenario(spec, f"{where}.scenario", variables)
+        else:
+            raise ScenarioError(f"{where}: scenario: expected a name, a path or a scenario")
+        if "latency" in top:
+            scenario.latency = float(top["latency"])
+        choices.append(Choice(when={k: str(v) for k, v in when.items()}, scenario=scenario))
+    return ScenarioSet(name=str(top.get("name", source)), choices=choices)
+
+
+def load_script(
+    name_or_path: str | Path, variables: Mapping[str, str] | None = None
+) -> Scenario | ScenarioSet:
+    """A scenario or a scenario set (a file with ``pick``), by path or by name; either is a ReplyFn."""
+    path = _find(name_or_path)
+    data = _read(path)
+    if isinstance(data, Mapping) and "pick" in data:
+        return parse_scenario_set(data, str(path), variables, path.parent)
+    return parse_scenario(data, str(path), variables)

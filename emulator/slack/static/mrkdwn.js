@@ -1,5 +1,5 @@
 // Slack text formatting to HTML: mrkdwn (*bold*, _italic_, ~strike~, `code`, ```blocks```, > quotes,
-// <url|label>, <@U123>, <#C123|name>, <!here>, <!subteam^S123>, :emoji:) and the markdown block's
+// <url|label>, <@U123>, <#C123|name>, <!here>, <!subteam^S123>, <!date^…>, :emoji:) and the markdown block's
 // standard Markdown basics. Everything is HTML-escaped before any markup is added.
 "use strict";
 
@@ -47,6 +47,12 @@ const SlackText = (() => {
     if (target.startsWith("!subteam^")) {
       const id = target.slice("!subteam^".length);
       return `<span class="mention group">@${esc(names.groups[id] || label || id)}</span>`;
+    }
+    if (target.startsWith("!date^")) {
+      // <!date^EPOCH^FORMAT|fallback>: Slack shows the time in the reader's zone.
+      const epoch = Number(target.split("^")[1]);
+      const shown = Number.isFinite(epoch) ? new Date(epoch * 1000).toLocaleString() : unesc(label || "");
+      return `<span class="date">${esc(shown)}</span>`;
     }
     if (target.startsWith("!")) return `<span class="mention broadcast">@${esc(target.slice(1))}</span>`;
     const shown = label ? unesc(label) : unesc(target);

@@ -1,0 +1,101 @@
+"""Browser fixtures: the local demo (``emulator.demo.Demo``) and Debian's Chromium driven by Playwright.
+
+Playwright's own browser download is never used: the test launches ``/usr/bin/chromium`` (or
+``CHATOPS_CHROMIUM``), which ``make test`` installs with apt where it can (``make browser``).
+Without Chromium or the ``playwright`` package the browser tests are skipped, saying why; with
+``CHATOPS_REQUIRE_BROWSER=1`` they fail instead.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from emulator.demo import Demo, Options
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+CHROMIUM = os.environ.get("CHATOPS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def browser_missing() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install -e '.[e2e]'; make test does it)"
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        return (
+            f"Chromium is not installed at {CHROMIUM}: make test installs it with apt where it can "
+            "(make browser); elsewhere install chromium or set CHATOPS_CHROMIUM to its path"
+        )
+    return None
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[Page]:
+    """A page of a fresh headless Chromium (its own profile, no network but localhost needed)."""
+    reason = browser_missing()
+    if reason is not None:
+        if os.environ.get("CHATOPS_REQUIRE_BROWSER"):
+            pytest.fail(f"CHATOPS_REQUIRE_BROWSER is set but {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path / "chromium-profile"
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1600, "height": 1000},
+        )
+        context.set_default_timeout(20_000)
+        try:
+            yield context.pages[0] if context.pages else context.new_page()
+        finally:
+            context.close()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def demo(redis_url: str) -> Iterator[Demo]:
+    """The demo in this process (its web and worker are child processes), on the test's Redis.
+
+    Its folder has a short path: the paths the tools show (and the screenshot) stay readable.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="chatops-demo-"))
+    options = Options(
+        directory=directory,
+        port=0,
+        latency=0.0,
+        redis_url=redis_url,
+        open_browser=False,
+        activity=False,
+    )
+    running = Demo(options, out=io.StringIO())
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+        shutil.rmtree(directory, ignore_errors=True)
