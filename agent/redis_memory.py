@@ -7,7 +7,8 @@ Layout (keys from ``agent.keys``):
   first system prompt) is the only rewrite;
 * the ``RunState`` lives in the run's one hash, next to the run record the bot wrote (channel,
   thread, requester, ...). ``status`` is stored as plain text (scripts compare it); every other
-  state field is JSON. ``saved_at`` marks that the loop saved a state at all.
+  state field is JSON. ``saved_at`` marks that the loop saved a state at all. A writer sends only
+  the fields that changed since its own last write (``status`` and ``saved_at`` always).
 
 Every write is one Lua script, so history, state, inbox trimming and expiry change together or
 not at all, and the fencing check happens inside the same script: when the run's lease key no
@@ -42,8 +43,10 @@ CHANNEL_FIELD = "channel"
 THREAD_FIELD = "thread_ts"
 SAVED_AT_FIELD = "saved_at"
 
-# KEYS: 1 state hash, 2 messages, 3 inbox, 4 lease, 5 active runs, 6 thread claim, 7.. more keys to expire.
-# ARGV: 1 fencing token ("" = unfenced), 2 JSON payload.
+# KEYS: 1 state hash, 2 messages, 3 inbox, 4 lease; terminal writes also: 5 active runs, 6 thread claim,
+# 7.. more keys to expire.
+# ARGV: 1 fencing token ("" = unfenced), 2 JSON header (the small things), 3.. the messages' JSON
+# (as they are stored: neither side encodes them twice).
 _WRITE = """
 local token = ARGV[1]
 if token ~= '' and redis.call('GET', KEYS[4]) ~= token then
@@ -61,8 +64,8 @@ if n > 0 then
   redis.call('LTRIM', KEYS[3], n, -1)
 end
 if p.replace then redis.call('DEL', KEYS[2]) end
-for i = 1, #p.messages, 500 do
-  redis.call('RPUSH', KEYS[2], unpack(p.messages, i, math.min(i + 499, #p.messages)))
+for i = 3, #ARGV, 500 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
 end
 redis.call('HSET', KEYS[1], unpack(p.fields))
 if token ~= '' and p.lease_ms > 0 then redis.call('PEXPIRE', KEYS[4], p.lease_ms) end
@@ -74,7 +77,7 @@ if p.retention > 0 then
   redis.call('ZREM', KEYS[5], p.run_id)
   if p.has_thread and redis.call('GET', KEYS[6]) == p.run_id then redis.call('DEL', KEYS[6]) end
 end
-return #p.messages
+return #ARGV - 2
 """
 
 
@@ -98,11 +101,21 @@ def hset_if_exists(client: redis.Redis, key: str, fields: dict[str, str]) -> boo
     return bool(client.register_script(_HSET_IF_EXISTS)(keys=[key], args=flat))
 
 
-def encode_state(state: RunState, saved_at: float) -> list[str]:
-    """The hash fields of ``state``: ``status`` as text, everything else as JSON."""
-    fields = ["status", state.status.value, SAVED_AT_FIELD, repr(saved_at)]
-    for name, value in state.model_dump(mode="json").items():
-        if name != "status":
+def encode_state(state: RunState, saved_at: float, unchanged: dict[str, Any] | None = None) -> list[str]:
+    """The hash fields of ``state``: ``status`` as text, everything else as JSON.
+
+    ``unchanged`` maps field names to the values (``model_dump(mode="json")``) last stored by this
+    writer; fields still holding them are left out. ``status`` and ``saved_at`` are always written.
+    """
+    return _encode(state.status.value, state.model_dump(mode="json"), saved_at, unchanged)
+
+
+def _encode(
+    status: str, dumped: dict[str, Any], saved_at: float, unchanged: dict[str, Any] | None
+) -> list[str]:
+    fields = ["status", status, SAVED_AT_FIELD, repr(saved_at)]
+    for name, value in dumped.items():
+        if name != "status" and (unchanged is None or name not in unchanged or unchanged[name] != value):
             fields += [name, json.dumps(value, separators=(",", ":"))]
     return fields
 
@@ -145,6 +158,15 @@ class RedisMemory:
         self._lease_ms = int(lease_ttl_seconds * 1000) if lease_ttl_seconds else 0
         self._clock = clock
         self._write = redis_client.register_script(_WRITE)
+        # Built once: every write names the same keys.
+        self._run_key = keys.run(run_id)
+        self._messages_key = keys.messages(run_id)
+        self._inbox_key = keys.inbox(run_id)
+        self._lease_key = keys.lease(run_id)
+        self._active_key = keys.active_runs()
+        self._more_keys = [keys.fence(run_id), keys.approvals(run_id)]
+        # The state fields this writer last stored (JSON-ready values): unchanged ones are not resent.
+        self._stored_fields: dict[str, Any] = {}
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -169,32 +191,24 @@ class RedisMemory:
 
     def _store(self, messages: Sequence[Message], state: RunState, *, replace: bool) -> None:
         terminal = state.status.terminal
-        keys = self._keys
-        thread_key = self._thread_key() if terminal else None
-        extra = [keys.fence(self.run_id), keys.approvals(self.run_id)]
-        if terminal:
-            extra += self._approval_keys()
-        payload = {
+        dumped = state.model_dump(mode="json")
+        header = {
             "inbox_ids": [m.meta[INBOX_ID_META] for m in messages if INBOX_ID_META in m.meta],
             "replace": replace,
-            "messages": [m.model_dump_json() for m in messages],
-            "fields": encode_state(state, self._clock()),
+            "fields": _encode(state.status.value, dumped, self._clock(), self._stored_fields),
             "lease_ms": self._lease_ms,
-            "retention": self._retention if terminal else 0,
-            "run_id": self.run_id,
-            "has_thread": thread_key is not None,
+            "retention": 0,
         }
-        script_keys = [
-            keys.run(self.run_id),
-            keys.messages(self.run_id),
-            keys.inbox(self.run_id),
-            keys.lease(self.run_id),
-            keys.active_runs(),
-            thread_key or keys.active_runs(),  # never touched without has_thread
-            *extra,
-        ]
+        script_keys = [self._run_key, self._messages_key, self._inbox_key, self._lease_key]
+        if terminal:  # expire everything, leave the active set, free the thread
+            thread_key = self._thread_key()
+            header.update(retention=self._retention, run_id=self.run_id, has_thread=thread_key is not None)
+            script_keys += [self._active_key, thread_key or self._active_key, *self._more_keys]
+            script_keys += self._approval_keys()
         token = "" if self.fence is None else str(self.fence)
-        self._call(lambda: self._write(keys=script_keys, args=[token, json.dumps(payload)]))
+        args = [token, json.dumps(header), *[m.model_dump_json() for m in messages]]
+        self._call(lambda: self._write(keys=script_keys, args=args))
+        self._stored_fields = dumped
 
     def _thread_key(self) -> str | None:
         channel, thread_ts = self._call(
