@@ -22,6 +22,7 @@ class RunContext:
     detector: LoopDetector
     segment_started_at: float = 0.0
     _deadline_at: float = field(default=0.0, init=False)
+    _held: list[Message] = field(default_factory=list, init=False)
 
     def begin_segment(self) -> None:
         """Start counting working time; a resumed run continues the earlier segments' count."""
@@ -49,12 +50,27 @@ class RunContext:
         self.state.loop_window = self.detector.window
 
     def append(self, messages: Sequence[Message]) -> None:
-        """Persist ``messages`` with the current state, then make them part of the live history."""
+        """Persist ``messages`` (after any held one) with the current state, then make them part of
+        the live history."""
         self.sync_detector()
-        self.config.memory.append(list(messages), self.state)
+        self.config.memory.append([*self._held, *messages], self.state)
+        self._held.clear()
         self.messages.extend(messages)
 
+    def hold(self, message: Message) -> None:
+        """Make ``message`` part of the live history now and persist it with the next write.
+
+        Only for an assistant turn whose calls are all read-only: nothing outside the run acts on
+        it before it is stored together with its results (one write instead of two per
+        iteration), and a crash in between only means the model is asked again.
+        """
+        self.messages.append(message)
+        self._held.append(message)
+
     def save_state(self) -> None:
+        if self._held:
+            self.append([])
+            return
         self.sync_detector()
         self.config.memory.save_state(self.state)
 

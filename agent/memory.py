@@ -1,6 +1,7 @@
 """Where a run keeps its history and state: the interface, and an in-process implementation.
 
-History is the checkpoint: the loop stores every message before anything acts on it, so a
+History is the checkpoint: the loop stores every message before anything outside the run acts
+on it (a turn of read-only calls is stored together with its results), so a
 run can be resumed from its memory alone. ``RedisMemory`` (``agent.redis_memory``) is the
 durable implementation used by workers.
 """

@@ -3,7 +3,8 @@
 One iteration, in order: inject, request, account usage and check the budget, finish if the
 answer has no tool calls, run the tools (``agent.tool_step``), check the stop predicate. Before
 the first iteration a resumed run answers the calls its last turn left open (after an approval).
-Every message is stored before anything acts on it; every stop returns a full ``RunResult``.
+Every message is stored before anything outside the run acts on it (a turn whose calls are all
+read-only is stored together with its results, in one write); every stop returns a full ``RunResult``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agent.recovery import RecoveryAction, RecoveryPolicy
 from agent.repetition import RepetitionDetector
 from agent.tool_step import StepOutcome, ToolStep
 from agent.toolcall_recovery import recover_tool_calls
+from agent.tooling import ToolCategory
 from agent.types import Message, Request, Response, RunResult, RunState, RunStatus, ToolCall
 
 _STEP_STATUS = {
@@ -128,7 +130,10 @@ class Run:
             self._inject(ctx)
             response = self._request(ctx)
             message = self._answer(ctx, response)
-            ctx.append([message])
+            if self._read_only(message.tool_calls):
+                ctx.hold(message)  # stored with its results, in one write
+            else:
+                ctx.append([message])
             if not message.tool_calls:
                 if ctx.state.iteration < limits.max_iterations and self._inject(ctx):
                     continue  # a reply came in while the model answered: let it read that first
@@ -146,6 +151,14 @@ class Run:
         if self._config.stop is not None and self._config.stop(ctx.state):
             raise _Stop(RunStatus.CANCELLED, "stopped on request")
         return None
+
+    def _read_only(self, calls: list[ToolCall]) -> bool:
+        """True when every call is to a known read-only tool (and there is at least one)."""
+        for call in calls:
+            tool = self._tools.get(call.name)
+            if tool is None or tool.category is not ToolCategory.READ_ONLY:
+                return False
+        return bool(calls)
 
     def _check_deadline(self, ctx: RunContext) -> None:
         if ctx.deadline_passed():
