@@ -46,6 +46,9 @@ STOP_FIELD = "stop_requested_by"  # in the run hash: who pressed Stop (the loop'
 # Beyond the run's own deadline: the last tool's grace, Redis writes, the presenter.
 JOB_TIMEOUT_MARGIN_SECONDS = 120
 _LIVE_JOB = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED, JobStatus.STARTED}
+# A scheduled job this late has no live scheduler: the one holding the queue's scheduler lock died,
+# and RQ frees that lock only after a minute. Every live scheduler polls once a second.
+OVERDUE_SCHEDULED_SECONDS = 5
 
 # KEYS: 1 thread claim, 2 run hash, 3 messages, 4 active runs. ARGV: 1 run id, 2 fields, 3 message, 4 now.
 _CREATE = """
@@ -310,8 +313,9 @@ class RunService:
         """Re-enqueue active runs nobody works on, and expire overdue approvals; returns run ids resumed.
 
         A run needs help when it is ``queued`` or ``running``, no worker holds its lease and its
-        last job is not queued, scheduled or running: its worker died. Enqueuing a run that did
-        not need it is harmless (the job finds the lease taken or the run finished).
+        last job is not queued, running, or scheduled and due within seconds: its worker died.
+        Enqueuing a run that did not need it is harmless (the job finds the lease taken or the run
+        finished).
         """
         resumed = []
         run_ids = cast("list[bytes]", self.redis.zrange(self.keys.active_runs(), 0, -1))
@@ -347,8 +351,19 @@ class RunService:
         if not record.job_id:
             return True
         try:
-            status = Job.fetch(record.job_id, connection=self.redis).get_status()
+            job = Job.fetch(record.job_id, connection=self.redis)
         except NoSuchJobError:
             return True
+        status = job.get_status()
+        if status is JobStatus.SCHEDULED:
+            return self._overdue(job)
         # A started job without a lease is a dead worker's: a live one renews its lease.
         return status not in _LIVE_JOB or status is JobStatus.STARTED
+
+    def _overdue(self, job: Job) -> bool:
+        """A scheduled job (an RQ retry, a deferred resume) that no scheduler enqueued in time."""
+        try:
+            due = self.queue.scheduled_job_registry.get_scheduled_time(job)
+        except NoSuchJobError:
+            return True
+        return bool(due.timestamp() < self.clock() - OVERDUE_SCHEDULED_SECONDS)

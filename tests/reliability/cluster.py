@@ -1,0 +1,241 @@
+"""A whole chatops deployment for one test: the Slack emulator, the web app, worker subprocesses.
+
+The web app (Bolt over WSGI) serves on 127.0.0.1, port 0, in a thread of the test process; the
+workers are ``python -m tests.reliability.procs`` subprocesses (forking RQ workers with their
+scheduler and recovery sweep) whose runtime is ``tests.reliability.runtimes``; Redis is the
+test's (the shared one under a unique prefix and queue, or a throwaway ``redis-server``). What a
+person would see is read back from the emulator: the thread's messages, reactions and the Web
+API calls the bot made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+import redis
+
+from agent.keys import Keys
+from agent.redis_memory import as_text
+from agent.types import RunStatus
+from bot.audit import AuditEntry, AuditKind
+from bot.runs import RunOptions, RunService
+from bot.settings import Settings
+from bot.slack.runtime import WebRuntime
+from bot.slack.web import WebApp
+from emulator.slack import SlackEmulator, SlackEmulatorClient
+from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, TOKEN, WebServer, buttons, make_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class Worker:
+    """One worker subprocess (its own session); ``kill`` takes its work horse and scheduler too."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+    known: set[int] = field(default_factory=set)
+
+    def family(self) -> list[psutil.Process]:
+        """The worker and every process it forked (the work horse, the scheduler), alive now."""
+        try:
+            main = psutil.Process(self.proc.pid)
+            found = [main, *main.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            found = []
+        self.known.update(p.pid for p in found)
+        return found
+
+    def horses(self) -> list[int]:
+        """Pids of the work horses running now (children of the worker in their own process group)."""
+        return [p.pid for p in self.family()[1:] if _pgid(p.pid) == p.pid]
+
+    def signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the worker and everything it started."""
+        for process in reversed(self.family()):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+    def rss(self) -> int:
+        """Resident memory of the worker's main process, in bytes."""
+        return int(psutil.Process(self.proc.pid).memory_info().rss)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+@dataclass
+class Cluster:
+    settings: Settings
+    emulator: SlackEmulator
+    control: SlackEmulatorClient
+    directory: Path
+    worker_env: dict[str, str]
+    server: WebServer | None = None
+    runtime: WebRuntime | None = None
+    workers: list[Worker] = field(default_factory=list)
+    _redis: redis.Redis | None = None
+
+    # -- processes ------------------------------------------------------------------------------
+
+    def serve(self) -> Cluster:
+        self.runtime = WebRuntime(self.settings)
+        self.server = WebServer(WebApp(self.runtime))
+        self.emulator.set_events_url(self.events_url)
+        return self
+
+    @property
+    def events_url(self) -> str:
+        assert self.server is not None
+        return f"{self.server.url}/slack/events"
+
+    def start_worker(self, **env: str) -> Worker:
+        log = self.directory / f"worker-{len(self.workers)}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability.procs"],
+            cwd=ROOT,
+            env={**self.worker_env, **env},
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.workers.append(Worker(proc, log))
+        return self.workers[-1]
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.kill()
+        for worker in self.workers:  # horses that outlived their worker
+            for pid in worker.known:
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                    process = psutil.Process(pid)
+                    if "tests.reliability.procs" in " ".join(process.cmdline()):
+                        process.kill()
+        if self.server is not None:
+            self.server.close()
+        if self._redis is not None:
+            self._redis.close()
+
+    # -- Redis and runs ---------------------------------------------------------------------------
+
+    @property
+    def redis(self) -> redis.Redis:
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self.settings.redis_url, socket_timeout=10)
+        return self._redis
+
+    @property
+    def keys(self) -> Keys:
+        return Keys(self.settings.chatops_redis_prefix)
+
+    @property
+    def service(self) -> RunService:
+        return RunService(self.redis, self.keys, RunOptions.from_settings(self.settings))
+
+    def run_id(self, thread_ts: str, timeout: float = 30.0) -> str:
+        def probe() -> str | None:
+            return as_text(self.redis.get(self.keys.slack("thread_last_run", CHANNEL, thread_ts)))
+
+        return wait_for(probe, timeout, f"a run in thread {thread_ts}")
+
+    def status(self, run_id: str) -> RunStatus | None:
+        record = self.service.get(run_id)
+        return record.status if record else None
+
+    def wait_status(self, run_id: str, status: RunStatus, timeout: float = 60.0) -> None:
+        wait_for(lambda: self.status(run_id) is status, timeout, f"run {run_id} to be {status.value}")
+
+    def audit(self, run_id: str) -> list[AuditEntry]:
+        return self.service.audit.entries(run_id)
+
+    def audit_kinds(self, run_id: str) -> list[AuditKind]:
+        return [entry.kind for entry in self.audit(run_id)]
+
+    # -- Slack, as people see it ----------------------------------------------------------------------
+
+    def mention(self, text: str, user: str = "U_ALICE", thread_ts: str | None = None) -> str:
+        posted = self.control.post_message(CHANNEL, user, f"<@{BOT_USER}> {text}", thread_ts=thread_ts)
+        return str(posted["ts"])
+
+    def say(self, text: str, user: str = "U_BOB", thread_ts: str | None = None) -> str:
+        return str(self.control.post_message(CHANNEL, user, text, thread_ts=thread_ts)["ts"])
+
+    def bot_replies(self, thread_ts: str) -> list[dict[str, Any]]:
+        return [m for m in self.control.thread(CHANNEL, thread_ts)[1:] if m.get("user") == BOT_USER]
+
+    def approval_card(self, thread_ts: str, timeout: float = 30.0) -> dict[str, Any]:
+        def probe() -> dict[str, Any] | None:
+            return next(
+                (m for m in self.bot_replies(thread_ts) if buttons(m) and "Approval" in str(m["text"])), None
+            )
+
+        return wait_for(probe, timeout, "the approval card")
+
+    def answers(self, thread_ts: str, prefix: str = "done:") -> list[str]:
+        return [str(m["text"]) for m in self.bot_replies(thread_ts) if str(m["text"]).startswith(prefix)]
+
+
+def cluster_settings(
+    emulator: SlackEmulator, redis_url: str, key_prefix: str, queue: str, **overrides: Any
+) -> Settings:
+    return make_settings(emulator, redis_url, key_prefix, queue, **overrides)
+
+
+def worker_environment(settings: Settings, directory: Path, **extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": settings.slack_api_url,
+        "REDIS_URL": settings.redis_url,
+        "CHATOPS_REDIS_PREFIX": settings.chatops_redis_prefix,
+        "CHATOPS_QUEUE": settings.chatops_queue,
+        "CHATOPS_LEASE_TTL_SECONDS": "1",
+        "CHATOPS_RECOVERY_INTERVAL_SECONDS": "1",
+        "CHATOPS_JOB_RETRIES": "2",
+        "CHATOPS_RETENTION_DAYS": "1",
+        "CHATOPS_MAX_ITERATIONS": "40",
+        "CHATOPS_DEADLINE_SECONDS": "120",
+        "CHATOPS_APPROVAL_TIMEOUT_SECONDS": "600",
+        "CHATOPS_RUNTIME": "tests.reliability.runtimes:reliability_runtime",
+        "CHATOPS_TEST_DIR": str(directory),
+        **extra,
+    }
+    env.pop("SLACK_APP_TOKEN", None)
+    return env

@@ -1,0 +1,71 @@
+"""Fixtures of the reliability suite: the end-to-end fixtures of ``tests/bot`` plus whole clusters.
+
+Every test runs on its own key prefix and RQ queue (and, when it stops or wipes Redis, on its own
+``redis-server``), its own Slack emulator and web server on port 0, so the suite runs in parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
+from tests.bot.conftest import keys, queue_name
+from tests.bot.slack.conftest import SECRET, TOKEN, bot, control, emulator, make_bot
+from tests.reliability.cluster import Cluster, cluster_settings, worker_environment
+from tests.reliability.redis_proc import RedisProcess
+
+__all__ = ["bot", "control", "emulator", "keys", "make_bot", "queue_name"]
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[Callable[..., RedisProcess]]:
+    """``own_redis(persist=False)``: a throwaway ``redis-server`` of this test (stopped at the end)."""
+    started: list[RedisProcess] = []
+
+    def start(persist: bool = False) -> RedisProcess:
+        server = RedisProcess(tmp_path / f"redis-{len(started)}", persist=persist).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def make_cluster(
+    redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
+) -> Iterator[Callable[..., Cluster]]:
+    """``make_cluster(redis_url=..., retry_delays=..., worker_env={...}, **settings)``: a served cluster.
+
+    No worker is started: ``cluster.start_worker(**env)`` starts one.
+    """
+    with contextlib.ExitStack() as stack:
+
+        def build(
+            *,
+            redis: str | None = None,
+            retry_delays: tuple[float, ...] = (0.0, 0.3, 0.3),
+            worker_env: dict[str, str] | None = None,
+            **overrides: Any,
+        ) -> Cluster:
+            config = WorkspaceConfig(
+                bot_token=TOKEN, signing_secret=SECRET, event_timeout=3.0, retry_delays=retry_delays
+            )
+            slack = stack.enter_context(SlackEmulator(config))
+            settings = cluster_settings(slack, redis or redis_url, key_prefix, queue_name, **overrides)
+            directory = tmp_path / f"cluster-{len(clusters)}"
+            directory.mkdir()
+            env = worker_environment(settings, directory, **(worker_env or {}))
+            cluster = Cluster(settings, slack, SlackEmulatorClient(slack.url), directory, env).serve()
+            clusters.append(cluster)
+            stack.callback(cluster.close)
+            return cluster
+
+        clusters: list[Cluster] = []
+        yield build

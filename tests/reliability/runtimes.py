@@ -1,0 +1,128 @@
+"""The worker runtime of the suite's ``chatops`` worker subprocesses, configured by ``CHATOPS_TEST_*``.
+
+``CHATOPS_RUNTIME=tests.reliability.runtimes:reliability_runtime``. The model follows the first
+user message (``tests.bot.runtimes.plan_step``: ``plan: check_health restart_service``; words
+starting with ``#`` are labels), or collects replies (``collect: N`` calls ``check_health`` with
+a new argument each turn until N thread replies are in its history, then answers). Every request
+is logged to ``{CHATOPS_TEST_DIR}/model.log`` (pid, text, step) before the model "thinks", so a
+test can kill the process mid-request. The tools are ``tests.bot.runtimes``' file-logging tools,
+the output filter and the Slack presenter are the production ones (``SLACK_API_URL`` points at the
+emulator).
+
+Variables: ``CHATOPS_TEST_MODEL_SLEEP`` seconds every request takes; ``CHATOPS_TEST_SLOW_STEP`` a
+step whose first attempt in each run takes ``CHATOPS_TEST_SLOW_SECONDS`` (default 60);
+``CHATOPS_TEST_SLEEP_FIRST`` the first execution's sleep of each tool (of the tool named by
+``CHATOPS_TEST_SLEEP_TOOL`` only, when set); ``CHATOPS_TEST_CARD_INTERVAL`` the
+presenter's card throttle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from agent.keys import Keys
+from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
+from agent.tooling import ToolCategory
+from agent.types import Request
+from bot.jobs import Runtime
+from bot.runs import RunOptions
+from bot.settings import Settings
+from bot.slack.client import make_client
+from bot.slack.presenter import SlackPresenter
+from tests.bot.runtimes import FileTool
+from tools.registry import build_output_filter
+
+COLLECT = "collect:"
+PLAN = "plan:"
+
+
+def first_text(request: Request) -> str:
+    return next((m.content or "" for m in request.messages if m.role == "user"), "")
+
+
+def replies_seen(request: Request) -> list[str]:
+    """Thread replies in the history (user messages after the first)."""
+    users = [m.content or "" for m in request.messages if m.role == "user"]
+    return users[1:]
+
+
+def steps_done(request: Request) -> int:
+    return sum(1 for m in request.messages if m.role == "assistant" and m.tool_calls)
+
+
+def model_log(directory: Path) -> Path:
+    return directory / "model.log"
+
+
+def logged_requests(directory: Path) -> list[dict[str, Any]]:
+    path = model_log(directory)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _log(directory: Path, entry: dict[str, Any]) -> None:
+    with open(model_log(directory), "a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def answer(request: Request, directory: Path) -> ScriptItem:
+    text, step = first_text(request), steps_done(request)
+    earlier = [e for e in logged_requests(directory) if e["text"] == text and e["step"] == step]
+    _log(directory, {"pid": os.getpid(), "text": text, "step": step, "attempt": len(earlier) + 1})
+    time.sleep(float(os.environ.get("CHATOPS_TEST_MODEL_SLEEP", "0")))
+    slow = os.environ.get("CHATOPS_TEST_SLOW_STEP")
+    if slow is not None and int(slow) == step and not earlier:
+        time.sleep(float(os.environ.get("CHATOPS_TEST_SLOW_SECONDS", "60")))
+    if text.startswith(COLLECT):
+        wanted = int(text.removeprefix(COLLECT).split()[0])
+        seen = replies_seen(request)
+        if len(seen) < wanted:
+            return tool_call("check_health", f"collect_{step}", round=step)
+        return f"got {len(seen)} replies"
+    plan = [word for word in text.removeprefix(PLAN).split() if not word.startswith("#")]
+    if step < len(plan):
+        return tool_call(plan[step], f"call_{step}", step=step)
+    return f"done: {last_tool_output(request.messages)}"
+
+
+def tools(directory: Path) -> list[FileTool]:
+    sleep = float(os.environ.get("CHATOPS_TEST_SLEEP_FIRST", "0"))
+    only = os.environ.get("CHATOPS_TEST_SLEEP_TOOL")
+    return [
+        FileTool(name, category, directory, sleep if only in (None, name) else 0.0)
+        for name, category in (
+            ("restart_service", ToolCategory.MUTATING),
+            ("check_health", ToolCategory.READ_ONLY),
+        )
+    ]
+
+
+def reliability_runtime(settings: Settings) -> Runtime:
+    directory = Path(os.environ["CHATOPS_TEST_DIR"])
+    client = redis.Redis.from_url(settings.redis_url)
+    keys = Keys(settings.chatops_redis_prefix)
+    presenter = SlackPresenter(
+        make_client(settings),
+        client,
+        keys,
+        min_interval=float(os.environ.get("CHATOPS_TEST_CARD_INTERVAL", "1")),
+    )
+    return Runtime(
+        redis=client,
+        keys=keys,
+        options=RunOptions.from_settings(settings),
+        models=[FunctionModel(lambda request: answer(request, directory), model="plan")],
+        tools=tools(directory),
+        presenter=presenter,
+        tool_output_filter=build_output_filter(settings),
+        owns_connection=True,
+    )
