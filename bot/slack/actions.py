@@ -1,4 +1,4 @@
-"""Clicks: Approve, Decline (and its reason modal), Stop. The decision logic, without Bolt.
+"""Clicks: Approve, Decline (and its reason modal), Stop, Transcript. The decision logic, without Bolt.
 
 Each method answers a ``Reply``: what the clicker is told (ephemerally) and which approval card
 to redraw. A click that is not allowed, or comes late (the approval was decided, superseded or
@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 from bot.approvals import Approval, ApprovalStatus
 from bot.errors import ApprovalNotFoundError
-from bot.slack.render import slack_date
+from bot.logs import redactor_for
+from bot.slack.render import slack_date, transcript_messages
 from bot.slack.runtime import WebRuntime
+from bot.transcript import load_transcript, to_markdown
 
 NOTHING_CHANGED = "Nothing changed."
 NO_REASON = "no reason given"
+TRANSCRIPT_COOLDOWN_SECONDS = 60  # a second click within this posts nothing (double clicks, two readers)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,23 @@ class Interactions:
         if not service.request_stop(run_id, user):
             return Reply(f"This run already ended. {NOTHING_CHANGED}")
         return Reply("Stopping the run; it ends after the step in progress.")
+
+    def transcript(self, run_id: str, user: str) -> Reply:
+        """The Transcript button of a finished run card: post the Markdown transcript in the thread."""
+        service = self._rt.service()
+        record = service.get(run_id)
+        if record is None:
+            return Reply("This run no longer exists (its retention has expired).")
+        if not record.status.terminal:
+            return Reply("The transcript is posted once the run has ended.")
+        flag = self._rt.keys.slack("transcript", run_id)
+        if not service.redis.set(flag, user, nx=True, ex=TRANSCRIPT_COOLDOWN_SECONDS):
+            return Reply("This run's transcript was just posted in the thread.")
+        markdown = to_markdown(load_transcript(service, run_id, redactor_for(self._rt.settings).redact))
+        client = self._rt.client()
+        for text in transcript_messages(markdown, run_id):
+            client.chat_postMessage(channel=record.channel, thread_ts=record.thread_ts, text=text)
+        return Reply()
 
     # -- helpers --------------------------------------------------------------------------------
 

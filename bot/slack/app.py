@@ -162,6 +162,13 @@ def _register_actions(app: App, runtime: WebRuntime) -> None:
         click = Click.from_body(body)
         _show(runtime, interactions.stop(click.value, click.user), click)
 
+    def transcript(body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        try:
+            _show(runtime, interactions.transcript(click.value, click.user), click)
+        except SlackApiError as error:
+            log.warning("transcript of run %s not posted: %s", click.value, error)
+
     def declined(body: dict[str, Any]) -> None:
         view = body.get("view") or {}
         meta = render.modal_metadata(view)
@@ -180,6 +187,7 @@ def _register_actions(app: App, runtime: WebRuntime) -> None:
     app.action(render.ACTION_APPROVE)(ack=acknowledge, lazy=[approve])
     app.action(render.ACTION_DECLINE)(ack=acknowledge, lazy=[decline])
     app.action(render.ACTION_STOP)(ack=acknowledge, lazy=[stop])
+    app.action(render.ACTION_TRANSCRIPT)(ack=acknowledge, lazy=[transcript])
     app.view(render.VIEW_DECLINE)(ack=acknowledge, lazy=[declined])
 
 

@@ -39,6 +39,7 @@ NOTIFICATION_TEXT = 300  # the ``text`` fallback shown in notifications; short i
 ACTION_APPROVE = "chatops_approve"
 ACTION_DECLINE = "chatops_decline"
 ACTION_STOP = "chatops_stop"
+ACTION_TRANSCRIPT = "chatops_transcript"
 VIEW_DECLINE = "chatops_decline_reason"
 REASON_BLOCK = "reason"
 REASON_ACTION = "reason_input"
@@ -144,6 +145,14 @@ def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
             "value": run_id[:BUTTON_VALUE],
         }
         blocks.append({"type": "actions", "block_id": "run_controls", "elements": [stop]})
+    else:  # a finished run offers its transcript for the post-mortem (bot.transcript)
+        transcript = {
+            "type": "button",
+            "action_id": ACTION_TRANSCRIPT,
+            "text": plain("Transcript", BUTTON_TEXT),
+            "value": run_id[:BUTTON_VALUE],
+        }
+        blocks.append({"type": "actions", "block_id": "run_controls", "elements": [transcript]})
     return blocks[:MAX_BLOCKS]
 
 
@@ -190,6 +199,42 @@ def stop_notice_text(notice: StopNotice, last_state: str | None = None) -> str:
     if last_state:
         lines.append(f"Last state: {escape(one_line(last_state, 800))}")
     return truncate("\n".join(lines), ANSWER_CHUNK)
+
+
+def transcript_messages(markdown: str, run_id: str, max_messages: int = 12) -> list[str]:
+    """A Markdown transcript as thread messages: code blocks (copyable as Markdown) within Slack's limits.
+
+    Lines are kept whole where they fit; three backticks inside the text become three quotes so
+    no block ends early. Past ``max_messages`` the rest is left to ``chatops runs show``.
+    """
+    room = ANSWER_CHUNK - 120  # the heading and the fences
+    chunks: list[str] = []
+    current = ""
+    for text in escape(markdown.replace("```", "'''")).splitlines():
+        line = text
+        while len(line) > room:
+            chunks, current = _flush(chunks, current), ""
+            chunks.append(line[:room])
+            line = line[room:]
+        if current and len(current) + len(line) + 1 > room:
+            chunks, current = _flush(chunks, current), ""
+        current = f"{current}\n{line}" if current else line
+    chunks = _flush(chunks, current)
+    cut = len(chunks) > max_messages
+    chunks = chunks[:max_messages]
+    messages = []
+    for number, chunk in enumerate(chunks, 1):
+        part = f" (part {number} of {len(chunks)})" if len(chunks) > 1 else ""
+        messages.append(f":scroll: *Transcript of run `{escape(run_id[:12])}`*{part}\n```{chunk}```")
+    if cut:
+        messages[-1] += (
+            f"\n_Longer than {max_messages} messages: see `chatops runs show {escape(run_id)} --format markdown`._"
+        )
+    return messages
+
+
+def _flush(chunks: list[str], current: str) -> list[str]:
+    return [*chunks, current] if current else chunks
 
 
 # -- approval cards -----------------------------------------------------------------------------

@@ -10,13 +10,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
+from rq import Queue, Worker
 
 from bot.cli import build_parser
 from bot.doctor import run_cli
 from bot.settings import Settings
 from emulator.openai_server import OpenAIServer, Reply
 from emulator.slack import SlackEmulator, WorkspaceConfig
-from tests.bot.conftest import WorkerProcess
+from tests.bot.conftest import WorkerProcess, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifest.json"
@@ -93,6 +95,9 @@ def test_a_healthy_setup_passes_every_check(
     healthy: dict[str, object], worker_processes: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
     worker_processes()
+    client = redis.Redis.from_url(str(healthy["redis_url"]))
+    queue = Queue(str(healthy["chatops_queue"]), connection=client)
+    wait_until(lambda: Worker.count(connection=client, queue=queue) == 1, what="the worker to register")
     env_file = tmp_path / "doctor.env"
     env_file.write_text("".join(f"{name.upper()}={value}\n" for name, value in healthy.items()))
     done = subprocess.run(

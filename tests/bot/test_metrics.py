@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
+from rq import Worker
 from slack_sdk.errors import SlackApiError
 
 from agent.keys import Keys
@@ -163,6 +164,7 @@ def test_worker_subprocesses_count_into_the_same_metrics(
         return all((r := service.get(run_id)) is not None and r.status.terminal for run_id in runs)
 
     wait_until(finished, timeout=60, what="three runs on the worker subprocesses")
+    wait_until(lambda: Worker.count(connection=redis_client, queue=service.queue) == 2, what="both workers")
     samples = scrape(url)
     assert value(samples, "chatops_runs_started_total") == 3
     assert value(samples, "chatops_runs_finished_total", status="completed") == 3

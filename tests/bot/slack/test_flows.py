@@ -44,7 +44,7 @@ def test_mention_posts_a_run_card_updated_in_place_and_the_answer(bot: SlackBot)
     assert answer["text"] == "done: check_health ok"
     card_text = json.dumps(card["blocks"])
     assert "Done" in card_text and "check_health" in card_text and "tokens" in card_text
-    assert buttons(card) == []  # no Stop button on a finished run
+    assert [b["action_id"] for b in buttons(card)] == [render.ACTION_TRANSCRIPT]  # no Stop on a finished run
     assert card["history"], "the card was edited in place"
     assert any(buttons({"blocks": h.get("blocks")}) for h in card["history"]), (
         "it had a Stop button while running"
@@ -156,7 +156,8 @@ def test_a_terminal_boundary_says_which_limit_and_what_was_done(make_bot: Callab
     bot.work()
     assert bot.status(run_id) is RunStatus.ITERATION_LIMIT
     card, notice = bot.bot_replies(ts)
-    assert "iteration limit" in json.dumps(card["blocks"]) and not buttons(card)
+    assert "iteration limit" in json.dumps(card["blocks"])
+    assert [b["action_id"] for b in buttons(card)] == [render.ACTION_TRANSCRIPT]
     text = notice["text"]
     assert (
         "Stopped: iteration limit" in text

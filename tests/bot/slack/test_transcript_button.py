@@ -1,0 +1,72 @@
+"""The Transcript button on a finished run card posts the run's Markdown transcript in the thread."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agent.types import RunStatus
+from bot.slack import render
+from tests.bot.slack.conftest import SlackBot, buttons, wait_for
+from tests.bot.slack.test_clicks import notes_to, settle
+
+
+def transcript_posts(bot: SlackBot, ts: str) -> list[dict[str, Any]]:
+    return [m for m in bot.bot_replies(ts) if "Transcript of run" in m.get("text", "")]
+
+
+def test_the_transcript_button_posts_the_markdown_transcript_once(bot: SlackBot) -> None:
+    ts = bot.mention("plan: check_health restart_service", user="U_ALICE")
+    run_id = bot.run_id(ts)
+    bot.work()
+    approval = wait_for(lambda: next((m for m in bot.bot_replies(ts) if "Approval" in m["text"]), None))
+    bot.control.click(approval["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    wait_for(lambda: bot.service.queue.count, what="the resume job")
+    bot.say("the db password=hunter2hunter2 is fine", user="U_ALICE", thread_ts=ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.COMPLETED
+
+    card_ts = bot.bot_replies(ts)[0]["ts"]
+
+    def finished_card() -> dict[str, Any] | None:
+        card = bot.message(ts, card_ts)
+        return card if buttons(card) and "Done" in str(card["blocks"]) else None
+
+    card = wait_for(finished_card, what="the finished run card")
+    [button] = buttons(card)
+    assert (button["action_id"], button["value"]) == (render.ACTION_TRANSCRIPT, run_id)
+
+    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_TRANSCRIPT)
+    [post] = wait_for(lambda: transcript_posts(bot, ts), what="the transcript in the thread")
+    text = post["text"]
+    assert text.startswith(f":scroll: *Transcript of run `{run_id[:12]}`*\n```# Run {run_id}\n")
+    assert text.endswith("```") and text.count("```") == 2
+    assert "| Requested by | U_ALICE |" in text
+    assert (
+        "- Tool call `restart_service` (mutating): `{&quot;confirmed_by&quot;: &quot;U_BOB&quot;" not in text
+    )
+    assert '- Tool call `restart_service` (mutating): `{"confirmed_by": "U_BOB", "step": 1}`' in text
+    assert "  - Approval: approved by U_BOB after " in text
+    assert re.search(r"### \d+\. Reply injected from U_ALICE", text)
+    assert "password=[REDACTED]" in text and "hunter2hunter2" not in text
+
+    bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_TRANSCRIPT)  # again, within a minute
+    assert notes_to(bot, "U_ALICE") == ["This run's transcript was just posted in the thread."]
+    settle()
+    assert len(transcript_posts(bot, ts)) == 1
+
+
+def test_a_long_transcript_is_split_into_code_blocks_within_slack_limits() -> None:
+    markdown = "# Run r\n\n" + "\n".join(f"line {n} <{'x' * 90}> & more" for n in range(400))
+    markdown += "\n" + "y" * 9000 + "\n```nested fence```\n"
+    messages = render.transcript_messages(markdown, "r" * 32, max_messages=5)
+    assert len(messages) == 5
+    for number, message in enumerate(messages, 1):
+        assert len(message) <= render.ANSWER_CHUNK
+        assert message.count("```") == 2, "every part is one whole code block"
+        assert f"(part {number} of 5)" in message.splitlines()[0]
+    assert "&lt;xxx" in messages[0] and "&amp; more" in messages[0]
+    assert messages[-1].endswith(f"see `chatops runs show {'r' * 32} --format markdown`._")
+    everything = render.transcript_messages(markdown, "r" * 32, max_messages=100)
+    body = "".join(m.split("```")[1] for m in everything)
+    assert body.replace("\n", "").count("y") == 9000 and "'''nested fence'''" in body
