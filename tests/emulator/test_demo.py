@@ -272,6 +272,16 @@ def test_the_demo_starts_from_nothing_runs_the_seed_incident_and_stops_cleanly(d
     assert not any(path.exists() for path in old_logs)
     assert (log_dir / "api" / "api.log").exists()
 
+    # The restart goes through the real service_restart tool to the demo host's systemctl.
+    ts = control.post_message("#incident", "alice", "@ops the api on web-03 is burning CPU, restart it")["ts"]
+    card = control.wait_for_reply("incident", ts, lambda m: "chatops_approve" in str(buttons(m)), timeout=30)
+    assert "service_restart" in card["text"]
+    control.click(card["ts"], "bob", action_id="chatops_approve")
+    answer = control.wait_for_reply("incident", ts, lambda m: m["text"].startswith("Restarted"), timeout=30)
+    assert "api.service: active (running)" in answer["text"] and "main PID 2314" not in answer["text"]
+    journal = demo.directory / "host" / "run" / "systemd" / "journal.log"
+    assert "restart api.service (simulated by the chatops demo)" in journal.read_text()
+
     demo.process.send_signal(signal.SIGINT)
     assert demo.process.wait(timeout=30) == 0
     assert "chatops demo: stopped" in demo.text()
