@@ -9,6 +9,9 @@
   is remembered in Redis per workspace for a day and the status is skipped silently meanwhile.
 * Answers are converted to Slack mrkdwn and split below Slack's limits. Every call goes through
   the retrying ``WebClient`` (429 ``Retry-After``, 5xx, connection errors).
+* A message Slack refuses for its form is not lost: blocks refused as ``invalid_blocks`` are sent
+  again as the card's one-line header and its buttons (then as text alone), and a text refused as
+  ``msg_too_long`` is sent again in halves.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from slack_sdk import WebClient
@@ -29,6 +33,7 @@ from agent.types import Message, RunStatus
 from bot.approvals import Approval
 from bot.presenter import CardView, RunRef, StopNotice
 from bot.slack import render
+from bot.slack.mrkdwn import split_mrkdwn
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +42,20 @@ STATUS_REFRESH_SECONDS = 60.0  # Slack clears a status after two minutes without
 NO_STATUS_SECONDS = 24 * 3600
 EYES = "eyes"
 _IGNORED_REACTION_ERRORS = frozenset({"already_reacted"})
+_BLOCK_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
+TOO_LONG = "msg_too_long"
+MIN_SPLIT = 200  # a text refused as too long is halved down to pieces of about this size
+
+
+def slack_error(error: SlackApiError) -> str | None:
+    """Slack's error code (``invalid_blocks``, ``ratelimited``, ...) of a failed call."""
+    response = error.response
+    return str(response.get("error")) if response is not None and response.get("error") else None
+
+
+def plainer_blocks(blocks: list[render.Block]) -> list[render.Block]:
+    """A card's first block (its one-line header) and its buttons: what must survive a refusal."""
+    return [blocks[0], *(block for block in blocks[1:] if block.get("type") == "actions")] if blocks else []
 
 
 @dataclass
@@ -76,11 +95,10 @@ class SlackPresenter:
     # -- the run card -------------------------------------------------------------------------
 
     def post_run_card(self, run: RunRef, card: CardView) -> str | None:
-        response = self._client.chat_postMessage(
-            channel=run.channel,
-            thread_ts=run.thread_ts,
-            text=render.card_text(run.run_id, run.requester, card),
-            blocks=render.card_blocks(run.run_id, run.requester, card),
+        response = self._post_blocks(
+            run,
+            render.card_text(run.run_id, run.requester, card),
+            render.card_blocks(run.run_id, run.requester, card),
         )
         with self._lock:
             self._cards.setdefault(run.run_id, _CardState()).last_sent = self._clock()
@@ -144,49 +162,42 @@ class SlackPresenter:
         with state.send_lock:
             if state.closed and state.latest is not None and state.latest[1] is not card:
                 return  # a final state superseded this one while it waited for the lock
-            self._client.chat_update(
-                channel=run.channel,
-                ts=run.card_ts,
-                text=render.card_text(run.run_id, run.requester, card),
-                blocks=render.card_blocks(run.run_id, run.requester, card),
+            self._update_blocks(
+                run.channel,
+                run.card_ts,
+                render.card_text(run.run_id, run.requester, card),
+                render.card_blocks(run.run_id, run.requester, card),
             )
             state.last_sent = self._clock()
 
     # -- approvals ----------------------------------------------------------------------------
 
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
-        response = self._client.chat_postMessage(
-            channel=run.channel,
-            thread_ts=run.thread_ts,
-            text=render.approval_text(approval),
-            blocks=render.approval_blocks(approval),
-        )
+        response = self._post_blocks(run, render.approval_text(approval), render.approval_blocks(approval))
         ts = response.get("ts")
         return str(ts) if ts else None
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         if not approval.card_ts:
             return
-        self._client.chat_update(
-            channel=approval.card_channel or run.channel,
-            ts=approval.card_ts,
-            text=render.approval_text(approval),
-            blocks=render.approval_blocks(approval),
+        self._update_blocks(
+            approval.card_channel or run.channel,
+            approval.card_ts,
+            render.approval_text(approval),
+            render.approval_blocks(approval),
         )
 
     # -- answers and notices --------------------------------------------------------------------
 
     def post_answer(self, run: RunRef, text: str) -> None:
         for chunk in render.answer_chunks(text):
-            self._client.chat_postMessage(channel=run.channel, thread_ts=run.thread_ts, text=chunk)
+            self._post_text(run, chunk)
 
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
         with self._lock:
             card = self._last_card.pop(run.run_id, None)
         last = render.step_line(card.steps[-1]) if card and card.steps else None
-        self._client.chat_postMessage(
-            channel=run.channel, thread_ts=run.thread_ts, text=render.stop_notice_text(notice, last)
-        )
+        self._post_text(run, render.stop_notice_text(notice, last))
 
     def acknowledge(self, run: RunRef, message: Message) -> None:
         """:eyes: on the reply. The web process already reacted when it stored the reply; this
@@ -194,6 +205,46 @@ class SlackPresenter:
         ts = message.meta.get("ts")
         if ts:
             add_reaction(self._client, run.channel, str(ts), EYES)
+
+    # -- posting, with fallbacks for messages Slack refuses for their form ----------------------
+
+    def _post_blocks(self, run: RunRef, text: str, blocks: list[render.Block]) -> Any:
+        attempts = [blocks, plainer_blocks(blocks), None]
+        for index, attempt in enumerate(attempts):
+            try:
+                return self._client.chat_postMessage(
+                    channel=run.channel, thread_ts=run.thread_ts, text=text, blocks=attempt
+                )
+            except SlackApiError as error:
+                if slack_error(error) not in _BLOCK_ERRORS or index == len(attempts) - 1:
+                    raise
+                log.warning(
+                    "run %s: Slack refused the blocks (%s); posting a plainer card", run.run_id, error
+                )
+        raise AssertionError("unreachable")
+
+    def _update_blocks(self, channel: str, ts: str, text: str, blocks: list[render.Block]) -> None:
+        attempts = [blocks, plainer_blocks(blocks), []]
+        for index, attempt in enumerate(attempts):
+            try:
+                self._client.chat_update(channel=channel, ts=ts, text=text, blocks=attempt)
+                return
+            except SlackApiError as error:
+                if slack_error(error) not in _BLOCK_ERRORS or index == len(attempts) - 1:
+                    raise
+                log.warning("message %s: Slack refused the blocks (%s); updating it plainer", ts, error)
+
+    def _post_text(self, run: RunRef, text: str) -> None:
+        try:
+            self._client.chat_postMessage(channel=run.channel, thread_ts=run.thread_ts, text=text)
+        except SlackApiError as error:
+            if slack_error(error) != TOO_LONG or len(text) < 2 * MIN_SPLIT:
+                raise
+            log.warning(
+                "run %s: Slack found %d characters too long; posting them in halves", run.run_id, len(text)
+            )
+            for part in split_mrkdwn(text, max(MIN_SPLIT, len(text) // 2 + 1)):
+                self._post_text(run, part)
 
     # -- "is working…" ------------------------------------------------------------------------
 
