@@ -224,9 +224,14 @@ class DemoProcess:
         return wait_for(probe, timeout, f"{pattern!r} in the demo's output")
 
     def close(self) -> None:
+        """Ctrl-C if still running (a failed test), so the demo's children and Redis go too."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 @pytest.fixture
