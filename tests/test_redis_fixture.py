@@ -1,6 +1,7 @@
-import os
 import tempfile
+import time
 
+import psutil
 import redis
 
 from emulator.embedded_redis import ensure_redis, redis_answers
@@ -11,16 +12,19 @@ def test_falls_back_to_an_embedded_real_redis_when_nothing_answers() -> None:
     try:
         assert server.embedded is not None
         assert server.url.startswith("unix://")
+        pid = server.embedded.pid
         client = redis.Redis.from_url(server.url)
         client.set("k", "v")
         assert client.get("k") == b"v"
         assert "redis_version" in client.info()
+        client.close()
     finally:
+        started = time.monotonic()
         server.stop()
+    assert time.monotonic() - started < 2 and not psutil.pid_exists(pid)
 
 
 def test_uses_the_given_url_when_it_answers(redis_url: str) -> None:
     assert redis_answers(redis_url)
     server = ensure_redis(redis_url)
     assert server.url == redis_url and server.embedded is None
-    assert os.environ.get("NO_SUCH_VAR") is None
