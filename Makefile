@@ -54,3 +54,23 @@ typecheck: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo
+
+# -- benchmarks (never part of `make test`) ------------------------------------------------------
+BENCH_VENV  ?= bench/.venv
+BENCH_BIN   := $(BENCH_VENV)/bin
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+$(BENCH_STAMP): pyproject.toml bench/requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_BIN)/pip install --quiet --upgrade pip
+	$(BENCH_BIN)/pip install --quiet -e . -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+## Run every benchmark (~15 min; peers in bench/.venv) and regenerate docs/BENCHMARKS.md and docs/bench/*.png.
+bench: $(BENCH_STAMP)
+	$(BENCH_BIN)/python -m bench.loop_overhead
+	$(BENCH_BIN)/python -m bench.ingress
+	$(BENCH_BIN)/python -m bench.approvals
+	$(BENCH_BIN)/python -m bench.e2e
+	$(BENCH_BIN)/python -m bench.scaleout
+	$(BENCH_BIN)/python -m bench.report

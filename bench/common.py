@@ -1,0 +1,364 @@
+"""What every benchmark shares: options, the machine's load, statistics, tables, results, Redis, processes.
+
+Each benchmark is a module with ``main(argv) -> int``; ``python -m bench.<name> [--quick] [--out DIR]``
+prints its figures (with the load average next to them) and writes ``<out>/<name>.json``, which
+``bench.report`` turns into ``docs/BENCHMARKS.md``. ``--quick`` is the smoke-test size: it checks
+the script still works, its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = ROOT / "bench" / "results"
+PLOTS_DIR = ROOT / "docs" / "bench"
+QUIET_LOAD = 0.5  # a 1-minute load average below this counts as a quiet machine
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+# -- options -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    quick: bool
+    out: Path
+    plots: Path | None  # where PNGs go (None: no plots)
+    settle: float  # seconds to wait, at most, for a quiet machine before measuring
+
+
+def parse_options(description: str, argv: Sequence[str] | None = None) -> tuple[Options, argparse.Namespace]:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--quick", action="store_true", help="minimal sizes (smoke test; figures mean nothing)"
+    )
+    parser.add_argument("--out", type=Path, help=f"where the JSON result goes (default {RESULTS_DIR})")
+    parser.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=float(os.environ.get("BENCH_SETTLE", "20")),
+        help="wait up to this many seconds for the 1-minute load average to drop below 0.5 (BENCH_SETTLE)",
+    )
+    args = parser.parse_args(argv)
+    out = args.out or RESULTS_DIR
+    plots = None if args.no_plots or args.quick else PLOTS_DIR
+    options = Options(args.quick, out, plots, 0.0 if args.quick else args.settle)
+    return options, args
+
+
+# -- the machine -------------------------------------------------------------------------------------
+
+
+def load_average() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def load_text(load: Sequence[float] | None = None) -> str:
+    one, five, fifteen = load or load_average()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
+
+
+def settle(seconds: float) -> tuple[float, float, float]:
+    """Wait (up to ``seconds``) for a quiet machine; return the load average measuring starts at."""
+    deadline = time.monotonic() + seconds
+    while load_average()[0] >= QUIET_LOAD and time.monotonic() < deadline:
+        time.sleep(2)
+    load = load_average()
+    print(f"# {load_text(load)}{'' if load[0] < QUIET_LOAD else '  (busy machine: figures are pessimistic)'}")
+    return load
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": _git_commit(),
+    }
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# -- statistics and tables -----------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) by linear interpolation; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A Markdown table (also readable as plain text)."""
+    cells = [[str(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "-"
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+# -- results -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """One benchmark's figures: tables (Markdown), target verdicts, notes, raw data for plots."""
+
+    name: str
+    title: str
+    quick: bool
+    load_before: Sequence[float]
+    tables: list[str] = field(default_factory=list)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    plots: list[str] = field(default_factory=list)
+
+    def add_table(self, caption: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        text = f"{caption}\n\n{table(headers, rows)}" if caption else table(headers, rows)
+        self.tables.append(text)
+        print(f"\n{text}\n")
+
+    def target(self, what: str, figure: str, met: bool) -> None:
+        self.targets.append({"target": what, "figure": figure, "met": met})
+        print(f"target {'MET ' if met else 'MISSED'}: {what}: {figure}")
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"note: {text}")
+
+    def save(self, options: Options) -> Path:
+        load_after = load_average()
+        print(f"# after: {load_text(load_after)}")
+        options.out.mkdir(parents=True, exist_ok=True)
+        path = options.out / f"{self.name}.json"
+        payload = {
+            "name": self.name,
+            "title": self.title,
+            "quick": self.quick,
+            "finished_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            "machine": machine(),
+            "load_before": list(self.load_before),
+            "load_after": list(load_after),
+            "tables": self.tables,
+            "targets": self.targets,
+            "notes": self.notes,
+            "plots": self.plots,
+            "data": self.data,
+        }
+        path.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+        print(f"# wrote {path}")
+        return path
+
+
+def save_plot(options: Options, name: str, draw: Callable[[Any], None], result: Result) -> None:
+    """Draw with matplotlib (when installed and plots are wanted) into ``docs/bench/<name>.png``."""
+    if options.plots is None:
+        return
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("# matplotlib is not installed: no plot")
+        return
+    figure, axes = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    draw(axes)
+    figure.tight_layout()
+    options.plots.mkdir(parents=True, exist_ok=True)
+    path = options.plots / f"{name}.png"
+    figure.savefig(path)
+    plt.close(figure)
+    result.plots.append(f"bench/{name}.png")
+    print(f"# wrote {path}")
+
+
+# -- Redis ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchRedis:
+    url: str
+    prefix: str
+    client: redis.Redis
+
+    def cleanup(self, *patterns: str) -> None:
+        """Delete every key under our prefix (and any extra ``patterns``, e.g. RQ's queue keys)."""
+        for pattern in (f"{self.prefix}*", *patterns):
+            batch: list[bytes] = []
+            for key in self.client.scan_iter(match=pattern, count=2000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    self.client.delete(*batch)
+                    batch = []
+            if batch:
+                self.client.delete(*batch)
+
+
+@contextlib.contextmanager
+def bench_redis(name: str) -> Iterator[BenchRedis]:
+    """The Redis at ``REDIS_URL`` (or 127.0.0.1:6379), else an embedded one; keys under a unique prefix."""
+    from emulator.embedded_redis import ensure_redis
+
+    server = ensure_redis()
+    client = redis.Redis.from_url(server.url)
+    bench = BenchRedis(server.url, f"bench:{name}:{uuid.uuid4().hex[:8]}:", client)
+    try:
+        yield bench
+    finally:
+        with contextlib.suppress(redis.RedisError):
+            bench.cleanup()
+        client.close()
+        server.stop()
+
+
+# -- processes -----------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def chatops_command() -> list[str]:
+    """``chatops`` of this interpreter's environment (``python -m bot.cli`` works the same)."""
+    return [sys.executable, "-m", "bot.cli"]
+
+
+@dataclass
+class Process:
+    """A subprocess we started, in its own process group (gunicorn and RQ fork children)."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM our process group, then SIGKILL it if it lingers (only ids we started)."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)  # leftover children (work horses) of our group
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5)
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+
+def start_process(
+    name: str, command: Sequence[str], env: dict[str, str], log_dir: Path, nice: int = 0
+) -> Process:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}.log"
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    full_env.pop("SLACK_APP_TOKEN", None)
+    with open(log, "wb") as handle:
+        popen = subprocess.Popen(
+            list(command),
+            cwd=ROOT,
+            env=full_env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+        )
+    return Process(name, popen, log)
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    try:
+        with _OPENER.open(url, timeout=timeout) as response:
+            return int(response.status)
+    except OSError:
+        return None
+
+
+def wait_until(probe: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def processes(started: list[Process]) -> Iterator[list[Process]]:
+    """Stop every process in ``started`` (in reverse order) when the block ends, printing failed logs."""
+    try:
+        yield started
+    except BaseException:
+        for process in started:
+            sys.stderr.write(f"--- {process.name} log (tail) ---\n{process.tail()}\n")
+        raise
+    finally:
+        for process in reversed(started):
+            process.stop()
+
+
+def worker_env(bench: BenchRedis, queue: str, runtime: str, **extra: str) -> dict[str, str]:
+    """The environment of ``chatops worker`` / ``chatops web`` processes of a benchmark."""
+    return {
+        "REDIS_URL": bench.url,
+        "CHATOPS_REDIS_PREFIX": bench.prefix,
+        "CHATOPS_QUEUE": queue,
+        "CHATOPS_RUNTIME": runtime,
+        "CHATOPS_RETENTION_DAYS": "1",
+        **extra,
+    }
+
+
+def rq_patterns(queue: str) -> tuple[str, ...]:
+    """RQ's keys of ``queue`` (its job hashes expire by themselves)."""
+    return (f"rq:queue:{queue}*", f"rq:wip:{queue}*", f"rq:finished:{queue}*", f"rq:failed:{queue}*",
+            f"rq:scheduled:{queue}*", f"rq:deferred:{queue}*", f"rq:canceled:{queue}*",
+            f"rq:executions:{queue}*")  # fmt: skip

@@ -1,0 +1,385 @@
+"""Slack ingress: signed ``app_mention`` events at steady rates into ``chatops web`` as deployed.
+
+``chatops web`` (its production gunicorn server, default ``WEB_WORKERS`` / ``WEB_THREADS``) with a
+real Redis, one ``chatops worker`` draining the runs (``nice`` 19: on a 2-core machine it takes
+only what the web process leaves), and the Slack emulator answering the bot's ``auth.test``.
+A lean open-loop generator (``bench.loadgen``: pre-signed requests, keep-alive, one asyncio loop)
+sends each rate for a fixed time. Afterwards every event is checked to have become exactly one
+run: its message claim names a run whose record has the event's ``ts``, no two events share a
+run, and there are exactly as many run records as events.
+
+In the same run: a bare Bolt app on the same server and Bolt options whose handler only acks
+(``bench.bare_app``), at the same rates.
+
+Targets: p99 at most 20 ms at 300 events/s (load generator on the same 2 cores), zero errors,
+p50 within 1.3x of the bare app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.keys import Keys
+from agent.redis_memory import as_text
+from bench import loadgen
+from bench.common import (
+    BenchRedis,
+    Options,
+    Process,
+    Result,
+    bench_redis,
+    chatops_command,
+    free_port,
+    http_status,
+    parse_options,
+    percentile,
+    processes,
+    rq_patterns,
+    save_plot,
+    settle,
+    start_process,
+    wait_until,
+    worker_env,
+)
+from emulator.slack import SlackEmulator, WorkspaceConfig
+
+NAME = "ingress"
+RATES = (100, 300, 500)
+SECONDS = 20.0
+QUICK_RATES = (20,)
+QUICK_SECONDS = 1.0
+SECRET = "bench-signing-secret"
+TOKEN = "xoxb-bench-token"
+CHANNEL = "C_INCIDENT"
+BOT_USER = "U_OPS"
+TARGET_RATE = 300
+TARGET_P99_MS = 20.0
+TARGET_P50_RATIO = 1.3
+
+
+@dataclass
+class Step:
+    server: str
+    rate: int
+    sent: int
+    ok: int
+    errors: int
+    latencies_ms: list[float]
+    achieved_rate: float
+    runs_ok: bool | None = None
+    runs_detail: str = ""
+
+    def p(self, q: float) -> float:
+        return percentile(self.latencies_ms, q)
+
+
+def event_requests(port: int, tag: str, count: int) -> tuple[list[bytes], list[str]]:
+    """``count`` signed ``app_mention`` deliveries (each a new thread), and their message ts."""
+    stamp = str(int(time.time()))
+    base = int(time.time()) - 10_000_000  # message ts never collide with the emulator's
+    requests, tss = [], []
+    for index in range(count):
+        ts = f"{base}.{index:06d}"
+        event = {
+            "type": "app_mention",
+            "user": "U_ALICE",
+            "text": f"<@{BOT_USER}> web-03 is out of disk, deal with it",
+            "ts": ts,
+            "channel": CHANNEL,
+            "event_ts": ts,
+        }
+        body = json.dumps(
+            {
+                "token": "unused",
+                "team_id": "T_EMULATOR",
+                "api_app_id": "A_OPS",
+                "event": event,
+                "type": "event_callback",
+                "event_id": f"Ev{tag}{index:07d}",
+                "event_time": int(stamp),
+                "authorizations": [{"team_id": "T_EMULATOR", "user_id": BOT_USER, "is_bot": True}],
+            }
+        ).encode()
+        base_string = b"v0:" + stamp.encode() + b":" + body
+        signature = "v0=" + hmac.new(SECRET.encode(), base_string, hashlib.sha256).hexdigest()
+        headers = {
+            "Content-Type": "application/json",
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": signature,
+        }
+        requests.append(loadgen.post("127.0.0.1", port, "/slack/events", body, headers))
+        tss.append(ts)
+    return requests, tss
+
+
+def send(port: int, server: str, rate: int, seconds: float, tag: str) -> tuple[Step, list[str]]:
+    requests, tss = event_requests(port, tag, int(rate * seconds))
+    started = time.monotonic()
+    outcomes = loadgen.run("127.0.0.1", port, requests, rate)
+    elapsed = time.monotonic() - started
+    ok = [o for o in outcomes if o.status == 200]
+    step = Step(
+        server=server,
+        rate=rate,
+        sent=len(requests),
+        ok=len(ok),
+        errors=len(outcomes) - len(ok),
+        latencies_ms=[o.latency * 1000 for o in outcomes],
+        achieved_rate=len(requests) / max(elapsed, 1e-9),
+    )
+    print(
+        f"{server:8s} {rate:4d}/s: sent {step.sent}, ok {step.ok}, errors {step.errors}, "
+        f"p50 {step.p(50):.2f} ms, p99 {step.p(99):.2f} ms, max {max(step.latencies_ms):.1f} ms"
+    )
+    return step, tss
+
+
+def check_runs(bench: BenchRedis, tss: Sequence[str], expected_total: int) -> tuple[bool, str]:
+    """Every event is exactly one run: its message claim names a run started by it, none shared."""
+    keys = Keys(bench.prefix)
+    client = bench.client
+    pipe = client.pipeline(transaction=False)
+    for ts in tss:
+        pipe.get(keys.seen_message(CHANNEL, ts))
+    run_ids = [as_text(v) or "" for v in pipe.execute()]
+    missing = sum(1 for r in run_ids if not r or r in ("pending", "done"))
+    pipe = client.pipeline(transaction=False)
+    for run_id in run_ids:
+        pipe.hget(keys.run(run_id or "none"), "message_ts")
+    mismatched = sum(1 for ts, got in zip(tss, pipe.execute(), strict=True) if as_text(got) != ts)
+    distinct = len(set(run_ids))
+    records = len(_run_keys(bench))
+    ok = missing == 0 and mismatched == 0 and distinct == len(tss) and records == expected_total
+    detail = (
+        f"{len(tss)} events -> {distinct} distinct runs; {missing} without a run, {mismatched} not "
+        f"matching; {records} run records in Redis for {expected_total} events so far"
+    )
+    return ok, detail
+
+
+def _port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def emulator() -> Iterator[SlackEmulator]:
+    slack = SlackEmulator(WorkspaceConfig(signing_secret=SECRET, bot_token=TOKEN)).start()
+    try:
+        yield slack
+    finally:
+        slack.close()
+
+
+def server_env(bench: BenchRedis, queue: str, slack: SlackEmulator, port: int) -> dict[str, str]:
+    return worker_env(
+        bench,
+        queue,
+        "bench.runtimes:instant_runtime",
+        SLACK_BOT_TOKEN=TOKEN,
+        SLACK_SIGNING_SECRET=SECRET,
+        SLACK_API_URL=slack.api_url,
+        PORT=str(port),
+        WEB_HOST="127.0.0.1",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options, _ = parse_options(__doc__ or NAME, argv)
+    rates = QUICK_RATES if options.quick else RATES
+    seconds = QUICK_SECONDS if options.quick else SECONDS
+    logs = Path(f"/tmp/chatops-bench-{NAME}-{uuid.uuid4().hex[:6]}")
+    steps: list[Step] = []
+    with bench_redis(NAME) as bench, emulator() as slack:
+        queue = f"bench-{NAME}-{uuid.uuid4().hex[:8]}"
+        try:
+            load = settle(options.settle)
+            result = Result(NAME, "Slack ingress", options.quick, load)
+            # The comparison first, on an idle machine: the bare Bolt app on the same server.
+            port = free_port()
+            started: list[Process] = []
+            with processes(started):
+                env = server_env(bench, queue, slack, port)
+                started.append(start_process("bare", [sys.executable, "-m", "bench.bare_app"], env, logs))
+                wait_until(lambda: _port_open(port), 30, "the bare app to listen")
+                if not options.quick:
+                    send(port, "bare", rates[0], 2.0, "warm")  # warm-up
+                for rate in rates:
+                    steps.append(send(port, "bare", rate, seconds, f"B{rate}")[0])
+                    time.sleep(1)
+            # chatops web as deployed, with a worker draining the runs.
+            port = free_port()
+            started = []
+            with processes(started):
+                env = server_env(bench, queue, slack, port)
+                started.append(start_process("web", [*chatops_command(), "web"], env, logs))
+                started.append(start_process("worker", [*chatops_command(), "worker"], env, logs, nice=19))
+                wait_until(lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200, 30, "chatops web")
+                total = 0
+                if not options.quick:
+                    _, warm_tss = send(port, "chatops", rates[0], 2.0, "warm")
+                    total += len(warm_tss)
+                for rate in rates:
+                    step, tss = send(port, "chatops", rate, seconds, f"C{rate}")
+                    total += len(tss)
+                    step.runs_ok, step.runs_detail = check_runs(bench, tss, total)
+                    print(f"  runs: {'OK' if step.runs_ok else 'WRONG'}: {step.runs_detail}")
+                    steps.append(step)
+                    time.sleep(1)
+                finished = _finished_runs(bench)
+        finally:
+            _cleanup(bench, queue)
+    _report(result, steps, rates, seconds, finished)
+    _plot(options, result, steps, rates)
+    result.save(options)
+    return 0
+
+
+def _run_keys(bench: BenchRedis) -> list[bytes]:
+    """The run records under our prefix (not their ``:messages``, ``:lease``, ... keys)."""
+    skip = len(bench.prefix)
+    return [
+        key
+        for key in bench.client.scan_iter(match=f"{bench.prefix}run:*", count=5000)
+        if key[skip:].count(b":") == 1
+    ]
+
+
+def _finished_runs(bench: BenchRedis) -> int:
+    keys = Keys(bench.prefix)
+    return int(bench.client.zcard(keys.active_runs()))
+
+
+def _cleanup(bench: BenchRedis, queue: str) -> None:
+    """RQ's job hashes are not under our prefix: delete the ones our runs enqueued, then the queue."""
+    client = bench.client
+    batch = _run_keys(bench)
+    for start in range(0, len(batch), 1000):
+        pipe = client.pipeline(transaction=False)
+        for key in batch[start : start + 1000]:
+            pipe.hget(key, "job_id")
+        jobs = [as_text(j) for j in pipe.execute() if j]
+        if jobs:
+            client.delete(*[f"rq:job:{j}" for j in jobs])
+    bench.cleanup(*rq_patterns(queue))
+
+
+def _report(result: Result, steps: list[Step], rates: Sequence[int], seconds: float, active: int) -> None:
+    bare = {s.rate: s for s in steps if s.server == "bare"}
+    ours = {s.rate: s for s in steps if s.server == "chatops"}
+    rows: list[list[object]] = []
+    for rate in rates:
+        for step in (ours[rate], bare[rate]):
+            rows.append(
+                [
+                    "chatops web" if step.server == "chatops" else "bare Bolt app",
+                    rate,
+                    f"{step.achieved_rate:.0f}",
+                    step.sent,
+                    step.errors,
+                    step.p(50),
+                    step.p(99),
+                    max(step.latencies_ms),
+                    f"{step.p(50) / bare[rate].p(50):.2f}x",
+                    "-" if step.runs_ok is None else ("yes" if step.runs_ok else "NO"),
+                ]
+            )
+    result.add_table(
+        f"Ack latency in milliseconds ({seconds:.0f} s per rate, open loop, keep-alive; "
+        "p50 ratio against the bare Bolt app at the same rate)",
+        [
+            "server",
+            "events/s",
+            "sent/s",
+            "events",
+            "errors",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "p50 / bare",
+            "one run each",
+        ],
+        rows,
+    )
+    for rate in rates:
+        result.note(f"{rate} events/s: {ours[rate].runs_detail}")
+    result.note(
+        f"runs still queued or running when the load stopped (the nice'd worker drains them later): {active}"
+    )
+    result.data = {
+        "steps": [
+            {
+                "server": s.server,
+                "rate": s.rate,
+                "p50": s.p(50),
+                "p90": s.p(90),
+                "p99": s.p(99),
+                "max": max(s.latencies_ms),
+                "errors": s.errors,
+                "sent": s.sent,
+                "runs_ok": s.runs_ok,
+            }
+            for s in steps
+        ]
+    }
+    target = ours.get(TARGET_RATE) or ours[rates[-1]]
+    errors = sum(s.errors for s in ours.values())
+    result.target(
+        f"p99 at most {TARGET_P99_MS:.0f} ms at {target.rate} events/s",
+        f"{target.p(99):.1f} ms",
+        target.p(99) <= TARGET_P99_MS,
+    )
+    result.target("zero errors (every rate)", f"{errors} errors", errors == 0)
+    ratio = target.p(50) / bare[target.rate].p(50)
+    result.target(
+        f"p50 within {TARGET_P50_RATIO}x of the bare Bolt app at {target.rate} events/s",
+        f"{target.p(50):.2f} ms vs {bare[target.rate].p(50):.2f} ms = {ratio:.2f}x",
+        ratio <= TARGET_P50_RATIO,
+    )
+    every = all(s.runs_ok for s in ours.values())
+    result.target("every event became exactly one run", "yes" if every else "NO", every)
+
+
+def _plot(options: Options, result: Result, steps: list[Step], rates: Sequence[int]) -> None:
+    def draw(axes: Any) -> None:
+        for server, color in (("chatops", "tab:blue"), ("bare", "tab:gray")):
+            chosen = [s for s in steps if s.server == server]
+            label = "chatops web" if server == "chatops" else "bare Bolt app"
+            axes.plot(
+                [s.rate for s in chosen], [s.p(50) for s in chosen], "-o", color=color, label=f"{label} p50"
+            )
+            axes.plot(
+                [s.rate for s in chosen], [s.p(99) for s in chosen], "--s", color=color, label=f"{label} p99"
+            )
+        axes.axhline(
+            TARGET_P99_MS,
+            color="red",
+            linewidth=0.8,
+            linestyle=":",
+            label=f"p99 target {TARGET_P99_MS:.0f} ms",
+        )
+        axes.set_yscale("log")
+        axes.set_xticks(list(rates))
+        axes.set_xlabel("events per second (open loop)")
+        axes.set_ylabel("ack latency (ms)")
+        axes.set_title("Slack ingress: ack latency, chatops web vs a bare Bolt app")
+        axes.legend(fontsize=7)
+        axes.grid(True, which="both", alpha=0.3)
+
+    save_plot(options, NAME, draw, result)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""A lean open-loop HTTP/1.1 load generator: pre-built requests, keep-alive connections, one asyncio loop.
+
+Request ``i`` is due at ``start + i / rate`` whatever happened to earlier ones (open loop), and its
+latency is counted from that due time to the last byte of the answer, so a slow server cannot hide
+its queueing by slowing the generator down (no coordinated omission). Idle keep-alive connections
+are reused; a new one is opened (up to ``max_connections``) when all are busy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    due: float  # seconds after the start
+    latency: float  # seconds from due time to the whole answer
+    status: int  # HTTP status, 0 for a transport error
+    error: str = ""
+
+
+class _Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    async def exchange(self, request: bytes) -> tuple[int, bool]:
+        """Send one request, read its answer; returns the status and whether to keep the connection."""
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        length = 0
+        keep = True
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "content-length":
+                length = int(value.strip())
+            elif name == "connection" and value.strip().lower() == "close":
+                keep = False
+        if length:
+            await self.reader.readexactly(length)
+        return status, keep
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def _run(
+    host: str, port: int, requests: Sequence[bytes], rate: float, max_connections: int, timeout: float
+) -> list[Outcome]:
+    idle: asyncio.LifoQueue[_Connection] = asyncio.LifoQueue()
+    opened = 0
+    outcomes: list[Outcome] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.05
+
+    async def acquire() -> _Connection:
+        nonlocal opened
+        if not idle.empty():
+            return idle.get_nowait()
+        if opened < max_connections:
+            opened += 1
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+            except OSError:
+                opened -= 1
+                raise
+            return _Connection(reader, writer)
+        return await idle.get()  # every connection is busy: wait for one
+
+    async def one(index: int, request: bytes, due: float) -> None:
+        nonlocal opened
+        connection: _Connection | None = None
+        try:
+            connection = await acquire()
+            status, keep = await asyncio.wait_for(connection.exchange(request), timeout)
+            outcomes.append(Outcome(due - start, loop.time() - due, status))
+            if keep:
+                idle.put_nowait(connection)
+            else:
+                connection.close()
+                opened -= 1
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as error:
+            outcomes.append(Outcome(due - start, loop.time() - due, 0, type(error).__name__))
+            if connection is not None:
+                connection.close()
+                opened -= 1
+
+    tasks = []
+    for index, request in enumerate(requests):
+        due = start + index / rate
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(index, request, due)))
+    await asyncio.gather(*tasks)
+    while not idle.empty():
+        idle.get_nowait().close()
+    return outcomes
+
+
+def run(
+    host: str,
+    port: int,
+    requests: Sequence[bytes],
+    rate: float,
+    *,
+    max_connections: int = 64,
+    timeout: float = 10.0,
+) -> list[Outcome]:
+    """Send ``requests`` at ``rate`` per second; one ``Outcome`` per request (in completion order)."""
+    return asyncio.run(_run(host, port, requests, rate, max_connections, timeout))
+
+
+def post(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    """One HTTP/1.1 POST request with keep-alive, as bytes."""
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,484 @@
+"""Loop overhead: what one ReAct iteration costs the runtime itself, against peer runtimes.
+
+A scripted in-process model answers K-1 requests with one call to a trivial read-only tool and
+request K with a final text; the tool returns "ok" at once. Microseconds per iteration = wall time
+of the run / K, median of 5 runs after a warm-up. Every runtime gets the same kind of model: a
+function that builds its framework's response object per request.
+
+Rows: chatops with ``RedisMemory`` (every message persisted; fenced, the lease kept alive, the run
+record created by ``RunService.submit``: as a worker runs it), chatops with ``InMemoryMemory``,
+pydantic-ai (``FunctionModel``), openai-agents (a scripted ``Model``), LangGraph (``create_agent``
+with and without ``InMemorySaver``) and a hand-written loop (the floor). Peers that are not
+installed are reported as such (``make bench`` installs them into ``bench/.venv``).
+
+Target: chatops with Redis persistence at most 250 us per iteration at K=200, and flat
+(K=200 / K=10 at most 1.3).
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import pstats
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from agent.config import RunConfig
+from agent.keys import Keys
+from agent.memory import InMemoryMemory
+from agent.redis_memory import RedisMemory
+from agent.run import Run
+from agent.tooling import ToolCategory, ToolResult
+from agent.types import Choice, Limits, Message, Request, Response, RunStatus, ToolCall, ToolDef, Usage
+from bench.common import (
+    ROOT,
+    BenchRedis,
+    Options,
+    Result,
+    bench_redis,
+    median,
+    parse_options,
+    save_plot,
+    settle,
+)
+from bot.lease import Lease
+from bot.runs import RunOptions, RunService
+
+NAME = "loop_overhead"
+SIZES = (10, 50, 200)
+QUICK_SIZES = (3, 5)
+RUNS = 5
+TARGET_US = 250.0
+TARGET_FLAT = 1.3
+CHATOPS_REDIS = "chatops (Redis memory, fenced)"
+CHATOPS_MEMORY = "chatops (in-memory memory)"
+
+Runner = Callable[[int], float]  # K -> seconds for one whole run
+
+
+# -- chatops ------------------------------------------------------------------------------------------
+
+
+class EchoTool:
+    """A trivial read-only tool."""
+
+    definition = ToolDef(
+        name="echo",
+        description="Echo the number.",
+        parameters={"type": "object", "properties": {"i": {"type": "integer"}}, "required": ["i"]},
+    )
+    category = ToolCategory.READ_ONLY
+    parallel = False
+    timeout = 30.0
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        return ToolResult("ok")
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        return None
+
+
+class ScriptedModel:
+    """``agent.chat.ChatModel``: a call to ``echo`` for requests 1..K-1, the answer on request K."""
+
+    model = "scripted"
+
+    def __init__(self, k: int) -> None:
+        self._k = k
+        self._n = 0
+
+    def complete(self, request: Request) -> Response:
+        self._n += 1
+        if self._n < self._k:
+            call = ToolCall(id=f"call_{self._n}", name="echo", arguments=json.dumps({"i": self._n}))
+            message, finish = Message(role="assistant", tool_calls=[call]), "tool_calls"
+        else:
+            message, finish = Message(role="assistant", content="done"), "stop"
+        return Response(
+            model=self.model,
+            choices=[Choice(message=message, finish_reason=finish)],
+            usage=Usage(prompt_tokens=10, completion_tokens=5),
+        )
+
+    def stream(self, request: Request) -> Iterator[Any]:
+        raise NotImplementedError
+
+
+def _chatops_config(k: int, memory: Any) -> RunConfig:
+    return RunConfig(
+        models=[ScriptedModel(k)],
+        memory=memory,
+        tools=[EchoTool()],
+        limits=Limits(max_iterations=k + 1, deadline_seconds=3600),
+    )
+
+
+def chatops_memory() -> Runner:
+    def run(k: int) -> float:
+        config = _chatops_config(k, InMemoryMemory([Message.user("check web-03")]))
+        started = time.perf_counter()
+        result = Run(config).execute()
+        elapsed = time.perf_counter() - started
+        assert result.status is RunStatus.COMPLETED and result.iterations == k, result
+        return elapsed
+
+    return run
+
+
+def chatops_redis(bench: BenchRedis, profile: dict[str, str] | None = None) -> Runner:
+    """As a worker runs it: record by ``submit``, lease with keep-alive, fenced ``RedisMemory``."""
+    keys = Keys(bench.prefix)
+    options = RunOptions(queue_name=f"{bench.prefix}unused")
+    service = RunService(bench.client, keys, options)
+    service.enqueue = lambda *a, **k: None  # type: ignore[assignment,method-assign]  # nobody works this queue
+
+    def run(k: int) -> float:
+        submission = service.submit(
+            "C_BENCH", f"{uuid.uuid4().int % 10**9}.000100", requester="U1", text="go"
+        )
+        lease = Lease.acquire(bench.client, keys, submission.run_id, options.lease_ttl_seconds, "bench")
+        assert lease is not None
+        memory = RedisMemory(
+            bench.client,
+            keys,
+            submission.run_id,
+            fence=lease.token,
+            retention_seconds=options.retention_seconds,
+            lease_ttl_seconds=options.lease_ttl_seconds,
+        )
+        config = _chatops_config(k, memory)
+        with lease.keep_alive():
+            profiler = cProfile.Profile() if profile is not None else None
+            started = time.perf_counter()
+            if profiler is not None:
+                profiler.enable()
+            result = Run(config).execute()
+            if profiler is not None:
+                profiler.disable()
+            elapsed = time.perf_counter() - started
+        assert result.status is RunStatus.COMPLETED and result.iterations == k, result
+        assert bench.client.llen(keys.messages(submission.run_id)) == 2 * k + 1  # every message stored
+        if profiler is not None and profile is not None:
+            profile["text"] = _profile_text(profiler)
+        return elapsed
+
+    return run
+
+
+def _profile_text(profiler: cProfile.Profile, lines: int = 22) -> str:
+    stream = io.StringIO()
+    stats = pstats.Stats(profiler, stream=stream)
+    stats.sort_stats("tottime").print_stats(lines)
+    text = stream.getvalue()
+    start = text.find("   ncalls")
+    text = re.sub(r"\S*/site-packages/", "", text[max(start, 0) :])
+    text = re.sub(r"\S*/lib/python3\.\d+/", "", text).replace(f"{ROOT}/", "")
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
+
+
+# -- peers --------------------------------------------------------------------------------------------
+
+
+def pydantic_ai() -> Runner:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import UsageLimits
+
+    def run(k: int) -> float:
+        count = 0
+
+        def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            nonlocal count
+            count += 1
+            if count < k:
+                return ModelResponse(parts=[ToolCallPart("echo", {"i": count}, f"call_{count}")])
+            return ModelResponse(parts=[TextPart("done")])
+
+        agent = Agent(FunctionModel(answer))
+
+        @agent.tool_plain
+        def echo(i: int) -> str:
+            """Echo the number."""
+            return "ok"
+
+        started = time.perf_counter()
+        result = agent.run_sync("check web-03", usage_limits=UsageLimits(request_limit=None))
+        elapsed = time.perf_counter() - started
+        assert result.output == "done" and count == k
+        return elapsed
+
+    return run
+
+
+def openai_agents() -> Runner:
+    from agents import Agent, Runner, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage as AgentsUsage
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    set_tracing_disabled(True)
+
+    class Scripted(Model):  # type: ignore[misc]
+        def __init__(self, k: int) -> None:
+            self.k = k
+            self.count = 0
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            self.count += 1
+            output: list[Any]
+            if self.count < self.k:
+                output = [
+                    ResponseFunctionToolCall(
+                        type="function_call",
+                        id=f"fc_{self.count}",
+                        call_id=f"call_{self.count}",
+                        name="echo",
+                        arguments=json.dumps({"i": self.count}),
+                        status="completed",
+                    )
+                ]
+            else:
+                text = ResponseOutputText(type="output_text", text="done", annotations=[])
+                output = [
+                    ResponseOutputMessage(
+                        id="msg", type="message", role="assistant", status="completed", content=[text]
+                    )
+                ]
+            return ModelResponse(output=output, usage=AgentsUsage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    @function_tool
+    def echo(i: int) -> str:
+        """Echo the number."""
+        return "ok"
+
+    def run(k: int) -> float:
+        model = Scripted(k)
+        agent = Agent(name="ops", model=model, tools=[echo])
+        started = time.perf_counter()
+        result = Runner.run_sync(agent, "check web-03", max_turns=k + 1)
+        elapsed = time.perf_counter() - started
+        assert result.final_output == "done" and model.count == k
+        return elapsed
+
+    return run
+
+
+def langgraph(checkpointer: bool) -> Runner:
+    from langchain.agents import create_agent
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class Scripted(BaseChatModel):  # type: ignore[misc]
+        k: int
+        count: int = 0
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
+            return self
+
+        def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:  # fmt: skip
+            self.count += 1
+            if self.count < self.k:
+                call = {
+                    "name": "echo",
+                    "args": {"i": self.count},
+                    "id": f"call_{self.count}",
+                    "type": "tool_call",
+                }
+                message = AIMessage(content="", tool_calls=[call])
+            else:
+                message = AIMessage(content="done")
+            return ChatResult(generations=[ChatGeneration(message=message)])
+
+    @tool
+    def echo(i: int) -> str:
+        """Echo the number."""
+        return "ok"
+
+    def run(k: int) -> float:
+        model = Scripted(k=k)
+        agent = create_agent(model, [echo], checkpointer=InMemorySaver() if checkpointer else None)
+        config: dict[str, Any] = {"recursion_limit": 2 * k + 10}
+        if checkpointer:
+            config["configurable"] = {"thread_id": uuid.uuid4().hex}
+        started = time.perf_counter()
+        state = agent.invoke({"messages": [{"role": "user", "content": "check web-03"}]}, config)
+        elapsed = time.perf_counter() - started
+        assert state["messages"][-1].content == "done" and model.count == k
+        return elapsed
+
+    return run
+
+
+def hand_written() -> Runner:
+    """The floor: a 20-line loop with dicts, a function model and a tool table."""
+
+    def run(k: int) -> float:
+        count = 0
+
+        def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
+            nonlocal count
+            count += 1
+            if count < k:
+                call = {"id": f"call_{count}", "name": "echo", "arguments": json.dumps({"i": count})}
+                return {"role": "assistant", "tool_calls": [call]}
+            return {"role": "assistant", "content": "done"}
+
+        tools: dict[str, Callable[..., str]] = {"echo": lambda i: "ok"}
+        started = time.perf_counter()
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "check web-03"}]
+        while True:
+            reply = model(messages)
+            messages.append(reply)
+            if not reply.get("tool_calls"):
+                break
+            for call in reply["tool_calls"]:
+                output = tools[call["name"]](**json.loads(call["arguments"]))
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+        elapsed = time.perf_counter() - started
+        assert messages[-1]["content"] == "done" and count == k
+        return elapsed
+
+    return run
+
+
+# -- measuring ----------------------------------------------------------------------------------------
+
+
+def measure(runner: Runner, sizes: Sequence[int], runs: int) -> dict[int, float]:
+    """Median microseconds per iteration for each K (one warm-up run first)."""
+    figures = {}
+    for k in sizes:
+        runner(k)
+        figures[k] = median([runner(k) / k * 1e6 for _ in range(runs)])
+    return figures
+
+
+def _rows(bench: BenchRedis) -> list[tuple[str, Callable[[], Runner]]]:
+    return [
+        (CHATOPS_REDIS, lambda: chatops_redis(bench)),
+        (CHATOPS_MEMORY, chatops_memory),
+        ("pydantic-ai (FunctionModel)", pydantic_ai),
+        ("openai-agents (scripted Model)", openai_agents),
+        ("LangGraph create_agent", lambda: langgraph(False)),
+        ("LangGraph create_agent + InMemorySaver", lambda: langgraph(True)),
+        ("hand-written loop (floor)", hand_written),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options, _ = parse_options(__doc__ or NAME, argv)
+    sizes = QUICK_SIZES if options.quick else SIZES
+    runs = 1 if options.quick else RUNS
+    load = settle(options.settle)
+    result = Result(NAME, "Loop overhead against peer runtimes", options.quick, load)
+    figures: dict[str, dict[int, float]] = {}
+    missing: dict[str, str] = {}
+    with bench_redis(NAME) as bench:
+        for label, build in _rows(bench):
+            try:
+                runner = build()
+            except ImportError as error:
+                missing[label] = f"not installed ({error.name})"
+                print(f"{label}: {missing[label]}")
+                continue
+            figures[label] = measure(runner, sizes, runs)
+            print(f"{label}: " + ", ".join(f"K={k}: {us:,.1f} us/iter" for k, us in figures[label].items()))
+        profile: dict[str, str] = {}
+        chatops_redis(bench, profile)(sizes[-1])
+    _report(result, figures, missing, sizes, profile.get("text", ""))
+    _plot(options, result, figures, sizes)
+    result.save(options)
+    return 0
+
+
+def _report(
+    result: Result,
+    figures: dict[str, dict[int, float]],
+    missing: dict[str, str],
+    sizes: Sequence[int],
+    profile: str,
+) -> None:
+    big, small = sizes[-1], sizes[0]
+    ours = figures[CHATOPS_REDIS]
+    headers = [
+        "runtime",
+        *[f"K={k} (us/iter)" for k in sizes],
+        f"K={big}/K={small}",
+        f"x chatops Redis at K={big}",
+    ]
+    rows: list[list[object]] = []
+    for label, values in figures.items():
+        rows.append(
+            [
+                label,
+                *[values[k] for k in sizes],
+                f"{values[big] / values[small]:.2f}",
+                f"{values[big] / ours[big]:.2f}x",
+            ]
+        )
+    for label, why in missing.items():
+        rows.append([label, *["-" for _ in sizes], "-", why])
+    result.add_table(
+        f"Microseconds per iteration (median of {RUNS} runs after a warm-up; lower is better). "
+        f"Last column: the row's time per iteration over chatops with Redis memory, same run.",
+        headers,
+        rows,
+    )
+    result.data = {
+        "sizes": list(sizes),
+        "figures": {k: {str(n): v for n, v in f.items()} for k, f in figures.items()},
+    }
+    result.data["missing"] = missing
+    flat = ours[big] / ours[small]
+    result.target(
+        f"chatops with Redis persistence at most {TARGET_US:.0f} us/iteration at K={big}",
+        f"{ours[big]:,.0f} us",
+        ours[big] <= TARGET_US,
+    )
+    result.target(f"flat: K={big} / K={small} at most {TARGET_FLAT}", f"{flat:.2f}", flat <= TARGET_FLAT)
+    if profile:
+        result.data["profile"] = profile
+        result.note(
+            f"cProfile of one chatops run with Redis memory at K={big}, top functions by own time:\n\n"
+            f"```\n{profile}\n```"
+        )
+
+
+def _plot(
+    options: Options, result: Result, figures: dict[str, dict[int, float]], sizes: Sequence[int]
+) -> None:
+    def draw(axes: Any) -> None:
+        for label, values in figures.items():
+            style = "-o" if label.startswith("chatops") else "--."
+            axes.plot(list(sizes), [values[k] for k in sizes], style, label=label)
+        axes.axhline(TARGET_US, color="red", linewidth=0.8, linestyle=":", label=f"target {TARGET_US:.0f} us")
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xticks(list(sizes), [str(k) for k in sizes])
+        axes.set_xlabel("iterations per run (K)")
+        axes.set_ylabel("microseconds per iteration")
+        axes.set_title("Loop overhead per iteration (scripted model, trivial tool)")
+        axes.legend(fontsize=7)
+        axes.grid(True, which="both", alpha=0.3)
+
+    save_plot(options, NAME, draw, result)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
