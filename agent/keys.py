@@ -18,6 +18,7 @@ Shared:
 * ``{p}runs:active``         sorted set: ids of runs not yet finished, scored by creation time
 * ``{p}audit``               stream: the audit log
 * ``{p}seen:...``            strings: dedupe claims (Slack event ids, message timestamps)
+* ``{p}metrics:{name}``      hash: one metric's values by labels (and buckets), from all processes
 * ``{p}slack:{kind}:...``    the Slack layer's caches and flags
 
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
@@ -100,6 +101,10 @@ class Keys:
 
     def seen_message(self, channel: str, ts: str) -> str:
         return f"{self.prefix}seen:message:{_part(channel, 'channel')}:{_part(ts, 'message ts')}"
+
+    def metrics(self, name: str) -> str:
+        """One Prometheus metric's values, pushed by every process (``bot/metrics.py``)."""
+        return f"{self.prefix}metrics:{_part(name, 'metric name')}"
 
     def slack(self, kind: str, *parts: str) -> str:
         """Caches and flags of the Slack layer (``identity``, ``no_status:{team}``, ...)."""

@@ -141,7 +141,7 @@ SPECS = (
 
 def metric_key(keys: Keys, spec: Spec) -> str:
     """The Redis hash of one metric (next to the rest of the deployment's keys)."""
-    return f"{keys.prefix}metrics:{spec.name}"
+    return keys.metrics(spec.name)
 
 
 def _labels(spec: Spec, labels: dict[str, str]) -> str:
