@@ -1,12 +1,15 @@
 """The Bolt ``App``: listeners for mentions, thread replies, button clicks and the decline modal.
 
-Each listener has two halves (Bolt's lazy listeners):
+Each listener has two halves:
 
 * the ack half runs before the HTTP answer (``process_before_response=True``). For events it
   stores what must not be lost (Redis only, milliseconds) and an exception there becomes a 500
   that Slack retries. For clicks it only acknowledges: Slack wants an answer within 3 seconds.
-* the lazy half runs afterwards on Bolt's thread pool and makes the Slack calls: reactions,
+* the other half runs afterwards on a thread pool and makes the Slack calls: reactions,
   notices, card updates, ephemeral messages, the modal, and for clicks the decision itself.
+  Clicks use Bolt's lazy listeners; events hand only the outcomes that need Slack calls (an
+  injected reply, a refused channel) to a pool of their own, since Bolt copies every request
+  for a lazy listener and almost every event needs nothing more.
 
 Bolt's own ``auth.test`` at construction is avoided with an ``authorize`` function (see
 ``bot.slack.identity``), so the app starts while Slack is unreachable.
@@ -34,7 +37,8 @@ from bot.slack.runtime import WebRuntime
 
 log = logging.getLogger(__name__)
 
-OUTCOME = "chatops_outcome"
+# Outcomes with Slack calls to make after the answer.
+FOLLOW_UP_KINDS = frozenset({"injected", "refused_channel"})
 LAZY_THREADS = 16
 
 
@@ -91,29 +95,41 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False) -> App:
 
 def _register_events(app: App, runtime: WebRuntime) -> None:
     handler = EventHandler(runtime)
+    # Not Bolt's lazy listeners: those copy every request and start a thread even when there is
+    # nothing to do after the answer, which is the case for almost every event (a started run, a
+    # duplicate, a bot's own message). Only an outcome with Slack calls to make is handed over.
+    follow_ups = ThreadPoolExecutor(LAZY_THREADS, thread_name_prefix="chatops-follow-up")
+
+    def answer(outcome: Outcome, ack: Ack) -> BoltResponse | None:
+        response = _answer(outcome, ack)
+        if response is None and outcome.kind in FOLLOW_UP_KINDS:
+            follow_ups.submit(_follow_up_logged, runtime, outcome)
+        return response
 
     def store_mention(body: dict[str, Any], context: BoltContext, ack: Ack) -> BoltResponse | None:
-        return _answer(handler.mention(body, context.bot_user_id), context, ack)
+        return answer(handler.mention(body, context.bot_user_id), ack)
 
     def store_reply(body: dict[str, Any], context: BoltContext, ack: Ack) -> BoltResponse | None:
-        return _answer(handler.reply(body, context.bot_user_id), context, ack)
+        return answer(handler.reply(body, context.bot_user_id), ack)
 
-    def follow_up(context: BoltContext) -> None:
-        outcome = Outcome.from_context(context.get(OUTCOME))
-        _follow_up(runtime, outcome)
-
-    app.event("app_mention")(ack=store_mention, lazy=[follow_up])
-    app.event("message")(ack=store_reply, lazy=[follow_up])
+    app.event("app_mention")(store_mention)
+    app.event("message")(store_reply)
 
 
-def _answer(outcome: Outcome, context: BoltContext, ack: Ack) -> BoltResponse | None:
+def _answer(outcome: Outcome, ack: Ack) -> BoltResponse | None:
     """200 once stored (or deliberately ignored); 503 while another request is still storing the
     same event, so Slack retries it later rather than being told it is done."""
-    context[OUTCOME] = outcome.to_context()
     if outcome.kind == "in_progress":
         return BoltResponse(status=503, body="this event is being stored; retry later")
     ack()
     return None
+
+
+def _follow_up_logged(runtime: WebRuntime, outcome: Outcome) -> None:
+    try:
+        _follow_up(runtime, outcome)
+    except Exception:
+        log.exception("follow-up of %s in %s failed", outcome.kind, outcome.channel)
 
 
 def _follow_up(runtime: WebRuntime, outcome: Outcome) -> None:

@@ -1,7 +1,7 @@
 """Mentions and thread replies: what the web process stores before it answers Slack.
 
 Everything here runs on the ack path and touches Redis only (milliseconds). What it decides is
-an ``Outcome`` that the lazy half of the listener acts on with Slack calls (reactions, notices).
+an ``Outcome`` that the follow-up half of the listener acts on with Slack calls (reactions, notices).
 If Redis fails the exception propagates, Bolt answers 500 and Slack retries: a 200 is only
 ever sent for an event that is stored (or deliberately ignored).
 
@@ -38,7 +38,7 @@ CARRY_CHARS = 6000
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the ack half decided; the lazy half reads it from the Bolt context (a plain dict)."""
+    """What the ack half decided; the follow-up half acts on it after the answer."""
 
     kind: str  # started | injected | duplicate | in_progress | ignored | refused_channel
     channel: str = ""
