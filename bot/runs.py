@@ -187,6 +187,7 @@ class RunService:
             text=text,
             created_at=self.clock(),
             message_ts=message_ts,
+            job_id=str(uuid.uuid4()),  # the start job's id, stored with the record (no second write)
         )
         first = Message.user(text, slack_user=requester, ts=message_ts or thread_ts)
         fields = [item for k, v in record.model_dump(mode="json").items() for item in (k, str(v))]
@@ -211,7 +212,7 @@ class RunService:
                 break
         if stored != record.run_id:
             return Submission(stored or "", created=False)
-        self.enqueue(record.run_id, first=True)
+        self.enqueue(record.run_id, first=True, job_id=record.job_id)
         return Submission(record.run_id, created=True)
 
     def _release_stale_claim(self, channel: str, thread_ts: str, run_id: str) -> bool:
@@ -284,20 +285,27 @@ class RunService:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    def enqueue(self, run_id: str, *, first: bool = False, delay: float | None = None) -> Job:
-        """Enqueue (or schedule) the job that works on the run; it is safe to enqueue one too many."""
+    def enqueue(
+        self, run_id: str, *, first: bool = False, delay: float | None = None, job_id: str | None = None
+    ) -> Job:
+        """Enqueue (or schedule) the job that works on the run; it is safe to enqueue one too many.
+
+        ``job_id``: the id the run record already names (``submit`` stores it with the record).
+        """
         options = {
             "job_timeout": self.options.job_timeout,
             "retry": self.options.retry,
             "description": f"{'start' if first else 'resume'} run {run_id}",
             "failure_ttl": self.options.retention_seconds,
+            "job_id": job_id,
         }
         function = JOB_START if first else JOB_RESUME
         if delay:
             job = self.queue.enqueue_in(timedelta(seconds=delay), function, run_id, **options)
         else:
             job = self.queue.enqueue(function, run_id, **options)
-        hset_if_exists(self.redis, self.keys.run(run_id), {"job_id": job.id})
+        if job_id is None:
+            hset_if_exists(self.redis, self.keys.run(run_id), {"job_id": job.id})
         return job
 
     def schedule_expiry(self, approval_id: str, expires_at: float) -> Job:

@@ -56,8 +56,11 @@ class Claims:
         # Slack come back rather than racing it here.
         return ClaimState.DONE if value not in (None, PENDING) else ClaimState.IN_PROGRESS
 
-    def confirm(self, key: str, value: str = "done") -> None:
-        self._redis().set(key, value, ex=self._done)
+    def confirm(
+        self, key: str, value: str = "done", *, pipeline: redis.client.Pipeline | None = None
+    ) -> None:
+        """Mark the event stored (in ``pipeline`` when given: the caller executes it)."""
+        (pipeline if pipeline is not None else self._redis()).set(key, value, ex=self._done)
 
     def release(self, key: str) -> None:
         """Best effort: when Redis is what failed, the pending TTL frees the claim instead."""

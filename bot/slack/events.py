@@ -138,12 +138,14 @@ class EventHandler:
             # The message claim must go first, or the inbox would take the message for a retry.
             self._claims.release(message_key)
             return self._inject(where, text) or IGNORED
-        self._rt.redis().set(
+        pipeline = self._rt.redis().pipeline(transaction=False)  # one round trip for both
+        pipeline.set(
             self._last_run_key(where.channel, where.thread_ts),
             submission.run_id,
             ex=self._retention_seconds(),
         )
-        self._claims.confirm(message_key, submission.run_id)
+        self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
+        pipeline.execute()
         return replace(where, kind="started", run_id=submission.run_id)
 
     def _started_by(self, run_id: str, ts: str) -> bool:
