@@ -323,9 +323,21 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
-def wait_until(probe: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> None:
+def wait_until(
+    probe: Callable[[], object],
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    watch: Sequence[Process] = (),
+) -> None:
+    """Poll ``probe`` until it is true; fail at once if a ``watch``ed process has exited."""
     deadline = time.monotonic() + timeout
     while not probe():
+        for process in watch:
+            if process.popen.poll() is not None:
+                raise RuntimeError(
+                    f"{process.name} exited ({process.popen.returncode}) while waiting for {what}"
+                )
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)

@@ -225,7 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             with processes(started):
                 started.append(start_process("web", [*chatops_command(), "web"], env, logs))
                 started.append(start_process("worker", [*chatops_command(), "worker"], env, logs))
-                wait_until(lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200, 30, "chatops web")
+                wait_until(
+                    lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200,
+                    30,
+                    "chatops web",
+                    watch=started,
+                )
                 slack.set_events_url(f"http://127.0.0.1:{port}/slack/events")
                 b = Bench(bench, SlackEmulatorClient(slack.url))
                 if not options.quick:

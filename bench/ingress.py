@@ -77,6 +77,8 @@ class Step:
     errors: int
     latencies_ms: list[float]
     achieved_rate: float
+    retried: int = 0
+    error_kinds: str = ""
     runs_ok: bool | None = None
     runs_detail: str = ""
 
@@ -137,9 +139,12 @@ def send(port: int, server: str, rate: int, seconds: float, tag: str) -> tuple[S
         errors=len(outcomes) - len(ok),
         latencies_ms=[o.latency * 1000 for o in outcomes],
         achieved_rate=len(requests) / max(elapsed, 1e-9),
+        retried=sum(1 for o in outcomes if o.retried),
+        error_kinds=", ".join(sorted({o.error or str(o.status) for o in outcomes if o.status != 200})),
     )
     print(
-        f"{server:8s} {rate:4d}/s: sent {step.sent}, ok {step.ok}, errors {step.errors}, "
+        f"{server:8s} {rate:4d}/s: sent {step.sent}, ok {step.ok}, errors {step.errors} {step.error_kinds}, "
+        f"resent on a stale keep-alive connection {step.retried}, "
         f"p50 {step.p(50):.2f} ms, p99 {step.p(99):.2f} ms, max {max(step.latencies_ms):.1f} ms"
     )
     return step, tss
@@ -213,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with processes(started):
                 env = server_env(bench, queue, slack, port)
                 started.append(start_process("bare", [sys.executable, "-m", "bench.bare_app"], env, logs))
-                wait_until(lambda: _port_open(port), 30, "the bare app to listen")
+                wait_until(lambda: _port_open(port), 30, "the bare app to listen", watch=started)
                 if not options.quick:
                     send(port, "bare", rates[0], 2.0, "warm")  # warm-up
                 for rate in rates:
@@ -226,7 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 env = server_env(bench, queue, slack, port)
                 started.append(start_process("web", [*chatops_command(), "web"], env, logs))
                 started.append(start_process("worker", [*chatops_command(), "worker"], env, logs, nice=19))
-                wait_until(lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200, 30, "chatops web")
+                wait_until(
+                    lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200,
+                    30,
+                    "chatops web",
+                    watch=started,
+                )
                 total = 0
                 if not options.quick:
                     _, warm_tss = send(port, "chatops", rates[0], 2.0, "warm")
@@ -289,6 +299,7 @@ def _report(result: Result, steps: list[Step], rates: Sequence[int], seconds: fl
                     f"{step.achieved_rate:.0f}",
                     step.sent,
                     step.errors,
+                    step.retried,
                     step.p(50),
                     step.p(99),
                     max(step.latencies_ms),

@@ -20,12 +20,14 @@ class Outcome:
     latency: float  # seconds from due time to the whole answer
     status: int  # HTTP status, 0 for a transport error
     error: str = ""
+    retried: bool = False  # sent again after a stale keep-alive connection failed
 
 
 class _Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.used = False
 
     async def exchange(self, request: bytes) -> tuple[int, bool]:
         """Send one request, read its answer; returns the status and whether to keep the connection."""
@@ -75,21 +77,33 @@ async def _run(
 
     async def one(index: int, request: bytes, due: float) -> None:
         nonlocal opened
-        connection: _Connection | None = None
-        try:
-            connection = await acquire()
-            status, keep = await asyncio.wait_for(connection.exchange(request), timeout)
-            outcomes.append(Outcome(due - start, loop.time() - due, status))
-            if keep:
-                idle.put_nowait(connection)
-            else:
-                connection.close()
-                opened -= 1
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as error:
-            outcomes.append(Outcome(due - start, loop.time() - due, 0, type(error).__name__))
-            if connection is not None:
-                connection.close()
-                opened -= 1
+        retried = False
+        while True:
+            connection: _Connection | None = None
+            reused = False
+            try:
+                connection = await acquire()
+                reused, connection.used = connection.used, True
+                status, keep = await asyncio.wait_for(connection.exchange(request), timeout)
+                outcomes.append(Outcome(due - start, loop.time() - due, status, retried=retried))
+                if keep:
+                    idle.put_nowait(connection)
+                else:
+                    connection.close()
+                    opened -= 1
+                return
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as error:
+                if connection is not None:
+                    connection.close()
+                    opened -= 1
+                stale = reused and isinstance(error, ConnectionError | asyncio.IncompleteReadError)
+                if stale and not retried:
+                    # The server closed an idle keep-alive connection as we reused it: like any HTTP
+                    # client, send again on a new one (Slack would retry the event anyway).
+                    retried = True
+                    continue
+                outcomes.append(Outcome(due - start, loop.time() - due, 0, type(error).__name__, retried))
+                return
 
     tasks = []
     for index, request in enumerate(requests):

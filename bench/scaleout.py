@@ -90,6 +90,7 @@ def measure(bench: BenchRedis, server: OpenAIServer, workers: int, runs: int, lo
                 60,
                 f"{workers} workers to start",
                 interval=0.2,
+                watch=started,
             )
             time.sleep(0.5)
             begin = time.perf_counter()
