@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -185,7 +187,52 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     if args.queue:
         updates["chatops_queue"] = args.queue
     settings = settings.model_copy(update=updates)
-    worker = build_worker(settings, simple=args.simple, name=args.name)
-    # The scheduler enqueues approval expiries, job retries and deferred resumes when they are due.
-    worker.work(burst=args.burst, with_scheduler=True, logging_level=args.log_level)
+    run_worker(settings, burst=args.burst, simple=args.simple, name=args.name, logging_level=args.log_level)
     return 0
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    burst: bool = False,
+    simple: bool = False,
+    name: str | None = None,
+    logging_level: str = "INFO",
+    redis_poll_seconds: float = 1.0,
+) -> None:
+    """Work until stopped, outliving Redis outages.
+
+    RQ's worker retries a lost connection only while it waits for a job; one lost while it watches
+    a job (or sweeps), or while it starts, ends it. Then this waits until Redis answers again and
+    starts a new worker (a new name: the old one may still be registered). Runs whose job broke meanwhile are
+    resumed by the recovery sweep once their lease has run out.
+    """
+    restarts = 0
+    while True:
+        worker_name = f"{name}-{restarts}" if name and restarts else name
+        try:
+            worker = build_worker(settings, simple=simple, name=worker_name)  # talks to Redis already
+            # The scheduler enqueues approval expiries, job retries and deferred resumes when due.
+            worker.work(burst=burst, with_scheduler=True, logging_level=logging_level)
+            return
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            log.error("lost Redis (%s); starting a new worker once it answers", error)
+        restarts += 1
+        # RQ's handlers belong to the worker that just quit: a stop request now ends the process.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _wait_for_redis(settings.redis_url, redis_poll_seconds)
+
+
+def _wait_for_redis(url: str, poll_seconds: float) -> None:
+    client = redis.Redis.from_url(url, socket_connect_timeout=poll_seconds, socket_timeout=poll_seconds)
+    try:
+        while True:
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(poll_seconds)
+    finally:
+        client.close()

@@ -109,6 +109,7 @@ class Cluster:
     server: WebServer | None = None
     runtime: WebRuntime | None = None
     workers: list[Worker] = field(default_factory=list)
+    event_ids: dict[str, list[str]] = field(default_factory=dict)  # message ts -> Slack event ids
     _redis: redis.Redis | None = None
 
     # -- processes ------------------------------------------------------------------------------
@@ -190,6 +191,7 @@ class Cluster:
 
     def mention(self, text: str, user: str = "U_ALICE", thread_ts: str | None = None) -> str:
         posted = self.control.post_message(CHANNEL, user, f"<@{BOT_USER}> {text}", thread_ts=thread_ts)
+        self.event_ids[str(posted["ts"])] = [str(e) for e in posted.get("event_ids") or []]
         return str(posted["ts"])
 
     def say(self, text: str, user: str = "U_BOB", thread_ts: str | None = None) -> str:

@@ -1,8 +1,8 @@
 """Entry point of the suite's worker subprocesses: ``python -m tests.reliability.procs``.
 
-The same as ``chatops worker`` (``bot.worker.run_cli``: a forking RQ worker with its scheduler,
-the recovery sweep and the runtime named by ``CHATOPS_RUNTIME``), with settings from the
-environment only, so the suite does not depend on the CLI's other subcommands.
+The same as ``chatops worker`` (``bot.worker.run_worker``: a forking RQ worker with its
+scheduler, the recovery sweep and the runtime named by ``CHATOPS_RUNTIME``), with settings from
+the environment only, so the suite does not depend on the CLI's other subcommands.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 import sys
 
 from bot.settings import Settings
-from bot.worker import build_worker
+from bot.worker import run_worker
 
 
 def main() -> int:
@@ -19,7 +19,7 @@ def main() -> int:
         level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
     )
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
-    build_worker(settings).work(with_scheduler=True, logging_level="INFO")
+    run_worker(settings)
     return 0
 
 

@@ -1,0 +1,76 @@
+"""Redis restarted in the middle of a run (its data gone) and stopped for ten seconds.
+
+Each test has a ``redis-server`` of its own (the shared one is never touched). The web app,
+the Slack emulator and real worker subprocesses run against it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from agent.types import RunStatus
+from tests.reliability.cluster import Cluster, wait_for
+from tests.reliability.redis_proc import RedisProcess
+from tests.reliability.runtimes import logged_requests
+
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+
+OUTAGE_SECONDS = 10.0
+
+
+def stop_for(server: RedisProcess, seconds: float, meanwhile: Callable[[], object]) -> None:
+    server.stop()
+    stopped = time.monotonic()
+    meanwhile()
+    time.sleep(max(0.0, seconds - (time.monotonic() - stopped)))
+    server.start()
+
+
+def answered_once(cluster: Cluster, ts: str) -> None:
+    def answers() -> list[str]:
+        return cluster.answers(ts)
+
+    assert wait_for(answers, 30, "the answer") == ["done: check_health ok"]
+    time.sleep(0.5)  # a second answer would show by now
+    assert cluster.answers(ts) == ["done: check_health ok"]
+
+
+def test_ten_seconds_without_redis_loses_no_event_and_workers_reconnect(
+    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+) -> None:
+    server = own_redis(persist=True)  # a restart that keeps its data (an RDB written before it stops)
+    # Slack retries an event after 1, 4 and 12 s here (in Slack: at once, 1 and 5 minutes).
+    cluster = make_cluster(redis=server.url, retry_delays=(1.0, 4.0, 12.0))
+    workers = [
+        cluster.start_worker(CHATOPS_TEST_SLOW_STEP="1", CHATOPS_TEST_SLOW_SECONDS="3") for _ in range(2)
+    ]
+    in_flight = cluster.mention("plan: check_health #in-flight")
+    in_flight_run = cluster.run_id(in_flight)
+    wait_for(
+        lambda: [e for e in logged_requests(cluster.directory) if e["step"] == 1], what="the model thinking"
+    )
+    during: list[str] = []
+    # The in-flight run's model answers while Redis is down; a mention arrives meanwhile.
+    stop_for(server, OUTAGE_SECONDS, lambda: during.append(cluster.mention("plan: check_health #during")))
+
+    during_run = cluster.run_id(during[0], timeout=30)
+    for run_id in (in_flight_run, during_run):
+        cluster.wait_status(run_id, RunStatus.COMPLETED, timeout=60)
+    answered_once(cluster, in_flight)
+    answered_once(cluster, during[0])
+    # Slack delivers the message twice: as app_mention, refused with a 5xx while Redis was down
+    # (never acknowledged before it was stored) and stored on a retry; and as a plain message,
+    # which the app ignores (mentions are the app_mention's) without needing Redis.
+    deliveries = [
+        d for d in cluster.control.deliveries(kind="event") if d["event_id"] in cluster.event_ids[during[0]]
+    ]
+    mention_attempts = [d for d in deliveries if d["type"] == "app_mention"]
+    assert len(mention_attempts) >= 2 and mention_attempts[-1]["status"] == 200, mention_attempts
+    assert all(a["status"] is None or a["status"] >= 500 for a in mention_attempts[:-1]), mention_attempts
+    assert all(d["status"] == 200 for d in deliveries if d["type"] == "message"), deliveries
+    assert all(w.proc.poll() is None for w in workers), "a worker quit with Redis"
+    after = cluster.mention("plan: check_health #after")  # the same processes serve on
+    cluster.wait_status(cluster.run_id(after), RunStatus.COMPLETED, timeout=30)
