@@ -309,13 +309,15 @@ def _report(result: Result, steps: list[Step], rates: Sequence[int], seconds: fl
             )
     result.add_table(
         f"Ack latency in milliseconds ({seconds:.0f} s per rate, open loop, keep-alive; "
-        "p50 ratio against the bare Bolt app at the same rate)",
+        "p50 ratio against the bare Bolt app at the same rate; resent: sent again after the server had "
+        "closed the idle keep-alive connection it went out on)",
         [
             "server",
             "events/s",
             "sent/s",
             "events",
             "errors",
+            "resent",
             "p50 ms",
             "p99 ms",
             "max ms",
