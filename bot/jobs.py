@@ -32,7 +32,7 @@ import redis
 
 from agent.chat import ChatModel
 from agent.config import ConfirmRequest, RunConfig
-from agent.errors import LeaseLostError
+from agent.errors import LeaseLostError, MemoryStoreError
 from agent.events import Event, IterationStarted, ToolEnd, ToolStart
 from agent.keys import Keys
 from agent.redis_memory import RedisMemory
@@ -56,6 +56,10 @@ DEFAULT_SYSTEM_PROMPT = "You are an on-call operations assistant."
 MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
 MAX_DEFERRALS = 6
+LOST_REASON = (
+    "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
+    "mention me again to start over"
+)
 
 
 @dataclass
@@ -258,6 +262,7 @@ class RunJob:
         self._deferrals = deferrals
         self._service = runtime.service()
         self._metrics = RunMetrics.for_redis(runtime.redis, runtime.keys, enabled=runtime.metrics_enabled)
+        self._shown: tuple[RunRef, CardTracker] | None = None  # the thread and card, once known
 
     def execute(self) -> str:
         record = self._service.get(self._run_id)
@@ -277,10 +282,26 @@ class RunJob:
         try:
             with lease.keep_alive():
                 return self._work(record, lease)
-        except LeaseLostError as error:
+        except MemoryStoreError as error:
+            if self._service.get(self._run_id) is None:
+                return self._report_lost(record)
+            if not isinstance(error, LeaseLostError):
+                raise  # Redis failed: RQ retries the job, or the recovery sweep resumes the run
             # Another worker owns the run now; it will report. This one must not write anything more.
             self._service.audit.record(AuditKind.LEASE_LOST, self._run_id, worker=rt.name, error=str(error))
             return "lease_lost"
+
+    def _report_lost(self, record: RunRecord) -> str:
+        """The run's record vanished under this job (Redis came back empty): say so in the thread,
+        which otherwise shows a card working forever. Nothing is written to Redis for it."""
+        ref, tracker = self._shown or (
+            RunRef(self._run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None),
+            CardTracker([]),
+        )
+        log.error("run %s: its state is gone from Redis; telling the thread", self._run_id)
+        present(self._rt.presenter.update_run_card, ref, tracker.view(RunStatus.FAILED, 0, 0))
+        present(self._rt.presenter.post_stop_notice, ref, StopNotice(RunStatus.FAILED, LOST_REASON, 0, 0))
+        return "lost"
 
     def _defer(self) -> str:
         """Someone holds the lease: look again soon, in case it was about to let go or has died."""
@@ -329,6 +350,7 @@ class RunJob:
                 rt.redis.hset(rt.keys.run(run_id), "card_ts", card_ts)
                 ref = replace(ref, card_ts=card_ts)
         tracker = CardTracker(memory.load_messages())
+        self._shown = (ref, tracker)
         if attempts > rt.options.max_attempts:
             result = self._give_up(memory, state or RunState(), attempts)
         else:

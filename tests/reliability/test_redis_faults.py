@@ -6,12 +6,14 @@ the Slack emulator and real worker subprocesses run against it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
 import pytest
 
 from agent.types import RunStatus
+from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster, wait_for
 from tests.reliability.redis_proc import RedisProcess
 from tests.reliability.runtimes import logged_requests
@@ -19,6 +21,36 @@ from tests.reliability.runtimes import logged_requests
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 OUTAGE_SECONDS = 10.0
+
+
+def test_a_restart_that_loses_every_key_mid_run_says_so_in_the_thread_and_workers_go_on(
+    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+) -> None:
+    server = own_redis(persist=False)
+    cluster = make_cluster(redis=server.url)
+    worker = cluster.start_worker(CHATOPS_TEST_SLEEP_FIRST="3", CHATOPS_TEST_SLEEP_TOOL="check_health")
+    ts = cluster.mention("plan: check_health")
+    cluster.run_id(ts)
+    log = cluster.directory / "check_health.log"
+    wait_for(lambda: executions(log), what="the tool to start")
+    server.restart()  # no persistence: the run, its history, the queue, the claims are gone
+
+    def notice() -> str | None:
+        return next((str(m["text"]) for m in cluster.bot_replies(ts)[1:] if "lost" in str(m["text"])), None)
+
+    text = wait_for(notice, 30, "a notice in the thread")
+    assert "mention me again" in text
+    card = cluster.bot_replies(ts)[0]
+    assert "Working" not in json.dumps(card["blocks"])  # the card no longer pretends to work
+    assert cluster.answers(ts) == []
+
+    # The same worker, reconnected, serves the next request (in the same thread: it is free again).
+    again = cluster.mention("plan: check_health #again", thread_ts=ts)
+    del again
+    run_id = cluster.run_id(ts, timeout=30)
+    cluster.wait_status(run_id, RunStatus.COMPLETED, timeout=30)
+    assert wait_for(lambda: cluster.answers(ts), 30, "the answer") == ["done: check_health ok"]
+    assert worker.proc.poll() is None
 
 
 def stop_for(server: RedisProcess, seconds: float, meanwhile: Callable[[], object]) -> None:
