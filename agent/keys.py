@@ -16,6 +16,7 @@ Shared:
 * ``{p}approval:{id}``       hash: one approval record
 * ``{p}thread:{channel}:{thread_ts}``  string: the id of the thread's active run
 * ``{p}runs:active``         sorted set: ids of runs not yet finished, scored by creation time
+* ``{p}runs:reporting``      sorted set: ids of runs whose job has not yet told the thread how they ended
 * ``{p}audit``               stream: the audit log
 * ``{p}seen:...``            strings: dedupe claims (Slack event ids, message timestamps)
 * ``{p}metrics:{name}``      hash: one metric's values by labels (and buckets), from all processes
@@ -92,6 +93,9 @@ class Keys:
 
     def active_runs(self) -> str:
         return f"{self.prefix}runs:active"
+
+    def reporting(self) -> str:
+        return f"{self.prefix}runs:reporting"
 
     def audit(self) -> str:
         return f"{self.prefix}audit"

@@ -35,7 +35,7 @@ from agent.config import ConfirmRequest, RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
 from agent.events import Event, IterationStarted, ToolEnd, ToolStart
 from agent.keys import Keys
-from agent.redis_memory import RedisMemory
+from agent.redis_memory import RedisMemory, as_text, hset_if_exists
 from agent.run import Run
 from agent.tooling import Tool
 from agent.types import Decision, Message, RunResult, RunState, RunStatus
@@ -56,6 +56,7 @@ DEFAULT_SYSTEM_PROMPT = "You are an on-call operations assistant."
 MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
 MAX_DEFERRALS = 6
+REPORTED_FIELD = "reported"  # in the run hash: the steps of a finished run's report already done
 LOST_REASON = (
     "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
     "mention me again to start over"
@@ -273,14 +274,17 @@ class RunJob:
     def _execute(self, record: RunRecord | None) -> str:
         if record is None:
             return "missing"
-        if record.status.terminal:
-            return "finished"  # a duplicate or retried job: nothing to do
         rt = self._rt
+        finished = record.status.terminal
+        if finished and not self._service.reporting(self._run_id):
+            return "finished"  # a duplicate or retried job: nothing to do
         lease = Lease.acquire(rt.redis, rt.keys, self._run_id, rt.options.lease_ttl_seconds, rt.name)
         if lease is None:
             return self._defer()
         try:
             with lease.keep_alive():
+                if finished:  # the job that ended it stopped before telling the thread everything
+                    return self._report_finished(record)
                 return self._work(record, lease)
         except MemoryStoreError as error:
             if self._service.get(self._run_id) is None:
@@ -351,6 +355,9 @@ class RunJob:
                 ref = replace(ref, card_ts=card_ts)
         tracker = CardTracker(memory.load_messages())
         self._shown = (ref, tracker)
+        # Until its report is done, the run is swept for (a job that dies after the run's last
+        # write must not leave the thread without the answer).
+        rt.redis.zadd(rt.keys.reporting(), {run_id: rt.clock()})
         if attempts > rt.options.max_attempts:
             result = self._give_up(memory, state or RunState(), attempts)
         else:
@@ -414,6 +421,11 @@ class RunJob:
         return RunResult.from_state(state)
 
     def _report(self, ref: RunRef, tracker: CardTracker, result: RunResult) -> None:
+        """Tell the thread (and the audit log) how the segment ended, each step once.
+
+        The steps of a finished run's report are marked done in the run hash as they go: a job
+        that dies half-way (Redis went away) leaves the rest to the job the sweep enqueues.
+        """
         rt, audit, presenter = self._rt, self._service.audit, self._rt.presenter
         rt.redis.hset(rt.keys.run(self._run_id), "attempts", 0)  # a clean end: the crash counter restarts
         present(
@@ -421,17 +433,45 @@ class RunJob:
         )
         if result.status is RunStatus.AWAITING_APPROVAL:
             audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=result.pending_call_id)
+            rt.redis.zrem(rt.keys.reporting(), self._run_id)
             return
-        audit.run_finished(self._run_id, result)
-        self._metrics.run_finished(result)
+
+        def record_finish() -> None:
+            audit.run_finished(self._run_id, result)
+            self._metrics.run_finished(result)
+
+        steps: list[tuple[str, Callable[[], object]]] = [("audit", record_finish)]
         if result.output:
-            present(presenter.post_answer, ref, result.output)
+            output = result.output
+            steps.append(("answer", lambda: present(presenter.post_answer, ref, output)))
         if result.status is not RunStatus.COMPLETED:
             notice = StopNotice(
                 result.status, result.error, result.iterations, _tokens(result), tuple(result.tools_used)
             )
-            present(presenter.post_stop_notice, ref, notice)
-        self._report_unread()
+            steps.append(("notice", lambda: present(presenter.post_stop_notice, ref, notice)))
+        steps.append(("unread", self._report_unread))
+        done = self._reported_steps()
+        for name, step in steps:
+            if name in done:
+                continue
+            step()
+            done.append(name)
+            hset_if_exists(rt.redis, rt.keys.run(self._run_id), {REPORTED_FIELD: ",".join(done)})
+        rt.redis.zrem(rt.keys.reporting(), self._run_id)
+
+    def _reported_steps(self) -> list[str]:
+        raw = as_text(self._rt.redis.hget(self._rt.keys.run(self._run_id), REPORTED_FIELD))
+        return [step for step in (raw or "").split(",") if step]
+
+    def _report_finished(self, record: RunRecord) -> str:
+        """Finish the report of a run that ended in a job that then died."""
+        memory = RedisMemory(self._rt.redis, self._rt.keys, self._run_id)
+        state = memory.load_state()
+        if state is None:
+            return "finished"
+        ref = RunRef(self._run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None)
+        self._report(ref, CardTracker(memory.load_messages()), RunResult.from_state(state))
+        return "reported"
 
     def _report_unread(self) -> None:
         """Replies stored after the loop's last look at the inbox: the model never read them. Audit them."""

@@ -338,7 +338,20 @@ class RunService:
             if not record.status.terminal and self._abandoned(record):
                 self.enqueue(run_id)
                 resumed.append(run_id)
+        # Finished runs whose job died before it told the thread how they ended.
+        for raw_id in cast("list[bytes]", self.redis.zrange(self.keys.reporting(), 0, -1)):
+            run_id = as_text(raw_id) or ""
+            record = self.get(run_id)
+            if record is None:
+                self.redis.zrem(self.keys.reporting(), run_id)
+            elif record.status.terminal and self._abandoned(record):
+                self.enqueue(run_id)
+                resumed.append(run_id)
         return resumed
+
+    def reporting(self, run_id: str) -> bool:
+        """Whether the run's final report (audit entry, answer, notice) is not done yet."""
+        return self.redis.zscore(self.keys.reporting(), run_id) is not None
 
     def _still_waiting(self, run_id: str) -> bool:
         """Expire overdue approvals; True while one is pending (a decision enqueues the resume)."""

@@ -13,7 +13,8 @@ Variables: ``CHATOPS_TEST_MODEL_SLEEP`` seconds every request takes; ``CHATOPS_T
 step whose first attempt in each run takes ``CHATOPS_TEST_SLOW_SECONDS`` (default 60);
 ``CHATOPS_TEST_SLEEP_FIRST`` the first execution's sleep of each tool (of the tool named by
 ``CHATOPS_TEST_SLEEP_TOOL`` only, when set); ``CHATOPS_TEST_CARD_INTERVAL`` the
-presenter's card throttle.
+presenter's card throttle; ``CHATOPS_TEST_FINAL_CARD_DELAY`` seconds the final card update of a
+finished run waits (it first writes ``final_card.log``), so a test can act during the report.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_cal
 from agent.tooling import ToolCategory
 from agent.types import Request
 from bot.jobs import Runtime
+from bot.presenter import CardView, RunRef
 from bot.runs import RunOptions
 from bot.settings import Settings
 from bot.slack.client import make_client
@@ -106,16 +108,31 @@ def tools(directory: Path) -> list[FileTool]:
     ]
 
 
+class SlowReportPresenter(SlackPresenter):
+    """The Slack presenter, taking its time over a finished run's final card (the report's start)."""
+
+    directory: Path = Path()
+    delay: float = 0.0
+
+    def update_run_card(self, run: RunRef, card: CardView) -> None:
+        if card.status.terminal and self.delay:
+            (self.directory / "final_card.log").write_text(run.run_id)
+            time.sleep(self.delay)
+        super().update_run_card(run, card)
+
+
 def reliability_runtime(settings: Settings) -> Runtime:
     directory = Path(os.environ["CHATOPS_TEST_DIR"])
     client = redis.Redis.from_url(settings.redis_url)
     keys = Keys(settings.chatops_redis_prefix)
-    presenter = SlackPresenter(
+    presenter = SlowReportPresenter(
         make_client(settings),
         client,
         keys,
         min_interval=float(os.environ.get("CHATOPS_TEST_CARD_INTERVAL", "1")),
     )
+    presenter.directory = directory
+    presenter.delay = float(os.environ.get("CHATOPS_TEST_FINAL_CARD_DELAY", "0"))
     return Runtime(
         redis=client,
         keys=keys,

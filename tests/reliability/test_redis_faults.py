@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from agent.types import RunStatus
+from bot.audit import AuditKind
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster, wait_for
 from tests.reliability.redis_proc import RedisProcess
@@ -106,3 +107,20 @@ def test_ten_seconds_without_redis_loses_no_event_and_workers_reconnect(
     assert all(w.proc.poll() is None for w in workers), "a worker quit with Redis"
     after = cluster.mention("plan: check_health #after")  # the same processes serve on
     cluster.wait_status(cluster.run_id(after), RunStatus.COMPLETED, timeout=30)
+
+
+def test_a_run_whose_report_redis_interrupts_tells_the_thread_once_redis_is_back(
+    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+) -> None:
+    server = own_redis(persist=True)
+    cluster = make_cluster(redis=server.url)
+    cluster.start_worker(CHATOPS_TEST_FINAL_CARD_DELAY="2")
+    ts = cluster.mention("plan: check_health")
+    run_id = cluster.run_id(ts)
+    wait_for(lambda: (cluster.directory / "final_card.log").exists(), what="the run to end")
+    # The run's end is stored; its report (audit entry, answer) is under way when Redis goes.
+    stop_for(server, 3.0, lambda: None)
+
+    answered_once(cluster, ts)
+    assert cluster.status(run_id) is RunStatus.COMPLETED
+    assert cluster.audit_kinds(run_id).count(AuditKind.RUN_FINISHED) == 1
