@@ -34,6 +34,25 @@ HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"  # Prometheus; see bot.metrics_collector and docs/OPERATIONS.md
 
 StartResponse = Callable[..., Any]
+# Slack's payloads are a few KB; Bolt reads a whole body into memory before it checks the signature,
+# so anything bigger is refused from its Content-Length, before a byte of it is read.
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def _body_refusal(environ: dict[str, Any]) -> tuple[str, str] | None:
+    """``(status, text)`` when the request's declared body must not be read, else ``None``."""
+    declared = str(environ.get("CONTENT_LENGTH") or "0").strip()
+    if not declared.isdigit():
+        return "400 Bad Request", "invalid Content-Length"
+    if int(declared) > MAX_BODY_BYTES:
+        return "413 Content Too Large", f"the body is over {MAX_BODY_BYTES} bytes"
+    return None
+
+
+def _plain(start_response: StartResponse, status: str, text: str) -> Iterable[bytes]:
+    body = text.encode()
+    start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
 
 
 class WebApp:
@@ -54,6 +73,9 @@ class WebApp:
             return self._health(start_response)
         if environ.get("PATH_INFO") == METRICS_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             return self._metrics(environ, start_response)
+        refusal = _body_refusal(environ)
+        if refusal is not None:
+            return _plain(start_response, *refusal)
         return self._slack(environ, start_response)
 
     def _health(self, start_response: StartResponse) -> Iterable[bytes]:

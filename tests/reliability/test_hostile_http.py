@@ -1,0 +1,127 @@
+"""Hostile requests to the web app: signatures, replays, huge bodies, malformed payloads.
+
+Only requests signed with the signing secret, less than five minutes old, reach the handlers;
+everything else is refused with 401 and stores nothing. A body over 1 MB is refused with 413
+before it is read. A signed payload of the wrong shape is ignored with a 2xx (a 5xx would make
+Slack retry the same garbage three times) and the app keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.parse
+
+import pytest
+
+from bot.slack.web import MAX_BODY_BYTES
+from emulator.slack import signature
+from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, SlackBot, event_envelope, http, signed_post
+
+pytestmark = pytest.mark.reliability
+
+
+def mention_body(ts: str, event_id: str, text: str = "plan: check_health") -> bytes:
+    event = {
+        "type": "app_mention",
+        "user": "U_ALICE",
+        "text": f"<@{BOT_USER}> {text}",
+        "ts": ts,
+        "channel": CHANNEL,
+    }
+    return json.dumps(event_envelope(event, event_id)).encode()
+
+
+def new_ts() -> str:
+    return f"{time.time():.6f}"
+
+
+def stored_keys(bot: SlackBot) -> list[bytes]:
+    return list(bot.redis.scan_iter(match=f"{bot.settings.chatops_redis_prefix}*"))
+
+
+def runs(bot: SlackBot) -> int:
+    return int(bot.redis.zcard(bot.keys.active_runs()))
+
+
+# -- signatures ----------------------------------------------------------------------------------------
+
+
+def test_forged_missing_and_stale_signatures_are_refused_and_store_nothing(bot: SlackBot) -> None:
+    body = mention_body(new_ts(), "EvHostile1")
+    stamp = str(int(time.time()))
+    attempts = {
+        "forged": signed_post(bot.events_url, body, secret="guessed-secret"),
+        "missing": http(bot.events_url, body, {"Content-Type": "application/json"}),
+        "no timestamp": http(
+            bot.events_url,
+            body,
+            {"Content-Type": "application/json", "X-Slack-Signature": signature(SECRET, stamp, body)},
+        ),
+        "replayed after 5 minutes": signed_post(bot.events_url, body, timestamp=int(time.time()) - 301),
+        "from the future": signed_post(bot.events_url, body, timestamp=int(time.time()) + 301),
+        "body changed after signing": http(
+            bot.events_url,
+            body.replace(b"check_health", b"restart_service"),
+            {
+                "Content-Type": "application/json",
+                "X-Slack-Request-Timestamp": stamp,
+                "X-Slack-Signature": signature(SECRET, stamp, body),
+            },
+        ),
+    }
+    assert {name: result.status for name, result in attempts.items()} == dict.fromkeys(attempts, 401)
+    assert stored_keys(bot) == [] and runs(bot) == 0
+    assert signed_post(bot.events_url, body).status == 200  # the genuine request still works
+    assert runs(bot) == 1
+
+
+def test_a_replayed_genuine_request_within_five_minutes_starts_nothing_twice(bot: SlackBot) -> None:
+    body = mention_body(new_ts(), "EvReplay")
+    stamp = int(time.time())
+    first = signed_post(bot.events_url, body, timestamp=stamp)
+    replays = [signed_post(bot.events_url, body, timestamp=stamp) for _ in range(5)]
+    assert first.status == 200 and all(r.status == 200 for r in replays)
+    assert runs(bot) == 1
+    bot.work()
+    assert len(bot.executions("check_health")) == 1
+
+
+# -- huge bodies ---------------------------------------------------------------------------------------
+
+
+def raw_request(url: str, head: bytes, body_part: bytes, timeout: float = 5.0) -> tuple[bytes, float]:
+    """Send headers and part of a body, then read whatever the server answers (and how fast)."""
+    parsed = urllib.parse.urlsplit(url)
+    started = time.monotonic()
+    with socket.create_connection((parsed.hostname, parsed.port), timeout=timeout) as sock:
+        sock.sendall(head + body_part)
+        answer = sock.recv(4096)
+    return answer, time.monotonic() - started
+
+
+def test_a_body_over_1_mb_is_refused_before_it_is_read(bot: SlackBot) -> None:
+    path = urllib.parse.urlsplit(bot.events_url).path
+    stamp = str(int(time.time()))
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {50 * 1024 * 1024}\r\nX-Slack-Request-Timestamp: {stamp}\r\n"
+        "X-Slack-Signature: v0=00\r\n\r\n"
+    ).encode()
+    answer, took = raw_request(bot.events_url, head, b"{" + b"x" * 1000)  # 1 KB of the promised 50 MB
+    assert answer.startswith(b"HTTP/1.") and b" 413 " in answer.split(b"\r\n")[0], answer[:200]
+    assert took < 3  # answered without waiting for the other 49.99 MB
+    assert stored_keys(bot) == []
+
+
+def test_a_whole_body_just_over_the_limit_gets_413_and_one_just_under_it_is_handled(bot: SlackBot) -> None:
+    size = MAX_BODY_BYTES + 1
+    body = mention_body(new_ts(), "EvBig")
+    big = body[:-1] + b" " * (size - len(body)) + b"}"
+    assert len(big) == size
+    assert signed_post(bot.events_url, big).status == 413
+    small = mention_body(new_ts(), "EvSmall")
+    small = small[:-1] + b" " * (MAX_BODY_BYTES - len(small)) + b"}"
+    assert signed_post(bot.events_url, small).status == 200
+    assert runs(bot) == 1
