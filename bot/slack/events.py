@@ -66,12 +66,30 @@ def strip_mention(text: str, bot_user: str | None) -> str:
     return re.sub(r"[ \t]{2,}", " ", text).strip()
 
 
+def slack_id(value: object) -> str | None:
+    """A field that must be a Slack ID or timestamp (a string with no spaces), else ``None``.
+
+    Signed payloads of another shape are not Slack's; they are ignored (with a 200, since Slack
+    would retry a 5xx), never stored under a garbled key or a garbled requester.
+    """
+    if isinstance(value, str) and value and len(value) <= 255 and not any(ch.isspace() for ch in value):
+        return value
+    return None
+
+
+def event_of(body: dict[str, Any]) -> dict[str, Any]:
+    event = body.get("event")
+    return event if isinstance(event, dict) else {}
+
+
 def message_text(event: dict[str, Any]) -> str:
     """A message's text, plus the names of shared files (``file_share``)."""
-    text = str(event.get("text") or "")
+    raw = event.get("text")
+    text = raw if isinstance(raw, str) else ""
+    files = event.get("files")
     names = [
         str(f.get("name") or f.get("title") or "file")
-        for f in event.get("files") or ()
+        for f in (files if isinstance(files, list) else ())
         if isinstance(f, dict)
     ]
     if names:
@@ -93,11 +111,15 @@ class EventHandler:
     # -- app_mention ----------------------------------------------------------------------------
 
     def mention(self, body: dict[str, Any], bot_user: str | None) -> Outcome:
-        event = body.get("event") or {}
-        if from_a_bot(event) or not event.get("user"):
+        event = event_of(body)
+        channel, ts, user = (
+            slack_id(event.get("channel")),
+            slack_id(event.get("ts")),
+            slack_id(event.get("user")),
+        )
+        if from_a_bot(event) or not (channel and ts and user):
             return IGNORED
-        channel, ts, user = str(event["channel"]), str(event["ts"]), str(event["user"])
-        thread_ts = str(event.get("thread_ts") or ts)
+        thread_ts = slack_id(event.get("thread_ts")) or ts
         where = Outcome("", channel, ts, thread_ts, user)
         if not self._rt.channel_allowed(channel):
             return self._once(body, where, self._refuse_channel)
@@ -166,14 +188,21 @@ class EventHandler:
     # -- thread replies -------------------------------------------------------------------------
 
     def reply(self, body: dict[str, Any], bot_user: str | None) -> Outcome:
-        event = body.get("event") or {}
-        if event.get("subtype") not in REPLY_SUBTYPES or from_a_bot(event) or not event.get("user"):
+        event = event_of(body)
+        channel, ts, user = (
+            slack_id(event.get("channel")),
+            slack_id(event.get("ts")),
+            slack_id(event.get("user")),
+        )
+        subtype = event.get("subtype")
+        if not (subtype is None or isinstance(subtype, str)) or subtype not in REPLY_SUBTYPES:
             return IGNORED
-        channel, ts, user = str(event.get("channel") or ""), str(event.get("ts") or ""), str(event["user"])
-        thread_ts = str(event.get("thread_ts") or "")
-        if not thread_ts or thread_ts == ts or not channel:
+        if from_a_bot(event) or not (channel and ts and user):
+            return IGNORED
+        thread_ts = slack_id(event.get("thread_ts"))
+        if not thread_ts or thread_ts == ts:
             return IGNORED  # not a reply in a thread
-        if bot_user and f"<@{bot_user}" in str(event.get("text") or ""):
+        if bot_user and f"<@{bot_user}" in message_text(event):
             return IGNORED  # a mention: the app_mention event carries it
         if not self._rt.channel_allowed(channel) or not self._rt.service().active_run(channel, thread_ts):
             return IGNORED
@@ -196,10 +225,10 @@ class EventHandler:
 
     def _once(self, body: dict[str, Any], where: Outcome, handle: Callable[[Outcome], Outcome]) -> Outcome:
         """Run ``handle`` for an event id not seen before (see ``bot.slack.claims``)."""
-        event_id = body.get("event_id")
+        event_id = slack_id(body.get("event_id"))
         if not event_id:
-            return handle(where)
-        key = self._rt.keys.seen_event(str(event_id))
+            return handle(where)  # the message key still dedupes it
+        key = self._rt.keys.seen_event(event_id)
         state = self._claims.take(key)
         if state is not ClaimState.NEW:
             return replace(where, kind="duplicate" if state is ClaimState.DONE else "in_progress")

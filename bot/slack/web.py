@@ -13,9 +13,11 @@ events should be taken out of rotation (and Slack gets non-2xx from it anyway).
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,6 +51,31 @@ def _body_refusal(environ: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _shape_refusal(environ: dict[str, Any]) -> tuple[str, str] | None:
+    """400 for a body that is no Slack payload at all (Bolt's own middleware fails on those with a
+    500, which Slack would retry). The body (at most ``MAX_BODY_BYTES``) is read here and handed on."""
+    length = int(str(environ.get("CONTENT_LENGTH") or "0").strip() or 0)
+    if not length or "wsgi.input" not in environ:
+        return None
+    raw = environ["wsgi.input"].read(length)
+    environ["wsgi.input"] = io.BytesIO(raw)
+    content_type = str(environ.get("CONTENT_TYPE") or "")
+    try:
+        if content_type.startswith("application/x-www-form-urlencoded"):
+            form = urllib.parse.parse_qs(raw.decode())
+            payload = json.loads(form["payload"][0]) if "payload" in form else {}
+        else:
+            payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return "400 Bad Request", "not a Slack request"
+    if not isinstance(payload, dict) or not all(
+        payload.get(name) is None or isinstance(payload[name], dict)
+        for name in ("event", "view", "container")
+    ):
+        return "400 Bad Request", "not a Slack request"
+    return None
+
+
 def _plain(start_response: StartResponse, status: str, text: str) -> Iterable[bytes]:
     body = text.encode()
     start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
@@ -73,10 +100,17 @@ class WebApp:
             return self._health(start_response)
         if environ.get("PATH_INFO") == METRICS_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             return self._metrics(environ, start_response)
-        refusal = _body_refusal(environ)
+        refusal = _body_refusal(environ) or _shape_refusal(environ)
         if refusal is not None:
             return _plain(start_response, *refusal)
-        return self._slack(environ, start_response)
+        try:
+            return self._slack(environ, start_response)
+        except (ValueError, TypeError, AttributeError, KeyError) as error:
+            # Bolt parses the body before it checks the signature; listener errors (Redis down)
+            # never get here (Bolt answers them 500 itself, and Slack retries). A body that cannot
+            # be parsed into a Slack payload is the sender's fault, and retrying it changes nothing.
+            log.warning("refused a request Bolt could not read: %s: %s", type(error).__name__, error)
+            return _plain(start_response, "400 Bad Request", "not a Slack request")
 
     def _health(self, start_response: StartResponse) -> Iterable[bytes]:
         healthy = self.runtime.healthy()

@@ -12,8 +12,11 @@ import json
 import socket
 import time
 import urllib.parse
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bot.slack.web import MAX_BODY_BYTES
 from emulator.slack import signature
@@ -125,3 +128,169 @@ def test_a_whole_body_just_over_the_limit_gets_413_and_one_just_under_it_is_hand
     small = small[:-1] + b" " * (MAX_BODY_BYTES - len(small)) + b"}"
     assert signed_post(bot.events_url, small).status == 200
     assert runs(bot) == 1
+
+
+# -- payloads of the wrong shape --------------------------------------------------------------------------
+
+BAD_EVENTS: dict[str, Any] = {
+    "event is a list": [],
+    "event is a string": "app_mention",
+    "no channel": {"type": "app_mention", "user": "U_ALICE", "text": "hi", "ts": "1.1"},
+    "no ts": {"type": "app_mention", "user": "U_ALICE", "text": "hi", "channel": CHANNEL},
+    "user is an object": {
+        "type": "app_mention",
+        "user": {"id": "U1"},
+        "text": "hi",
+        "ts": "1.1",
+        "channel": CHANNEL,
+    },
+    "ts is a number": {"type": "app_mention", "user": "U_ALICE", "text": "hi", "ts": 1.5, "channel": CHANNEL},
+    "channel is a list": {
+        "type": "app_mention",
+        "user": "U_ALICE",
+        "text": "hi",
+        "ts": "1.1",
+        "channel": [CHANNEL],
+    },
+    "channel with a space": {
+        "type": "app_mention",
+        "user": "U_ALICE",
+        "text": "hi",
+        "ts": "1.1",
+        "channel": "C 1",
+    },
+    "files is a string": {
+        "type": "message",
+        "user": "U_BOB",
+        "text": "x",
+        "ts": "2.2",
+        "thread_ts": "1.1",
+        "channel": CHANNEL,
+        "files": "f",
+    },
+    "reply without channel": {
+        "type": "message",
+        "user": "U_BOB",
+        "text": "x",
+        "ts": "2.2",
+        "thread_ts": "1.1",
+    },
+    "reply thread_ts is a dict": {
+        "type": "message",
+        "user": "U_BOB",
+        "text": "x",
+        "ts": "2.2",
+        "thread_ts": {},
+        "channel": CHANNEL,
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_EVENTS))
+def test_a_signed_event_of_the_wrong_shape_is_ignored_without_a_5xx(bot: SlackBot, case: str) -> None:
+    envelope = event_envelope({}, f"EvBad{abs(hash(case))}")
+    envelope["event"] = BAD_EVENTS[case]
+    status = signed_post(bot.events_url, json.dumps(envelope).encode()).status
+    assert status < 500, f"{case}: {status} (Slack would retry it)"
+    assert runs(bot) == 0
+    assert signed_post(bot.events_url, mention_body(new_ts(), "EvAfter")).status == 200
+    assert runs(bot) == 1
+
+
+BAD_BODIES: dict[str, tuple[bytes, str]] = {
+    "not json": (b"{not json", "application/json"),
+    "json list": (b"[1, 2]", "application/json"),
+    "event_id is a list": (
+        json.dumps({"type": "event_callback", "event_id": ["x"], "event": {"type": "app_mention"}}).encode(),
+        "application/json",
+    ),
+    "payload not json": (b"payload=%7Bnope", "application/x-www-form-urlencoded"),
+    "payload is a list": (
+        urllib.parse.urlencode({"payload": "[]"}).encode(),
+        "application/x-www-form-urlencoded",
+    ),
+    "block_actions without actions": (
+        urllib.parse.urlencode(
+            {"payload": json.dumps({"type": "block_actions", "user": {"id": "U_BOB"}})}
+        ).encode(),
+        "application/x-www-form-urlencoded",
+    ),
+    "block_actions with odd types": (
+        urllib.parse.urlencode(
+            {
+                "payload": json.dumps(
+                    {
+                        "type": "block_actions",
+                        "user": "U_BOB",
+                        "actions": [{"action_id": "chatops_approve", "value": 7}],
+                        "container": [],
+                    }
+                )
+            }
+        ).encode(),
+        "application/x-www-form-urlencoded",
+    ),
+    "view_submission with broken metadata": (
+        urllib.parse.urlencode(
+            {
+                "payload": json.dumps(
+                    {
+                        "type": "view_submission",
+                        "user": {"id": "U_BOB"},
+                        "view": {
+                            "type": "modal",
+                            "callback_id": "chatops_decline_reason",
+                            "private_metadata": "{oops",
+                        },
+                    }
+                )
+            }
+        ).encode(),
+        "application/x-www-form-urlencoded",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_BODIES))
+def test_a_signed_body_of_the_wrong_shape_changes_nothing(bot: SlackBot, case: str) -> None:
+    body, content_type = BAD_BODIES[case]
+    result = signed_post(bot.events_url, body, content_type=content_type)
+    assert result.status < 500 or result.status == 404, f"{case}: {result.status}"
+    time.sleep(0.2)  # lazy listeners, if any, have run
+    assert runs(bot) == 0
+    assert bot.calls("chat.postMessage") == [] and bot.calls("chat.update") == []
+    assert signed_post(bot.events_url, mention_body(new_ts(), "EvAfter2")).status == 200
+
+
+# -- properties of the payload parsers ------------------------------------------------------------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+FIELDS = ["type", "user", "text", "ts", "thread_ts", "channel", "subtype", "bot_id", "files", "event_ts"]
+
+
+def events() -> st.SearchStrategy[dict[str, Any]]:
+    """Event objects with the fields the handlers read, each of any JSON type (or missing)."""
+    value = JSON | st.sampled_from(["U_ALICE", CHANNEL, "1.1", "2.2", f"<@{BOT_USER}> plan: check_health"])
+    return st.fixed_dictionaries({}, optional={name: value for name in FIELDS}).map(
+        lambda event: {
+            **event,
+            "type": event.get("type") if event.get("type") in ("message", "app_mention") else "app_mention",
+        }
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(event=events(), event_id=st.text(min_size=1, max_size=12) | JSON)
+def test_any_event_shape_is_answered_without_a_5xx(
+    bot: SlackBot, event: dict[str, Any], event_id: Any
+) -> None:
+    body = json.dumps({**event_envelope(event, "x"), "event_id": event_id}).encode()
+    status = signed_post(bot.events_url, body).status
+    # 503 is the one deliberate non-2xx: the same message is being stored by another request.
+    assert status < 500 or status == 503, (status, event)
