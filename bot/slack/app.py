@@ -55,17 +55,26 @@ class Click:
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Click:
-        container = body.get("container") or {}
-        message = body.get("message") or {}
-        action = (body.get("actions") or [{}])[0]
+        """Every field a string (empty when missing or of another type: nothing will match it)."""
+        container, message = _object(body.get("container")), _object(body.get("message"))
+        actions = body.get("actions")
+        action = _object(actions[0]) if isinstance(actions, list) and actions else {}
         return cls(
-            user=str((body.get("user") or {}).get("id") or ""),
-            value=str(action.get("value") or ""),
-            channel=str(container.get("channel_id") or (body.get("channel") or {}).get("id") or ""),
-            message_ts=str(container.get("message_ts") or message.get("ts") or ""),
-            thread_ts=container.get("thread_ts") or message.get("thread_ts"),
-            trigger_id=str(body.get("trigger_id") or ""),
+            user=_text(_object(body.get("user")).get("id")),
+            value=_text(action.get("value")),
+            channel=_text(container.get("channel_id")) or _text(_object(body.get("channel")).get("id")),
+            message_ts=_text(container.get("message_ts")) or _text(message.get("ts")),
+            thread_ts=_text(container.get("thread_ts")) or _text(message.get("thread_ts")) or None,
+            trigger_id=_text(body.get("trigger_id")),
         )
+
+
+def _object(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def build_app(runtime: WebRuntime, *, socket_mode: bool = False) -> App:

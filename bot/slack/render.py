@@ -360,15 +360,17 @@ def decline_modal(approval_id: str, metadata: dict[str, str], tool: str) -> dict
 
 def modal_reason(view: dict[str, Any]) -> str | None:
     """The reason typed into the decline modal, or ``None`` when left empty."""
-    values = view.get("state", {}).get("values", {})
-    value = values.get(REASON_BLOCK, {}).get(REASON_ACTION, {}).get("value")
+    value: object = view
+    for name in ("state", "values", REASON_BLOCK, REASON_ACTION, "value"):
+        value = value.get(name) if isinstance(value, dict) else None
     return (value.strip() or None) if isinstance(value, str) else None
 
 
 def modal_metadata(view: dict[str, Any]) -> dict[str, str]:
     """The ``private_metadata`` a decline modal was opened with (empty when unreadable)."""
+    raw = view.get("private_metadata")
     try:
-        data = json.loads(view.get("private_metadata") or "{}")
+        data = json.loads(raw) if isinstance(raw, str) and raw else {}
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

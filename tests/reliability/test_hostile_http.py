@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.slack import render
+from bot.slack.app import Click
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import MAX_BODY_BYTES, WebApp
 from emulator.slack import signature
@@ -326,3 +328,27 @@ def test_any_event_shape_is_answered_without_a_5xx(
     status = signed_post(bot.events_url, body).status
     # 503 is the one deliberate non-2xx: the same message is being stored by another request.
     assert status < 500 or status == 503, (status, event)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.dictionaries(
+        st.sampled_from(["user", "actions", "container", "message", "channel", "trigger_id", "view"]), JSON
+    )
+)
+def test_a_click_payload_of_any_shape_parses_to_strings_or_nothing(body: dict[str, Any]) -> None:
+    click = Click.from_body(body)
+    assert all(
+        isinstance(value, str)
+        for value in (click.user, click.value, click.channel, click.message_ts, click.trigger_id)
+    )
+    assert click.thread_ts is None or isinstance(click.thread_ts, str)
+
+
+@settings(max_examples=300, deadline=None)
+@given(view=st.dictionaries(st.sampled_from(["state", "private_metadata", "callback_id"]), JSON | st.text()))
+def test_a_modal_of_any_shape_gives_a_reason_and_metadata_or_nothing(view: dict[str, Any]) -> None:
+    reason = render.modal_reason(view)
+    assert reason is None or (isinstance(reason, str) and reason == reason.strip() and reason)
+    metadata = render.modal_metadata(view)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())
