@@ -30,6 +30,23 @@ NO_APPROVER = "Error: {tool} needs human approval and no approver is configured;
 TIMEOUT_GRACE_SECONDS = 1.0
 
 
+def without_confirmed_by(call: ToolCall) -> ToolCall:
+    """The call without a ``confirmed_by`` the model wrote itself.
+
+    Only the approval gate writes ``confirmed_by`` (the approver's ID). A value from the model would
+    otherwise travel with a read-only or refused call into the tool, the run card ("approved by")
+    and the audit log as if someone had approved it.
+    """
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return call
+    if not isinstance(arguments, dict) or "confirmed_by" not in arguments:
+        return call
+    del arguments["confirmed_by"]
+    return call.model_copy(update={"arguments": json.dumps(arguments)})
+
+
 class StepOutcome(StrEnum):
     DONE = "done"
     AWAITING_APPROVAL = "awaiting_approval"
@@ -55,7 +72,7 @@ class ToolStep:
     def run(self, calls: list[ToolCall]) -> StepOutcome:
         """Answer every call without a result yet; stop early for an approval, a loop or the deadline."""
         answered = answered_in_last_turn(self._ctx.messages)
-        todo = [call for call in calls if call.id not in answered]
+        todo = [without_confirmed_by(call) for call in calls if call.id not in answered]
         index = 0
         while index < len(todo):
             if self._ctx.deadline_passed():
