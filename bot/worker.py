@@ -18,8 +18,8 @@ import importlib
 import logging
 import signal
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import redis
 from rq.executions import Execution
@@ -36,6 +36,9 @@ from bot.metrics import RunMetrics
 from bot.presenter import LoggingPresenter, Presenter
 from bot.runs import RunOptions, RunService
 from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.slack.presenter import SlackPresenter
 
 log = logging.getLogger(__name__)
 # RQ blocks this long less than ``worker_ttl`` waiting for a job before it runs maintenance again.
@@ -122,20 +125,30 @@ def default_runtime(settings: Settings) -> Runtime:
         options=RunOptions.from_settings(settings),
         models=models,
         tools=registry.tools(),
-        presenter=_presenter(settings, client, keys),
+        presenter=_presenter(settings, client, keys, registry.secret_values),
         tool_output_filter=build_output_filter(settings, registry),
         owns_connection=True,
         metrics_enabled=settings.chatops_metrics_enabled,
     )
 
 
-def _presenter(settings: Settings, client: redis.Redis, keys: Keys) -> Presenter:
+def _presenter(settings: Settings, client: redis.Redis, keys: Keys, secrets: Sequence[str] = ()) -> Presenter:
     if not settings.slack_bot_token:
         return LoggingPresenter()
+    return slack_presenter(settings, client, keys, secrets)
+
+
+def slack_presenter(
+    settings: Settings, client: redis.Redis, keys: Keys, secrets: Sequence[str] = ()
+) -> SlackPresenter:
+    """The worker's Slack presenter: every text it posts is redacted like tool output (the
+    configured secrets, ``secrets`` such as the tool catalog's, and the built-in patterns)."""
     from bot.slack.client import make_client
     from bot.slack.presenter import SlackPresenter
+    from tools.safety import Redactor
 
-    return SlackPresenter(make_client(settings), client, keys)
+    redactor = Redactor.from_settings(settings, extra_secrets=secrets)
+    return SlackPresenter(make_client(settings), client, keys, redact=redactor.redact)
 
 
 def build_worker(

@@ -18,6 +18,7 @@ Bolt's own ``auth.test`` at construction is avoided with an ``authorize`` functi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ from bot.slack.actions import Interactions, Reply
 from bot.slack.client import make_client
 from bot.slack.events import EventHandler, Outcome
 from bot.slack.identity import Authorizer, remember_authorizations
-from bot.slack.presenter import EYES, add_reaction
+from bot.slack.presenter import EYES, add_reaction, redacted_blocks
 from bot.slack.runtime import WebRuntime
 
 log = logging.getLogger(__name__)
@@ -235,7 +236,7 @@ def _show(runtime: WebRuntime, reply: Reply, click: Click) -> None:
     """Redraw the clicked approval card, then tell the clicker (only them) what happened."""
     client = runtime.client()
     if reply.approval is not None and click.channel and click.message_ts:
-        _redraw(client, click, reply)
+        _redraw(client, click, reply, runtime.redact)
     if reply.note and click.channel and click.user:
         try:
             client.chat_postEphemeral(
@@ -245,15 +246,15 @@ def _show(runtime: WebRuntime, reply: Reply, click: Click) -> None:
             log.warning("ephemeral note to %s failed: %s", click.user, error)
 
 
-def _redraw(client: WebClient, click: Click, reply: Reply) -> None:
+def _redraw(client: WebClient, click: Click, reply: Reply, redact: Callable[[str], str]) -> None:
     approval = reply.approval
     assert approval is not None
     try:
         client.chat_update(
             channel=click.channel,
             ts=click.message_ts,
-            text=render.approval_text(approval),
-            blocks=render.approval_blocks(approval),
+            text=redact(render.approval_text(approval)),
+            blocks=redacted_blocks(render.approval_blocks(approval), redact),
         )
     except SlackApiError as error:
         log.warning("approval card %s not redrawn: %s", approval.id, error)

@@ -9,6 +9,8 @@
   is remembered in Redis per workspace for a day and the status is skipped silently meanwhile.
 * Answers are converted to Slack mrkdwn and split below Slack's limits. Every call goes through
   the retrying ``WebClient`` (429 ``Retry-After``, 5xx, connection errors).
+* Every text it sends (answers, notices, the cards' blocks) goes through ``redact`` first: model
+  answers, model errors and call arguments can carry secrets too, not only tool output.
 * A message Slack refuses for its form is not lost: blocks refused as ``invalid_blocks`` are sent
   again as the card's one-line header and its buttons (then as text alone), and a text refused as
   ``msg_too_long`` is sent again in halves.
@@ -53,6 +55,23 @@ def slack_error(error: SlackApiError) -> str | None:
     return str(response.get("error")) if response is not None and response.get("error") else None
 
 
+def redacted_blocks(blocks: list[render.Block], redact: Callable[[str], str]) -> list[render.Block]:
+    """``blocks`` with every ``text`` (all a person reads in Block Kit) passed through ``redact``."""
+
+    def scrub(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: redact(value) if key == "text" and isinstance(value, str) else scrub(value)
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [scrub(item) for item in node]
+        return node
+
+    scrubbed: list[render.Block] = scrub(blocks)
+    return scrubbed
+
+
 def plainer_blocks(blocks: list[render.Block]) -> list[render.Block]:
     """A card's first block (its one-line header) and its buttons: what must survive a refusal."""
     return [blocks[0], *(block for block in blocks[1:] if block.get("type") == "actions")] if blocks else []
@@ -81,8 +100,10 @@ class SlackPresenter:
         team_id: str | None = None,
         min_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._client = client
+        self._redact = redact or (lambda text: text)
         self._redis = redis_client
         self._no_status_key = keys.slack("no_status", team_id or "workspace")
         self._min_interval = min_interval
@@ -190,7 +211,7 @@ class SlackPresenter:
     # -- answers and notices --------------------------------------------------------------------
 
     def post_answer(self, run: RunRef, text: str) -> None:
-        for chunk in render.answer_chunks(text):
+        for chunk in render.answer_chunks(self._redact(text)):  # before a cut could split a secret
             self._post_text(run, chunk)
 
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
@@ -209,6 +230,7 @@ class SlackPresenter:
     # -- posting, with fallbacks for messages Slack refuses for their form ----------------------
 
     def _post_blocks(self, run: RunRef, text: str, blocks: list[render.Block]) -> Any:
+        text, blocks = self._redact(text), redacted_blocks(blocks, self._redact)
         attempts = [blocks, plainer_blocks(blocks), None]
         for index, attempt in enumerate(attempts):
             try:
@@ -224,6 +246,7 @@ class SlackPresenter:
         raise AssertionError("unreachable")
 
     def _update_blocks(self, channel: str, ts: str, text: str, blocks: list[render.Block]) -> None:
+        text, blocks = self._redact(text), redacted_blocks(blocks, self._redact)
         attempts = [blocks, plainer_blocks(blocks), []]
         for index, attempt in enumerate(attempts):
             try:
@@ -235,6 +258,7 @@ class SlackPresenter:
                 log.warning("message %s: Slack refused the blocks (%s); updating it plainer", ts, error)
 
     def _post_text(self, run: RunRef, text: str) -> None:
+        text = self._redact(text)
         try:
             self._client.chat_postMessage(channel=run.channel, thread_ts=run.thread_ts, text=text)
         except SlackApiError as error:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import redis
 from slack_sdk import WebClient
 
 from agent.keys import Keys
+from bot.logs import redactor_for
 from bot.runs import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.approvers import ApproverPolicy
@@ -43,6 +45,7 @@ class WebRuntime:
     keys: Keys = field(init=False)
     identity: IdentityCache = field(init=False)
     policy: ApproverPolicy = field(init=False)
+    redact: Callable[[str], str] = field(init=False)  # applied to what the web process shows in Slack
     _state: _ProcessState | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -50,6 +53,7 @@ class WebRuntime:
         self.keys = Keys(self.settings.chatops_redis_prefix)
         self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
         self.policy = ApproverPolicy(self.settings.chatops_approvers, self.client)
+        self.redact = redactor_for(self.settings).redact
 
     def _current(self) -> _ProcessState:
         state = self._state

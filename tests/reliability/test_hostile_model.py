@@ -18,6 +18,7 @@ import pytest
 import redis
 from pydantic import BaseModel, Field
 
+from agent.errors import ProviderError
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.tooling import Tool, ToolCategory
 from agent.types import Message, Request, Response, RunStatus, ToolCall
@@ -26,8 +27,7 @@ from bot.audit import AuditKind
 from bot.jobs import Runtime
 from bot.runs import RunOptions
 from bot.slack import render
-from bot.slack.client import make_client
-from bot.slack.presenter import SlackPresenter
+from bot.worker import slack_presenter
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 from tests.bot.runtimes import FileTool
 from tests.bot.slack.conftest import (
@@ -39,7 +39,7 @@ from tests.bot.slack.conftest import (
     make_settings,
     wait_for,
 )
-from tests.support.tools import RecordingTool
+from tests.support.tools import RecordingTool, failing
 from tools.base import ToolContext, tool
 from tools.registry import build_output_filter
 
@@ -56,7 +56,7 @@ class SecureBot(SlackBot):
             RunOptions.from_settings(self.settings),
             self.models,
             self.tools,
-            SlackPresenter(make_client(self.settings), self.redis, self.keys),
+            slack_presenter(self.settings, self.redis, self.keys),
             tool_output_filter=build_output_filter(self.settings),
         )
 
@@ -327,3 +327,79 @@ def test_a_user_outside_the_approvers_and_a_requester_approving_their_own_destru
     bot.work()
     [run] = bot.executions("delete_files")
     assert run["arguments"]["confirmed_by"] == "U_BOB"
+
+
+# -- secrets never reach Slack ------------------------------------------------------------------------------
+
+SLACK_TOKEN = "xoxb-2231234567-9876543210-AbCdEfGhIjKlMnOpQrStUvWx"
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+DB_PASSWORD = "Sup3rS3cretPa55"
+LLM_KEY = "zq-literal-llm-key-4242-abcdef"  # no pattern knows it: redacted as a configured value
+
+
+def everything_sent_to_slack(bot: SlackBot) -> str:
+    return json.dumps([call["params"] for call in bot.control.calls()])
+
+
+def assert_no_secret_reached_slack(bot: SlackBot) -> None:
+    sent = everything_sent_to_slack(bot)
+    leaked = [s for s in (SLACK_TOKEN, AWS_KEY, DB_PASSWORD, LLM_KEY) if s in sent]
+    assert not leaked, f"secrets reached Slack: {leaked}"
+
+
+def test_secrets_in_tool_output_errors_arguments_and_answers_never_reach_slack(
+    secure_bot: Callable[..., SecureBot], tmp_path: Path
+) -> None:
+    config = RecordingTool(
+        "read_config",
+        respond=lambda args: (
+            f"SLACK_BOT_TOKEN={SLACK_TOKEN}\nDATABASE_URL=postgres://app:{DB_PASSWORD}@db:5432/app"
+        ),
+    )
+    broken = RecordingTool(
+        "check_aws", respond=failing(f"AccessDenied for key {AWS_KEY} (llm key {LLM_KEY})")
+    )
+    leaky_args = tool_call(
+        "restart_service",
+        "r1",
+        service="api",
+        db_url=f"postgres://app:{DB_PASSWORD}@db/app",
+        token=SLACK_TOKEN,
+    )
+    answer = f"The bot token is {SLACK_TOKEN}, the AWS key {AWS_KEY}, the database postgres://app:{DB_PASSWORD}@db:5432/app, the LLM key {LLM_KEY}."
+    bot = secure_bot(
+        steps(tool_call("read_config", "c1"), tool_call("check_aws", "c2"), leaky_args, answer),
+        [config, broken, restart_tool(tmp_path)],
+        llm_api_key=LLM_KEY,
+    )
+    ts = bot.mention("what credentials does web-03 use?")
+    run_id = bot.run_id(ts)
+    bot.work()
+    approve(bot, ts, "U_BOB")
+    bot.work()
+    assert bot.status(run_id) is RunStatus.COMPLETED
+    final = wait_for(
+        lambda: [m["text"] for m in bot.bot_replies(ts) if "bot token is" in m["text"]], what="the answer"
+    )
+    assert "[REDACTED]" in final[0]
+    assert_no_secret_reached_slack(bot)
+
+
+def test_a_model_error_carrying_a_secret_is_redacted_in_the_stop_notice(
+    secure_bot: Callable[..., SecureBot],
+) -> None:
+    def refuse(request: Request) -> ScriptItem:
+        return ProviderError(
+            f"Incorrect API key provided: {LLM_KEY}. Bearer {SLACK_TOKEN}", model="gpt-x", status_code=401
+        )
+
+    bot = secure_bot(refuse, [], llm_api_key=LLM_KEY)
+    ts = bot.mention("hello")
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.FAILED
+    notice = wait_for(
+        lambda: [m["text"] for m in bot.bot_replies(ts) if "Why:" in m["text"]], what="the notice"
+    )
+    assert "Incorrect API key provided" in notice[0]
+    assert_no_secret_reached_slack(bot)
