@@ -303,7 +303,10 @@ class RunService:
         if delay:
             job = self.queue.enqueue_in(timedelta(seconds=delay), function, run_id, **options)
         else:
-            job = self.queue.enqueue(function, run_id, **options)
+            # One round trip: RQ registers the queue and stores and pushes the job in one MULTI/EXEC.
+            pipeline = self.redis.pipeline()
+            job = self.queue.enqueue(function, run_id, pipeline=pipeline, **options)
+            pipeline.execute()
         if job_id is None:
             hset_if_exists(self.redis, self.keys.run(run_id), {"job_id": job.id})
         return job
