@@ -18,22 +18,31 @@ p50 within 1.3x of the bare app.
 from __future__ import annotations
 
 import contextlib
+import cProfile
 import hashlib
 import hmac
+import io
+import itertools
 import json
+import os
+import pstats
+import re
 import socket
 import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from agent.keys import Keys
 from agent.redis_memory import as_text
 from bench import loadgen
 from bench.common import (
+    ROOT,
     BenchRedis,
     Options,
     Process,
@@ -68,6 +77,10 @@ TARGET_P99_MS = 20.0
 TARGET_P50_RATIO = 1.3
 
 
+_TS_BASE = int(time.time()) - 10_000_000
+_BATCHES = itertools.count()
+
+
 @dataclass
 class Step:
     server: str
@@ -79,6 +92,7 @@ class Step:
     achieved_rate: float
     retried: int = 0
     error_kinds: str = ""
+    cpu_ms: dict[str, float] = field(default_factory=dict)
     runs_ok: bool | None = None
     runs_detail: str = ""
 
@@ -89,7 +103,7 @@ class Step:
 def event_requests(port: int, tag: str, count: int) -> tuple[list[bytes], list[str]]:
     """``count`` signed ``app_mention`` deliveries (each a new thread), and their message ts."""
     stamp = str(int(time.time()))
-    base = int(time.time()) - 10_000_000  # message ts never collide with the emulator's
+    base = _TS_BASE + next(_BATCHES) * 100  # unique per batch; never the emulator's own ts
     requests, tss = [], []
     for index in range(count):
         ts = f"{base}.{index:06d}"
@@ -125,11 +139,18 @@ def event_requests(port: int, tag: str, count: int) -> tuple[list[bytes], list[s
     return requests, tss
 
 
-def send(port: int, server: str, rate: int, seconds: float, tag: str) -> tuple[Step, list[str]]:
+def send(
+    port: int, server: str, rate: int, seconds: float, tag: str, meters: dict[str, CpuMeter] | None = None
+) -> tuple[Step, list[str]]:
+    """Send one rate; returns the step and the ts of the events that were acknowledged (200)."""
     requests, tss = event_requests(port, tag, int(rate * seconds))
+    before = {name: meter.read() for name, meter in (meters or {}).items()}
     started = time.monotonic()
     outcomes = loadgen.run("127.0.0.1", port, requests, rate)
     elapsed = time.monotonic() - started
+    cpu = {
+        name: (meter.read() - before[name]) / len(requests) * 1000 for name, meter in (meters or {}).items()
+    }
     ok = [o for o in outcomes if o.status == 200]
     step = Step(
         server=server,
@@ -141,13 +162,40 @@ def send(port: int, server: str, rate: int, seconds: float, tag: str) -> tuple[S
         achieved_rate=len(requests) / max(elapsed, 1e-9),
         retried=sum(1 for o in outcomes if o.retried),
         error_kinds=", ".join(sorted({o.error or str(o.status) for o in outcomes if o.status != 200})),
+        cpu_ms=cpu,
     )
     print(
         f"{server:8s} {rate:4d}/s: sent {step.sent}, ok {step.ok}, errors {step.errors} {step.error_kinds}, "
         f"resent on a stale keep-alive connection {step.retried}, "
-        f"p50 {step.p(50):.2f} ms, p99 {step.p(99):.2f} ms, max {max(step.latencies_ms):.1f} ms"
+        f"p50 {step.p(50):.2f} ms, p99 {step.p(99):.2f} ms, max {max(step.latencies_ms):.1f} ms; CPU ms/event "
+        + ", ".join(f"{name} {value:.2f}" for name, value in cpu.items())
     )
-    return step, tss
+    acked = {o.index for o in ok}
+    return step, [ts for index, ts in enumerate(tss) if index in acked]
+
+
+class CpuMeter:
+    """CPU seconds used so far by a process tree (reaped children included), or by Redis."""
+
+    def __init__(self, pid: int | None = None, redis_client: Any = None, *, tree: bool = True) -> None:
+        self._process = psutil.Process(pid) if pid is not None else None
+        self._redis = redis_client
+        self._tree = tree
+
+    def read(self) -> float:
+        if self._redis is not None:
+            info = self._redis.info("cpu")
+            return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+        assert self._process is not None
+        if not self._tree:  # this process alone (its children are the servers, metered apart)
+            times = self._process.cpu_times()
+            return float(times.user + times.system)
+        total = 0.0
+        for process in [self._process, *self._process.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                total += times.user + times.system + times.children_user + times.children_system
+        return total
 
 
 def check_runs(bench: BenchRedis, tss: Sequence[str], expected_total: int) -> tuple[bool, str]:
@@ -171,6 +219,69 @@ def check_runs(bench: BenchRedis, tss: Sequence[str], expected_total: int) -> tu
         f"matching; {records} run records in Redis for {expected_total} events so far"
     )
     return ok, detail
+
+
+PROFILE_EVENTS = 300
+_PROFILED = re.compile(
+    r"(bot/|agent/|rq/queue\.py.*\(enqueue\)|slack_bolt/app/app\.py.*\(dispatch\)|"
+    r"redis/client\.py.*\((_execute_command|execute)\)|redis/commands/core\.py.*\(__call__\))"
+)
+
+
+def profile_ack_path(bench: BenchRedis, slack: SlackEmulator, queue: str, count: int) -> tuple[str, float]:
+    """cProfile of the web app's ack path in this process (WSGI calls, no HTTP server): the
+    cumulative time of chatops's functions and of the libraries they call, per event."""
+    from bot.settings import Settings
+    from bot.slack.web import create_app
+
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        slack_bot_token=TOKEN,
+        slack_signing_secret=SECRET,
+        slack_api_url=slack.api_url,
+        redis_url=bench.url,
+        chatops_redis_prefix=bench.prefix,
+        chatops_queue=queue,
+    )
+    app = create_app(settings)
+    requests, _ = event_requests(0, "P", count + 20)
+
+    def call(raw: bytes) -> None:
+        head, _, body = raw.partition(b"\r\n\r\n")
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": "/slack/events",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "0",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(body),
+            "CONTENT_LENGTH": str(len(body)),
+        }
+        for line in head.decode().split("\r\n")[1:]:
+            name, _, value = line.partition(": ")
+            key = name.upper().replace("-", "_")
+            environ[key if key == "CONTENT_TYPE" else f"HTTP_{key}"] = value
+        statuses: list[str] = []
+        b"".join(app(environ, lambda status, headers, exc_info=None: statuses.append(status)))
+        assert statuses[0].startswith("200"), statuses
+
+    for raw in requests[:20]:
+        call(raw)  # warm-up
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    for raw in requests[20:]:
+        call(raw)
+    profiler.disable()
+    per_event = (time.perf_counter() - started) / count
+    stream = io.StringIO()
+    pstats.Stats(profiler, stream=stream).sort_stats("cumulative").print_stats(_PROFILED.pattern, 30)
+    text = stream.getvalue()
+    text = text[max(text.find("   ncalls"), 0) :]
+    text = re.sub(r"\S*/site-packages/", "", text).replace(f"{ROOT}/", "")
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip()), per_event
 
 
 def _port_open(port: int) -> bool:
@@ -219,10 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 env = server_env(bench, queue, slack, port)
                 started.append(start_process("bare", [sys.executable, "-m", "bench.bare_app"], env, logs))
                 wait_until(lambda: _port_open(port), 30, "the bare app to listen", watch=started)
+                meters = _meters(bench, started)
                 if not options.quick:
                     send(port, "bare", rates[0], 2.0, "warm")  # warm-up
                 for rate in rates:
-                    steps.append(send(port, "bare", rate, seconds, f"B{rate}")[0])
+                    steps.append(send(port, "bare", rate, seconds, f"B{rate}", meters)[0])
                     time.sleep(1)
             # chatops web as deployed, with a worker draining the runs.
             port = free_port()
@@ -237,24 +349,40 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "chatops web",
                     watch=started,
                 )
+                meters = _meters(bench, started)
                 total = 0
                 if not options.quick:
                     _, warm_tss = send(port, "chatops", rates[0], 2.0, "warm")
                     total += len(warm_tss)
                 for rate in rates:
-                    step, tss = send(port, "chatops", rate, seconds, f"C{rate}")
+                    step, tss = send(port, "chatops", rate, seconds, f"C{rate}", meters)
                     total += len(tss)
                     step.runs_ok, step.runs_detail = check_runs(bench, tss, total)
                     print(f"  runs: {'OK' if step.runs_ok else 'WRONG'}: {step.runs_detail}")
                     steps.append(step)
                     time.sleep(1)
                 finished = _finished_runs(bench)
+            profiled_events = 30 if options.quick else PROFILE_EVENTS
+            profile, profiled_per_event = profile_ack_path(bench, slack, queue, profiled_events)
         finally:
             _cleanup(bench, queue)
     _report(result, steps, rates, seconds, finished)
+    result.data["profile"] = profile
+    result.note(
+        f"cProfile of the ack path in one process (the WSGI app called directly, {profiled_events} mentions, "
+        f"{profiled_per_event * 1000:.2f} ms per mention under the profiler), cumulative time of chatops's "
+        f"functions and the library calls they make:\n\n```\n{profile}\n```"
+    )
     _plot(options, result, steps, rates)
     result.save(options)
     return 0
+
+
+def _meters(bench: BenchRedis, started: Sequence[Process]) -> dict[str, CpuMeter]:
+    meters = {process.name: CpuMeter(process.popen.pid) for process in started}
+    meters["Redis"] = CpuMeter(redis_client=bench.client)
+    meters["bench process"] = CpuMeter(os.getpid(), tree=False)
+    return meters
 
 
 def _run_keys(bench: BenchRedis) -> list[bytes]:
@@ -326,6 +454,28 @@ def _report(result: Result, steps: list[Step], rates: Sequence[int], seconds: fl
         ],
         rows,
     )
+    names = sorted(
+        {name for s in steps for name in s.cpu_ms}, key=lambda n: (n == "Redis", n.startswith("bench"), n)
+    )
+    cpu_rows: list[list[object]] = []
+    for rate in rates:
+        for step in (ours[rate], bare[rate]):
+            total = sum(step.cpu_ms.values())
+            cpu_rows.append(
+                [
+                    "chatops web" if step.server == "chatops" else "bare Bolt app",
+                    rate,
+                    *[step.cpu_ms.get(name, float("nan")) for name in names],
+                    total,
+                    f"{total * rate / 1000:.2f}",
+                ]
+            )
+    result.add_table(
+        "CPU milliseconds per event, by process (the web server's and the worker's trees, Redis, the bench "
+        "process running the load generator), and the cores they keep busy at that rate (of 2)",
+        ["server", "events/s", *names, "total", "cores busy"],
+        cpu_rows,
+    )
     for rate in rates:
         result.note(f"{rate} events/s: {ours[rate].runs_detail}")
     result.note(
@@ -343,6 +493,7 @@ def _report(result: Result, steps: list[Step], rates: Sequence[int], seconds: fl
                 "errors": s.errors,
                 "sent": s.sent,
                 "runs_ok": s.runs_ok,
+                "cpu_ms": s.cpu_ms,
             }
             for s in steps
         ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Outcome:
+    index: int  # the request's position in the list sent
     due: float  # seconds after the start
     latency: float  # seconds from due time to the whole answer
     status: int  # HTTP status, 0 for a transport error
@@ -61,11 +62,11 @@ async def _run(
     loop = asyncio.get_running_loop()
     start = loop.time() + 0.05
 
-    async def acquire() -> _Connection:
+    async def acquire(fresh: bool = False) -> _Connection:
         nonlocal opened
-        if not idle.empty():
+        if not idle.empty() and not fresh:
             return idle.get_nowait()
-        if opened < max_connections:
+        if opened < max_connections or fresh:
             opened += 1
             try:
                 reader, writer = await asyncio.open_connection(host, port)
@@ -82,10 +83,10 @@ async def _run(
             connection: _Connection | None = None
             reused = False
             try:
-                connection = await acquire()
+                connection = await acquire(fresh=retried)
                 reused, connection.used = connection.used, True
                 status, keep = await asyncio.wait_for(connection.exchange(request), timeout)
-                outcomes.append(Outcome(due - start, loop.time() - due, status, retried=retried))
+                outcomes.append(Outcome(index, due - start, loop.time() - due, status, retried=retried))
                 if keep:
                     idle.put_nowait(connection)
                 else:
@@ -102,7 +103,9 @@ async def _run(
                     # client, send again on a new one (Slack would retry the event anyway).
                     retried = True
                     continue
-                outcomes.append(Outcome(due - start, loop.time() - due, 0, type(error).__name__, retried))
+                outcomes.append(
+                    Outcome(index, due - start, loop.time() - due, 0, type(error).__name__, retried)
+                )
                 return
 
     tasks = []
