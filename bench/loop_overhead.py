@@ -25,6 +25,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from importlib import metadata
 from typing import Any
 
 from agent.config import RunConfig
@@ -440,6 +441,7 @@ def _report(
         headers,
         rows,
     )
+    result.note("Versions: " + ", ".join(f"{name} {version}" for name, version in _versions().items()) + ".")
     result.data = {
         "sizes": list(sizes),
         "figures": {k: {str(n): v for n, v in f.items()} for k, f in figures.items()},
@@ -458,6 +460,16 @@ def _report(
             f"cProfile of one chatops run with Redis memory at K={big}, top functions by own time:\n\n"
             f"```\n{profile}\n```"
         )
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for name in ("pydantic-ai-slim", "openai-agents", "langgraph", "langchain", "redis", "pydantic"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
 
 
 def _plot(
