@@ -46,8 +46,16 @@ class Options:
     settle: float  # seconds to wait, at most, for a quiet machine before measuring
 
 
-def parse_options(description: str, argv: Sequence[str] | None = None) -> tuple[Options, argparse.Namespace]:
-    parser = argparse.ArgumentParser(description=description)
+def parse_options(
+    description: str,
+    argv: Sequence[str] | None = None,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> tuple[Options, argparse.Namespace]:
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if extra is not None:
+        extra(parser)
     parser.add_argument(
         "--quick", action="store_true", help="minimal sizes (smoke test; figures mean nothing)"
     )

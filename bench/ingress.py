@@ -17,6 +17,7 @@ p50 within 1.3x of the bare app.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import cProfile
 import hashlib
@@ -313,7 +314,14 @@ def server_env(bench: BenchRedis, queue: str, slack: SlackEmulator, port: int) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options, _ = parse_options(__doc__ or NAME, argv)
+    def extra(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--no-worker",
+            action="store_true",
+            help="no worker on the machine (to see what its forks cost the acks)",
+        )
+
+    options, args = parse_options(__doc__ or NAME, argv, extra)
     rates = QUICK_RATES if options.quick else RATES
     seconds = QUICK_SECONDS if options.quick else SECONDS
     logs = Path(f"/tmp/chatops-bench-{NAME}-{uuid.uuid4().hex[:6]}")
@@ -342,7 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             with processes(started):
                 env = server_env(bench, queue, slack, port)
                 started.append(start_process("web", [*chatops_command(), "web"], env, logs))
-                started.append(start_process("worker", [*chatops_command(), "worker"], env, logs, nice=19))
+                if not args.no_worker:
+                    started.append(
+                        start_process("worker", [*chatops_command(), "worker"], env, logs, nice=19)
+                    )
                 wait_until(
                     lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200,
                     30,
@@ -367,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             _cleanup(bench, queue)
     _report(result, steps, rates, seconds, finished)
+    if args.no_worker:
+        result.note("**No worker ran during this measurement (`--no-worker`).**")
     result.data["profile"] = profile
     result.note(
         f"cProfile of the ack path in one process (the WSGI app called directly, {profiled_events} mentions, "
