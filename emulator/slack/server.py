@@ -33,6 +33,7 @@ KEEPALIVE_SECONDS = 15.0
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # an open event stream must not keep the process alive
+    request_queue_size = 128  # socketserver's 5 resets connections when many clients post at once
     core: Core
     control: Control
     hub: Hub

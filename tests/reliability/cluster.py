@@ -15,11 +15,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 import psutil
 import redis
@@ -33,7 +36,7 @@ from bot.settings import Settings
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, TOKEN, WebServer, buttons, make_settings
+from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -99,6 +102,59 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
+class _PooledServer(WSGIServer):
+    """A WSGI server that handles requests on a fixed pool of threads, as gunicorn's ``gthread``
+    workers do (the test helper's thread-per-request server has no bound at all)."""
+
+    request_queue_size = 256
+
+    def __init__(self, *args: Any, threads: int, **kwargs: Any) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="web")
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._pool.submit(self._handle, request, client_address)
+
+    def _handle(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class PooledWebServer:
+    """The web app on 127.0.0.1 (port 0) with gunicorn's bound: ``threads`` requests at a time,
+    the rest wait in the backlog."""
+
+    def __init__(self, app: Any, threads: int = 16) -> None:
+        self._server = _PooledServer(("127.0.0.1", 0), _QuietHandler, threads=threads)
+        self._server.set_app(app)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
+        self._thread.daemon = True
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
 @dataclass
 class Cluster:
     settings: Settings
@@ -106,7 +162,7 @@ class Cluster:
     control: SlackEmulatorClient
     directory: Path
     worker_env: dict[str, str]
-    server: WebServer | None = None
+    server: PooledWebServer | None = None
     runtime: WebRuntime | None = None
     workers: list[Worker] = field(default_factory=list)
     event_ids: dict[str, list[str]] = field(default_factory=dict)  # message ts -> Slack event ids
@@ -116,7 +172,7 @@ class Cluster:
 
     def serve(self) -> Cluster:
         self.runtime = WebRuntime(self.settings)
-        self.server = WebServer(WebApp(self.runtime))
+        self.server = PooledWebServer(WebApp(self.runtime))
         self.emulator.set_events_url(self.events_url)
         return self
 

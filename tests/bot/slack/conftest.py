@@ -65,6 +65,7 @@ def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    request_queue_size = 128  # as a real server's backlog: Slack delivers many events at once
 
 
 class _Quiet(WSGIRequestHandler):
