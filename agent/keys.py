@@ -21,6 +21,7 @@ Shared:
 * ``{p}seen:...``            strings: dedupe claims (Slack event ids, message timestamps)
 * ``{p}metrics:{name}``      hash: one metric's values by labels (and buckets), from all processes
 * ``{p}slack:{kind}:...``    the Slack layer's caches and flags
+* ``{p}limits:{kind}:{id}``  sorted sets of ``bot.limits``: recent runs per user and channel, a channel's runs
 
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
 primary (as RQ does); it does not use cluster hash tags.
@@ -109,6 +110,10 @@ class Keys:
     def metrics(self, name: str) -> str:
         """One Prometheus metric's values, pushed by every process (``bot/metrics.py``)."""
         return f"{self.prefix}metrics:{_part(name, 'metric name')}"
+
+    def limits(self, kind: str, ident: str) -> str:
+        """``bot.limits``' sets: ``user`` / ``channel`` windows and a channel's ``active`` runs."""
+        return f"{self.prefix}limits:{_part(kind, 'kind')}:{_part(ident, kind)}"
 
     def slack(self, kind: str, *parts: str) -> str:
         """Caches and flags of the Slack layer (``identity``, ``no_status:{team}``, ...)."""

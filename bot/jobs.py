@@ -43,6 +43,7 @@ from bot.approvals import EXPIRED_REASON, SUPERSEDED_REASON, SYSTEM_DECIDER, App
 from bot.audit import AuditKind, AuditLog
 from bot.errors import BotConfigurationError
 from bot.lease import Lease
+from bot.limits import mutating_cap_reason
 from bot.logs import run_context
 from bot.metrics import MeteredModel, RunMetrics
 from bot.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
@@ -156,8 +157,12 @@ class ApprovalGate:
     timeout_seconds: float
     clock: Callable[[], float]
     metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
+    max_mutating_actions: int = 0
 
     def __call__(self, request: ConfirmRequest) -> Decision:
+        over_cap = self._over_cap(request)
+        if over_cap is not None:
+            return Decision.decline(over_cap)
         approval = self._record(request)
         if approval.status is ApprovalStatus.PENDING and self.clock() >= approval.expires_at:
             approval = self._expire(approval)  # the scheduled expiry has not run yet
@@ -170,6 +175,15 @@ class ApprovalGate:
         present(self.presenter.show_decision, self.run, approval)
         self.metrics.approval_decided(approval.status.value, approval.created_at, approval.decided_at)
         return approval.decision(request.call)
+
+    def _over_cap(self, request: ConfirmRequest) -> str | None:
+        """The run's cap on mutating actions (``bot.limits``), checked before anyone is asked."""
+        if not self.max_mutating_actions:
+            return None
+        approvals = self.service.approvals
+        if approvals.for_call(self.run.run_id, request.call.id) is not None:
+            return None  # asked before the cap was reached: answered from its record
+        return mutating_cap_reason(approvals.for_run(self.run.run_id), self.max_mutating_actions)
 
     def _record(self, request: ConfirmRequest) -> Approval:
         approvals = self.service.approvals
@@ -394,7 +408,13 @@ class RunJob:
         rt = self._rt
         events = JobEvents(rt.presenter, self._service.audit, ref, tracker, metrics=self._metrics)
         gate = ApprovalGate(
-            self._service, rt.presenter, ref, rt.options.approval_timeout_seconds, rt.clock, self._metrics
+            self._service,
+            rt.presenter,
+            ref,
+            rt.options.approval_timeout_seconds,
+            rt.clock,
+            self._metrics,
+            max_mutating_actions=rt.options.max_mutating_actions,
         )
         return RunConfig(
             models=[MeteredModel(m, self._metrics) for m in rt.models] if rt.metrics_enabled else rt.models,

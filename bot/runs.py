@@ -81,6 +81,7 @@ class RunOptions:
     max_attempts: int = 5
     limits: Limits = field(default_factory=Limits)
     approvers: tuple[str, ...] = ()
+    max_mutating_actions: int = 0  # per run (``bot.limits``); 0: no cap
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunOptions:
@@ -98,6 +99,7 @@ class RunOptions:
                 token_budget=settings.chatops_token_budget,
             ),
             approvers=tuple(settings.chatops_approvers),
+            max_mutating_actions=settings.chatops_max_mutating_actions,
         )
 
     @property

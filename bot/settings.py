@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     chatops_deadline_seconds: float = Field(default=900.0, gt=0)
     chatops_token_budget: int | None = None
 
+    # Limits
+    chatops_rate_window_seconds: int = Field(default=60, ge=1)
+    chatops_user_runs_per_window: int = Field(default=10, ge=0)
+    chatops_channel_runs_per_window: int = Field(default=30, ge=0)
+    chatops_channel_max_active_runs: int = Field(default=10, ge=0)
+    chatops_max_mutating_actions: int = Field(default=10, ge=0)
+
     # Web process
     port: int = Field(default=3000, ge=0, le=65535)
     web_host: str = "0.0.0.0"

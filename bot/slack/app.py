@@ -39,7 +39,7 @@ from bot.slack.runtime import WebRuntime
 log = logging.getLogger(__name__)
 
 # Outcomes with Slack calls to make after the answer.
-FOLLOW_UP_KINDS = frozenset({"injected", "refused_channel"})
+FOLLOW_UP_KINDS = frozenset({"injected", "refused_channel", "limited"})
 LAZY_THREADS = 16
 
 
@@ -148,6 +148,8 @@ def _follow_up(runtime: WebRuntime, outcome: Outcome) -> None:
     try:
         if outcome.kind == "injected":
             add_reaction(client, outcome.channel, outcome.ts, EYES)
+        elif outcome.kind == "limited":  # over a limit on new runs (bot.limits): say why, politely
+            client.chat_postMessage(channel=outcome.channel, thread_ts=outcome.thread_ts, text=outcome.note)
         elif outcome.kind == "refused_channel" and outcome.notify:
             client.chat_postMessage(
                 channel=outcome.channel, thread_ts=outcome.thread_ts, text=channel_notice(runtime)

@@ -26,6 +26,7 @@ from typing import Any
 from agent.redis_memory import as_text
 from agent.types import Message
 from bot.inbox import DeliveryStatus
+from bot.limits import LimitSettings, RunLimits
 from bot.slack.claims import Claims, ClaimState
 from bot.slack.runtime import WebRuntime
 
@@ -40,13 +41,14 @@ CARRY_CHARS = 6000
 class Outcome:
     """What the ack half decided; the follow-up half acts on it after the answer."""
 
-    kind: str  # started | injected | duplicate | in_progress | ignored | refused_channel
+    kind: str  # started | injected | duplicate | in_progress | ignored | refused_channel | limited
     channel: str = ""
     ts: str = ""
     thread_ts: str = ""
     user: str = ""
     run_id: str = ""
     notify: bool = False  # refused_channel: say so (the first time in this channel)
+    note: str = ""  # limited: the polite reply (``bot.limits``)
 
     def to_context(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,6 +109,7 @@ class EventHandler:
     def __init__(self, runtime: WebRuntime) -> None:
         self._rt = runtime
         self._claims = Claims(runtime.redis)
+        self._limits = RunLimits(runtime.redis, runtime.keys, LimitSettings.from_settings(runtime.settings))
 
     # -- app_mention ----------------------------------------------------------------------------
 
@@ -142,6 +145,15 @@ class EventHandler:
         if state is not ClaimState.NEW:
             return replace(where, kind="duplicate" if state is ClaimState.DONE else "in_progress")
         try:
+            admission = self._limits.admit(where.channel, where.user, where.ts)
+        except BaseException:
+            self._claims.release(message_key)
+            raise
+        if not admission.allowed:
+            self._claims.confirm(message_key, "limited")  # a retry of this mention is answered once
+            note = admission.message(where.user, self._limits.limits.window_seconds)
+            return replace(where, kind="limited", note=note)
+        try:
             submission = service.submit(
                 where.channel,
                 where.thread_ts,
@@ -150,8 +162,13 @@ class EventHandler:
                 message_ts=where.ts,
             )
         except BaseException:
+            self._limits.cancel(where.channel, where.user, where.ts)
             self._claims.release(message_key)
             raise
+        if submission.created:
+            self._limits.bind(where.channel, where.ts, submission.run_id)
+        else:
+            self._limits.cancel(where.channel, where.user, where.ts)  # no new run: the slot goes back
         if not submission.created:
             if self._started_by(submission.run_id, where.ts):
                 self._claims.confirm(message_key, submission.run_id)
