@@ -15,6 +15,7 @@ import pytest
 from agent.types import RunStatus
 from bot.audit import AuditKind
 from tests.bot.runtimes import executions
+from tests.bot.slack.conftest import http
 from tests.reliability.cluster import Cluster, wait_for
 from tests.reliability.redis_proc import RedisProcess
 from tests.reliability.runtimes import logged_requests
@@ -86,8 +87,18 @@ def test_ten_seconds_without_redis_loses_no_event_and_workers_reconnect(
         lambda: [e for e in logged_requests(cluster.directory) if e["step"] == 1], what="the model thinking"
     )
     during: list[str] = []
-    # The in-flight run's model answers while Redis is down; a mention arrives meanwhile.
-    stop_for(server, OUTAGE_SECONDS, lambda: during.append(cluster.mention("plan: check_health #during")))
+    health: list[int] = []
+    assert cluster.server is not None
+    health_url = f"{cluster.server.url}/healthz"
+
+    def meanwhile() -> None:
+        # The in-flight run's model answers while Redis is down; a mention arrives meanwhile, and
+        # the web app says it cannot store anything (a load balancer takes it out of rotation).
+        during.append(cluster.mention("plan: check_health #during"))
+        health.append(http(health_url).status)
+
+    stop_for(server, OUTAGE_SECONDS, meanwhile)
+    assert health == [503] and http(health_url).status == 200
 
     during_run = cluster.run_id(during[0], timeout=30)
     for run_id in (in_flight_run, during_run):
