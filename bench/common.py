@@ -365,9 +365,19 @@ def processes(started: list[Process]) -> Iterator[list[Process]]:
             process.stop()
 
 
+# The run limits (``bot.limits``) stay on, as deployed, but high enough never to refuse: a
+# benchmark's mentions must all become runs.
+NEVER_LIMITED = {
+    "CHATOPS_USER_RUNS_PER_WINDOW": "100000000",
+    "CHATOPS_CHANNEL_RUNS_PER_WINDOW": "100000000",
+    "CHATOPS_CHANNEL_MAX_ACTIVE_RUNS": "100000000",
+}
+
+
 def worker_env(bench: BenchRedis, queue: str, runtime: str, **extra: str) -> dict[str, str]:
     """The environment of ``chatops worker`` / ``chatops web`` processes of a benchmark."""
     return {
+        **NEVER_LIMITED,
         "REDIS_URL": bench.url,
         "CHATOPS_REDIS_PREFIX": bench.prefix,
         "CHATOPS_QUEUE": queue,

@@ -43,6 +43,7 @@ from agent.keys import Keys
 from agent.redis_memory import as_text
 from bench import loadgen
 from bench.common import (
+    NEVER_LIMITED,
     ROOT,
     BenchRedis,
     Options,
@@ -71,7 +72,7 @@ QUICK_RATES = (20,)
 QUICK_SECONDS = 1.0
 SECRET = "bench-signing-secret"
 TOKEN = "xoxb-bench-token"
-CHANNEL = "C_INCIDENT"
+CHANNELS = 1000  # events are spread over this many channels and people, as a workspace's traffic is
 BOT_USER = "U_OPS"
 TARGET_RATE = 300
 TARGET_P99_MS = 20.0
@@ -101,6 +102,11 @@ class Step:
         return percentile(self.latencies_ms, q)
 
 
+def channel_of(ts: str) -> str:
+    """The channel of the event whose message has ``ts`` (spread by the event's index)."""
+    return f"C_B{int(ts.split('.')[1]) % CHANNELS:04d}"
+
+
 def event_requests(port: int, tag: str, count: int) -> tuple[list[bytes], list[str]]:
     """``count`` signed ``app_mention`` deliveries (each a new thread), and their message ts."""
     stamp = str(int(time.time()))
@@ -110,10 +116,10 @@ def event_requests(port: int, tag: str, count: int) -> tuple[list[bytes], list[s
         ts = f"{base}.{index:06d}"
         event = {
             "type": "app_mention",
-            "user": "U_ALICE",
+            "user": f"U_B{index % CHANNELS:04d}",
             "text": f"<@{BOT_USER}> web-03 is out of disk, deal with it",
             "ts": ts,
-            "channel": CHANNEL,
+            "channel": channel_of(ts),
             "event_ts": ts,
         }
         body = json.dumps(
@@ -205,7 +211,7 @@ def check_runs(bench: BenchRedis, tss: Sequence[str], expected_total: int) -> tu
     client = bench.client
     pipe = client.pipeline(transaction=False)
     for ts in tss:
-        pipe.get(keys.seen_message(CHANNEL, ts))
+        pipe.get(keys.seen_message(channel_of(ts), ts))
     run_ids = [as_text(v) or "" for v in pipe.execute()]
     missing = sum(1 for r in run_ids if not r or r in ("pending", "done"))
     pipe = client.pipeline(transaction=False)
@@ -243,6 +249,7 @@ def profile_ack_path(bench: BenchRedis, slack: SlackEmulator, queue: str, count:
         redis_url=bench.url,
         chatops_redis_prefix=bench.prefix,
         chatops_queue=queue,
+        **{name.lower(): int(value) for name, value in NEVER_LIMITED.items()},
     )
     app = create_app(settings)
     requests, _ = event_requests(0, "P", count + 20)
