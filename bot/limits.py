@@ -185,15 +185,21 @@ class RunLimits:
             return ADMITTED
         return Admission(Refusal(outcome), int(float(limit)), max(0.0, float(retry_after)))
 
-    def bind(self, channel: str, token: str, run_id: str) -> None:
-        """The held slot is the run ``run_id`` now (it stays counted until the run finishes)."""
+    def bind(
+        self, channel: str, token: str, run_id: str, *, pipeline: redis.client.Pipeline | None = None
+    ) -> None:
+        """The held slot is the run ``run_id`` now (it stays counted until the run finishes).
+
+        With ``pipeline`` (a transaction) the caller executes it, with its own writes.
+        """
         if not self.enabled:
             return
         key = self._keys.limits("active", channel)
-        pipe = self._redis().pipeline()
+        pipe = pipeline if pipeline is not None else self._redis().pipeline()
         pipe.zrem(key, PENDING + token)
         pipe.zadd(key, {run_id: self._clock()})
-        pipe.execute()
+        if pipeline is None:
+            pipe.execute()
 
     def cancel(self, channel: str, user: str, token: str) -> None:
         """Give back a slot no run was started with."""

@@ -165,11 +165,8 @@ class EventHandler:
             self._limits.cancel(where.channel, where.user, where.ts)
             self._claims.release(message_key)
             raise
-        if submission.created:
-            self._limits.bind(where.channel, where.ts, submission.run_id)
-        else:
-            self._limits.cancel(where.channel, where.user, where.ts)  # no new run: the slot goes back
         if not submission.created:
+            self._limits.cancel(where.channel, where.user, where.ts)  # no new run: the slot goes back
             if self._started_by(submission.run_id, where.ts):
                 self._claims.confirm(message_key, submission.run_id)
                 return replace(where, kind="duplicate")
@@ -177,7 +174,8 @@ class EventHandler:
             # The message claim must go first, or the inbox would take the message for a retry.
             self._claims.release(message_key)
             return self._inject(where, text) or IGNORED
-        pipeline = self._rt.redis().pipeline(transaction=False)  # one round trip for both
+        pipeline = self._rt.redis().pipeline()  # one round trip (MULTI/EXEC) for the three
+        self._limits.bind(where.channel, where.ts, submission.run_id, pipeline=pipeline)
         pipeline.set(
             self._last_run_key(where.channel, where.thread_ts),
             submission.run_id,
