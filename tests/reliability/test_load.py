@@ -30,7 +30,7 @@ from tests.reliability.redis_proc import RedisProcess
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 T = TypeVar("T")
-FIGURES: dict[str, Any] = {}
+Record = Callable[[str, object], None]  # pytest's ``record_testsuite_property``: figures in --junitxml
 # Slack retries an event not answered 2xx in 3 s at once, after 1 and after 5 minutes; a burst this
 # big (on two cores shared with the workers) is retried here after 1, 5 and 15 seconds.
 SLACK_RETRIES = (1.0, 5.0, 15.0)
@@ -105,13 +105,16 @@ def assert_audit_once(cluster: Cluster, run_ids: list[str], *kinds: AuditKind) -
             assert by_run.get(run_id, Counter())[kind] == 1, (run_id, kind, by_run.get(run_id))
 
 
-def report(name: str, **figures: Any) -> None:
-    FIGURES[name] = figures
+def report(record: Record, name: str, **figures: Any) -> None:
+    """The figures docs/RELIABILITY.md quotes: in the JUnit XML, and printed (``-s``)."""
+    record(name, json.dumps(figures))
     print(f"\nRELIABILITY {name}: {json.dumps(figures)}")
 
 
 def test_one_hundred_concurrent_runs_on_two_workers_land_every_message_once(
-    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+    own_redis: Callable[..., RedisProcess],
+    make_cluster: Callable[..., Cluster],
+    record_testsuite_property: Record,
 ) -> None:
     server = own_redis()
     cluster = make_cluster(redis=server.url, retry_delays=SLACK_RETRIES, **NO_LIMITS)
@@ -155,6 +158,7 @@ def test_one_hundred_concurrent_runs_on_two_workers_land_every_message_once(
     assert memory_per_run < 64 * 1024, memory_per_run  # history, state, audit: a few KB a run
     assert rss_growth < 30 * 1024 * 1024, rss_growth  # each job runs in a forked work horse
     report(
+        record_testsuite_property,
         "100 concurrent runs",
         runs=100,
         messages=len(messages),
@@ -167,7 +171,9 @@ def test_one_hundred_concurrent_runs_on_two_workers_land_every_message_once(
 
 
 def test_five_hundred_runs_awaiting_approval_hold_no_worker_and_all_finish_once_approved(
-    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+    own_redis: Callable[..., RedisProcess],
+    make_cluster: Callable[..., Cluster],
+    record_testsuite_property: Record,
 ) -> None:
     server = own_redis()
     cluster = make_cluster(redis=server.url, retry_delays=SLACK_RETRIES, **NO_LIMITS)
@@ -232,6 +238,7 @@ def test_five_hundred_runs_awaiting_approval_hold_no_worker_and_all_finish_once_
     assert rss_growth < 30 * 1024 * 1024, rss_growth
     assert waiting_memory < 64 * 1024, waiting_memory
     report(
+        record_testsuite_property,
         "500 runs awaiting approval",
         runs=500,
         messages=len(messages),
@@ -246,7 +253,9 @@ def test_five_hundred_runs_awaiting_approval_hold_no_worker_and_all_finish_once_
 
 
 def test_two_hundred_replies_into_ten_running_runs_each_arrive_exactly_once(
-    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+    own_redis: Callable[..., RedisProcess],
+    make_cluster: Callable[..., Cluster],
+    record_testsuite_property: Record,
 ) -> None:
     server = own_redis()
     cluster = make_cluster(redis=server.url, retry_delays=SLACK_RETRIES, **NO_LIMITS)
@@ -296,6 +305,7 @@ def test_two_hundred_replies_into_ten_running_runs_each_arrive_exactly_once(
     assert kinds[AuditKind.MESSAGE_INJECTED] == 200 and kinds[AuditKind.MESSAGE_UNREAD] == 0
     assert all(cluster.service.inbox.peek(r) == [] for r in run_ids)
     report(
+        record_testsuite_property,
         "200 replies into 10 runs",
         runs=10,
         replies=200,
