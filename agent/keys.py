@@ -29,16 +29,18 @@ primary (as RQ does); it does not use cluster hash tags.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from agent.errors import ConfigurationError
 
 DEFAULT_PREFIX = "chatops:"
+_SPACE = re.compile(r"\s")
 
 
 def _part(value: str, what: str) -> str:
     """A key component: non-empty and free of whitespace (Slack ids and our uuids always are)."""
-    if not value or any(ch.isspace() for ch in value):
+    if not value or _SPACE.search(value):
         raise ConfigurationError(f"invalid {what} for a Redis key: {value!r}")
     return value
 
