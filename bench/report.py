@@ -55,7 +55,7 @@ def summary(results: dict[str, dict[str, Any]]) -> str:
     lines = [
         "## Targets",
         "",
-        "| benchmark | target | figure | met | load average (1 min) when measured |",
+        "| benchmark | target | figure | met | load average (1 min) before / after |",
         "|---|---|---|---|---|",
     ]
     for name in ORDER:
@@ -63,12 +63,10 @@ def summary(results: dict[str, dict[str, Any]]) -> str:
         if result is None:
             lines.append(f"| {name} | - | not run | - | - |")
             continue
-        load = result["load_before"][0]
+        load = f"{result['load_before'][0]:.2f} / {result['load_after'][0]:.2f}"
         for target in result["targets"]:
             met = "yes" if target["met"] else "**no**"
-            lines.append(
-                f"| {result['title']} | {target['target']} | {target['figure']} | {met} | {load:.2f} |"
-            )
+            lines.append(f"| {result['title']} | {target['target']} | {target['figure']} | {met} | {load} |")
     return "\n".join(lines)
 
 
@@ -108,6 +106,9 @@ def section(name: str, result: dict[str, Any] | None) -> str:
 def render(results_dir: Path) -> str:
     results = {name: r for name in ORDER if (r := load(results_dir, name)) is not None}
     parts = [HEADER, summary(results), ""]
+    overview = NOTES_DIR / "summary.md"
+    if overview.exists():
+        parts += [overview.read_text().strip(), ""]
     parts += [section(name, results.get(name)) for name in ORDER]
     return "\n".join(parts).rstrip() + "\n"
 

@@ -66,4 +66,4 @@ def test_report_is_written_from_results(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     text = output.read_text()
-    assert "| Approval waits | t | f | yes | 0.10 |" in text and "## ingress\n\nNot run yet." in text
+    assert "| Approval waits | t | f | yes | 0.10 / 0.10 |" in text and "## ingress\n\nNot run yet." in text
