@@ -15,14 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.simple_server import WSGIServer
 
 import psutil
 import redis
@@ -36,7 +35,16 @@ from bot.settings import Settings
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, make_settings
+from tests.bot.slack.conftest import (
+    BOT_USER,
+    CHANNEL,
+    SECRET,
+    TOKEN,
+    QuietHandler,
+    WebServer,
+    buttons,
+    make_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -128,31 +136,12 @@ class _PooledServer(WSGIServer):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class PooledWebServer:
+class PooledWebServer(WebServer):
     """The web app on 127.0.0.1 (port 0) with gunicorn's bound: ``threads`` requests at a time,
     the rest wait in the backlog."""
 
     def __init__(self, app: Any, threads: int = 16) -> None:
-        self._server = _PooledServer(("127.0.0.1", 0), _QuietHandler, threads=threads)
-        self._server.set_app(app)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
-        self._thread.daemon = True
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
+        super().__init__(app, server=_PooledServer(("127.0.0.1", 0), QuietHandler, threads=threads))
 
 
 @dataclass

@@ -68,7 +68,7 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
     request_queue_size = 128  # as a real server's backlog: Slack delivers many events at once
 
 
-class _Quiet(WSGIRequestHandler):
+class QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
@@ -79,8 +79,15 @@ class WebServer:
     The production server (gunicorn via ``chatops web``) is exercised by ``test_web_process``.
     """
 
-    def __init__(self, app: Any) -> None:
-        self._server = make_server("127.0.0.1", 0, app, server_class=_ThreadingServer, handler_class=_Quiet)
+    def __init__(self, app: Any, server: WSGIServer | None = None) -> None:
+        """Serve ``app``; ``server`` replaces the default thread-per-request server (already bound)."""
+        if server is None:
+            server = make_server(
+                "127.0.0.1", 0, app, server_class=_ThreadingServer, handler_class=QuietHandler
+            )
+        else:
+            server.set_app(app)
+        self._server = server
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
         self._thread.daemon = True
         self._thread.start()
