@@ -1,5 +1,4 @@
 import tempfile
-import time
 
 import psutil
 import redis
@@ -19,9 +18,8 @@ def test_falls_back_to_an_embedded_real_redis_when_nothing_answers() -> None:
         assert "redis_version" in client.info()
         client.close()
     finally:
-        started = time.monotonic()
         server.stop()
-    assert time.monotonic() - started < 2 and not psutil.pid_exists(pid)
+    assert not psutil.pid_exists(pid)  # stop() returns only once the server process is gone
 
 
 def test_uses_the_given_url_when_it_answers(redis_url: str) -> None:
