@@ -109,9 +109,10 @@ class Deliverer:
     def deliver_event(self, envelope: dict[str, Any]) -> None:
         """Deliver an ``event_callback`` envelope in the background."""
         thread = threading.Thread(target=self._deliver, args=(envelope,), name="slack-event", daemon=True)
+        # Started under the lock so that wait_idle never sees (and joins) a thread not yet started.
         with self._threads_lock:
+            thread.start()
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait for every background delivery to finish; False when some were still running."""
