@@ -49,11 +49,11 @@ class RunContext:
     def sync_detector(self) -> None:
         self.state.loop_window = self.detector.window
 
-    def append(self, messages: Sequence[Message]) -> None:
+    def append(self, messages: Sequence[Message], *, wait: bool = True) -> None:
         """Persist ``messages`` (after any held one) with the current state, then make them part of
-        the live history."""
+        the live history. ``wait=False``: see ``Memory.append``."""
         self.sync_detector()
-        self.config.memory.append([*self._held, *messages], self.state)
+        self.config.memory.append([*self._held, *messages], self.state, wait=wait)
         self._held.clear()
         self.messages.extend(messages)
 

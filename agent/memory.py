@@ -26,8 +26,12 @@ class Memory(Protocol):
         """The saved state, or ``None`` for a run that never started."""
         ...
 
-    def append(self, messages: Sequence[Message], state: RunState) -> None:
-        """Append ``messages`` and save ``state`` as one atomic write."""
+    def append(self, messages: Sequence[Message], state: RunState, *, wait: bool = True) -> None:
+        """Append ``messages`` and save ``state`` as one atomic write.
+
+        With ``wait=False`` the write may still be on its way when this returns: it is confirmed
+        (or its failure raised) by the next call on this memory, or by ``flush``.
+        """
         ...
 
     def save_state(self, state: RunState) -> None:
@@ -38,33 +42,45 @@ class Memory(Protocol):
         """Replace the whole history (condensing only) and save ``state``, atomically."""
         ...
 
+    def flush(self) -> None:
+        """Confirm a write made with ``wait=False``, raising its failure; nothing when there is none."""
+        ...
+
 
 class InMemoryMemory:
-    """A ``Memory`` held in this process; for tests, demos and one-shot runs."""
+    """A ``Memory`` held in this process; for tests, demos and one-shot runs.
+
+    Messages and state are kept as their JSON, as ``RedisMemory`` stores them: nothing the caller
+    changes later leaks in, what cannot be stored fails here too, and serialising is much cheaper
+    than a deep copy.
+    """
 
     def __init__(self, messages: Sequence[Message] = (), state: RunState | None = None) -> None:
-        self._messages = [m.model_copy(deep=True) for m in messages]
-        self._state = state.model_copy(deep=True) if state else None
+        self._messages = [m.model_dump_json() for m in messages]
+        self._state = state.model_dump_json() if state else None
         self._lock = threading.Lock()
 
     def load_messages(self) -> list[Message]:
         with self._lock:
-            return [m.model_copy(deep=True) for m in self._messages]
+            return [Message.model_validate_json(m) for m in self._messages]
 
     def load_state(self) -> RunState | None:
         with self._lock:
-            return self._state.model_copy(deep=True) if self._state else None
+            return RunState.model_validate_json(self._state) if self._state else None
 
-    def append(self, messages: Sequence[Message], state: RunState) -> None:
+    def append(self, messages: Sequence[Message], state: RunState, *, wait: bool = True) -> None:
         with self._lock:
-            self._messages.extend(m.model_copy(deep=True) for m in messages)
-            self._state = state.model_copy(deep=True)
+            self._messages.extend(m.model_dump_json() for m in messages)
+            self._state = state.model_dump_json()
 
     def save_state(self, state: RunState) -> None:
         with self._lock:
-            self._state = state.model_copy(deep=True)
+            self._state = state.model_dump_json()
 
     def replace_messages(self, messages: Sequence[Message], state: RunState) -> None:
         with self._lock:
-            self._messages = [m.model_copy(deep=True) for m in messages]
-            self._state = state.model_copy(deep=True)
+            self._messages = [m.model_dump_json() for m in messages]
+            self._state = state.model_dump_json()
+
+    def flush(self) -> None:
+        """Nothing to confirm: every write here is done when it returns."""

@@ -19,6 +19,12 @@ removes exactly those items from the head of the run's inbox (and refuses the wr
 does not hold them), so a message moves from inbox to history exactly once. Inbox items are JSON
 objects with an ``id`` field (written by ``bot.inbox``).
 
+A write can be sent without waiting for its answer (``append(..., wait=False)``, used for tool
+results): the answer is read before this memory sends or reads anything else, and ``flush``
+reads it on demand, so writes still land in order and a refused one is still raised, one step
+later. Each write carries a ``write_id`` kept in the hash: a write sent again after a lost answer
+(a dropped connection) is recognised and not applied twice.
+
 When a state with a terminal status is written, every key of the run gets the retention TTL,
 the run leaves the active set, and the thread's active-run claim is dropped if it names this run.
 """
@@ -26,11 +32,15 @@ the run leaves the active set, and the thread's active-run claim is dropped if i
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.connection import Connection
 
 from agent.errors import LeaseLostError, MemoryStoreError
 from agent.keys import Keys
@@ -53,6 +63,7 @@ if token ~= '' and redis.call('GET', KEYS[4]) ~= token then
   return redis.error_reply('LEASE_LOST the run is leased to another worker')
 end
 local p = cjson.decode(ARGV[2])
+if redis.call('HGET', KEYS[1], 'write_id') == p.write_id then return -1 end
 local n = #p.inbox_ids
 if n > 0 then
   local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
@@ -67,7 +78,7 @@ if p.replace then redis.call('DEL', KEYS[2]) end
 for i = 3, #ARGV, 500 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
 end
-redis.call('HSET', KEYS[1], unpack(p.fields))
+redis.call('HSET', KEYS[1], 'write_id', p.write_id, unpack(p.fields))
 if token ~= '' and p.lease_ms > 0 then redis.call('PEXPIRE', KEYS[4], p.lease_ms) end
 if p.retention > 0 then
   redis.call('EXPIRE', KEYS[1], p.retention)
@@ -79,6 +90,10 @@ if p.retention > 0 then
 end
 return #ARGV - 2
 """
+
+
+# One encoder for every field: ``json.dumps`` with any option builds a new encoder per call.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 def as_text(value: bytes | str | None) -> str | None:
@@ -116,7 +131,7 @@ def _encode(
     fields = ["status", status, SAVED_AT_FIELD, repr(saved_at)]
     for name, value in dumped.items():
         if name != "status" and (unchanged is None or name not in unchanged or unchanged[name] != value):
-            fields += [name, json.dumps(value, separators=(",", ":"))]
+            fields += [name, _COMPACT_JSON.encode(value)]
     return fields
 
 
@@ -129,6 +144,14 @@ def decode_state(raw: dict[str, str]) -> RunState | None:
         if name != "status" and name in raw:
             data[name] = json.loads(raw[name])
     return RunState.model_validate(data)
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """A write sent on the pinned connection whose answer has not been read yet."""
+
+    keys: list[str]
+    args: list[str]
 
 
 class RedisMemory:
@@ -167,21 +190,30 @@ class RedisMemory:
         self._more_keys = [keys.fence(run_id), keys.approvals(run_id)]
         # The state fields this writer last stored (JSON-ready values): unchanged ones are not resent.
         self._stored_fields: dict[str, Any] = {}
+        self._writer_id = os.urandom(6).hex()
+        self._writes = 0
+        self._in_flight: _InFlight | None = None
+        self._pinned: Connection | None = None  # the connection writes are sent on without waiting
+        self._lock = threading.RLock()
 
     # -- reads ----------------------------------------------------------------------------------
 
     def load_messages(self) -> list[Message]:
-        items = self._call(lambda: self._redis.lrange(self._keys.messages(self.run_id), 0, -1))
+        with self._lock:
+            self._settle()
+            items = self._call(lambda: self._redis.lrange(self._messages_key, 0, -1))
         return [Message.model_validate_json(item) for item in items]
 
     def load_state(self) -> RunState | None:
-        raw = self._call(lambda: self._redis.hgetall(self._keys.run(self.run_id)))
+        with self._lock:
+            self._settle()
+            raw = self._call(lambda: self._redis.hgetall(self._run_key))
         return decode_state({as_text(k) or "": as_text(v) or "" for k, v in raw.items()})
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def append(self, messages: Sequence[Message], state: RunState) -> None:
-        self._store(messages, state, replace=False)
+    def append(self, messages: Sequence[Message], state: RunState, *, wait: bool = True) -> None:
+        self._store(messages, state, replace=False, wait=wait)
 
     def save_state(self, state: RunState) -> None:
         self._store((), state, replace=False)
@@ -189,26 +221,93 @@ class RedisMemory:
     def replace_messages(self, messages: Sequence[Message], state: RunState) -> None:
         self._store(messages, state, replace=True)
 
-    def _store(self, messages: Sequence[Message], state: RunState, *, replace: bool) -> None:
-        terminal = state.status.terminal
-        dumped = state.model_dump(mode="json")
-        header = {
-            "inbox_ids": [m.meta[INBOX_ID_META] for m in messages if INBOX_ID_META in m.meta],
-            "replace": replace,
-            "fields": _encode(state.status.value, dumped, self._clock(), self._stored_fields),
-            "lease_ms": self._lease_ms,
-            "retention": 0,
-        }
-        script_keys = [self._run_key, self._messages_key, self._inbox_key, self._lease_key]
-        if terminal:  # expire everything, leave the active set, free the thread
-            thread_key = self._thread_key()
-            header.update(retention=self._retention, run_id=self.run_id, has_thread=thread_key is not None)
-            script_keys += [self._active_key, thread_key or self._active_key, *self._more_keys]
-            script_keys += self._approval_keys()
-        token = "" if self.fence is None else str(self.fence)
-        args = [token, json.dumps(header), *[m.model_dump_json() for m in messages]]
-        self._call(lambda: self._write(keys=script_keys, args=args))
-        self._stored_fields = dumped
+    def flush(self) -> None:
+        """Read the answer to a write sent without waiting (raising what it came to), and give back
+        the connection it went out on."""
+        with self._lock:
+            try:
+                self._settle()
+            finally:
+                self._unpin()
+
+    def _store(
+        self, messages: Sequence[Message], state: RunState, *, replace: bool, wait: bool = True
+    ) -> None:
+        with self._lock:
+            self._settle()  # writes land in order, and an earlier refusal is raised before a new write
+            terminal = state.status.terminal
+            dumped = state.model_dump(mode="json")
+            self._writes += 1
+            header = {
+                "write_id": f"{self._writer_id}:{self._writes}",
+                "inbox_ids": [m.meta[INBOX_ID_META] for m in messages if INBOX_ID_META in m.meta],
+                "replace": replace,
+                "fields": _encode(state.status.value, dumped, self._clock(), self._stored_fields),
+                "lease_ms": self._lease_ms,
+                "retention": 0,
+            }
+            script_keys = [self._run_key, self._messages_key, self._inbox_key, self._lease_key]
+            if terminal:  # expire everything, leave the active set, free the thread
+                thread_key = self._thread_key()
+                header.update(
+                    retention=self._retention, run_id=self.run_id, has_thread=thread_key is not None
+                )
+                script_keys += [self._active_key, thread_key or self._active_key, *self._more_keys]
+                script_keys += self._approval_keys()
+            token = "" if self.fence is None else str(self.fence)
+            args = [token, json.dumps(header), *[m.model_dump_json() for m in messages]]
+            if wait or terminal:
+                self._unpin()
+                self._call(lambda: self._write(keys=script_keys, args=args))
+            else:
+                self._send(script_keys, args)
+            self._stored_fields = dumped
+
+    def _send(self, keys: list[str], args: list[str]) -> None:
+        """Send a write on the pinned connection and leave its answer to ``_settle``.
+
+        The connection stays pinned while writes follow each other without waiting (no pool
+        checkout per write); a waited-for write or ``flush`` gives it back.
+        """
+        try:
+            if self._pinned is None:
+                self._pinned = self._redis.connection_pool.get_connection()
+            self._pinned.send_command("EVALSHA", self._write.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        except redis.RedisError:
+            # Perhaps sent in part: write it the ordinary way (its write_id keeps it from landing twice).
+            self._unpin(broken=True)
+            self._call(lambda: self._write(keys=keys, args=args))
+            return
+        self._in_flight = _InFlight(keys, args)
+
+    def _settle(self) -> None:
+        """Read the answer to the write in flight, if any; raise the agent's error for a refusal."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None or self._pinned is None:
+            return
+        try:
+            self._pinned.read_response()
+        except redis.exceptions.NoScriptError:
+            # Redis lost its scripts (restarted): nothing was applied, send it again with the script.
+            self._call(lambda: self._write(keys=in_flight.keys, args=in_flight.args))
+        except redis.ResponseError as error:
+            raise _translated(error) from error
+        except redis.RedisError:
+            # The answer was lost with the connection: the write may or may not have landed, and
+            # its write_id makes sending it again safe either way.
+            self._unpin(broken=True)
+            self._call(lambda: self._write(keys=in_flight.keys, args=in_flight.args))
+        except BaseException:
+            self._unpin(broken=True)  # an unread answer would confuse the connection's next user
+            raise
+
+    def _unpin(self, *, broken: bool = False) -> None:
+        connection, self._pinned = self._pinned, None
+        if connection is None:
+            return
+        if broken:
+            connection.disconnect()  # type: ignore[no-untyped-call]
+        self._redis.connection_pool.release(connection)
 
     def _thread_key(self) -> str | None:
         channel, thread_ts = self._call(
@@ -227,9 +326,14 @@ class RedisMemory:
         """Run one Redis operation, turning its failures into the agent's error types."""
         try:
             return operation()
-        except redis.ResponseError as error:
-            if str(error).startswith("LEASE_LOST"):
-                raise LeaseLostError(str(error).removeprefix("LEASE_LOST ")) from error
-            raise MemoryStoreError(f"Redis refused a run write: {error}") from error
         except redis.RedisError as error:
-            raise MemoryStoreError(f"Redis failed: {error}") from error
+            raise _translated(error) from error
+
+
+def _translated(error: redis.RedisError) -> LeaseLostError | MemoryStoreError:
+    """The agent's error for a Redis failure: a refused fence is a lost lease, the rest a store failure."""
+    if isinstance(error, redis.ResponseError):
+        if str(error).startswith("LEASE_LOST"):
+            return LeaseLostError(str(error).removeprefix("LEASE_LOST "))
+        return MemoryStoreError(f"Redis refused a run write: {error}")
+    return MemoryStoreError(f"Redis failed: {error}")

@@ -9,13 +9,14 @@ read-only is stored together with its results, in one write); every stop returns
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
 from agent.chat import ChatModel, DonePart, TextPart
 from agent.condense import CondenseError, Condenser
 from agent.config import RunConfig
 from agent.context import RunContext
-from agent.errors import ConfigurationError, EmptyResponseError, LLMError
+from agent.errors import AgentError, ConfigurationError, EmptyResponseError, LLMError
 from agent.events import (
     Condensed,
     CondenseFailed,
@@ -83,8 +84,17 @@ class Run:
             return self._loop(ctx, ToolStep(ctx, pool))
         except _Stop as stop:
             return self._finish(ctx, stop.status, error=stop.error, output=stop.output)
+        except BaseException:
+            self._settle_memory()
+            raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _settle_memory(self) -> None:
+        # A write may still be on its way: read its answer so its connection can serve again. Its own
+        # failure is secondary to the error already leaving the run.
+        with contextlib.suppress(AgentError):
+            self._config.memory.flush()
 
     # -- start ------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from agent.redis_memory import INBOX_ID_META, RedisMemory
 from agent.run import Run
 from agent.scripted import ScriptedModel, tool_call
 from agent.types import Message, RunState, RunStatus, Usage
+from tests.support.tcp_proxy import tcp_proxy
 from tests.support.tools import RecordingTool
 
 
@@ -159,3 +160,81 @@ def test_the_loop_runs_and_resumes_on_redis_memory(redis_client: redis.Redis, ke
     fresh = RedisMemory(redis_client, keys, "r1")
     assert [m.role for m in fresh.load_messages()] == ["system", "user", "assistant", "tool", "assistant"]
     assert fresh.load_state().status is RunStatus.COMPLETED  # type: ignore[union-attr]
+
+
+# -- writes sent without waiting (tool results) -------------------------------------------------------
+
+
+def test_a_write_sent_without_waiting_is_confirmed_before_the_next_call(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    memory = RedisMemory(redis_client, keys, "r1")
+    memory.append([Message.user("one")], RunState(iteration=1), wait=False)
+    memory.append([Message.user("two")], RunState(iteration=2), wait=False)
+    assert [m.content for m in memory.load_messages()] == ["one", "two"]  # in order, both landed
+    memory.save_state(RunState(iteration=3))
+    assert RedisMemory(redis_client, keys, "r1").load_state().iteration == 3  # type: ignore[union-attr]
+
+
+def test_a_refused_write_sent_without_waiting_is_raised_at_the_next_call(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    lease(redis_client, keys, "r1", 1)
+    memory = RedisMemory(redis_client, keys, "r1", fence=1)
+    memory.append([Message.user("mine")], RunState(iteration=1))
+    lease(redis_client, keys, "r1", 2)  # the lease moved while the result was on its way
+    memory.append([Message.tool("call_1", "/ 97% used")], RunState(iteration=1), wait=False)
+    with pytest.raises(LeaseLostError):
+        memory.flush()
+    assert [m.content for m in RedisMemory(redis_client, keys, "r1").load_messages()] == ["mine"]
+    memory.flush()  # the refusal was reported once; the memory can still be used
+    with pytest.raises(LeaseLostError):  # ... and a later write is refused too
+        memory.append([Message.user("stale")], RunState(iteration=2))
+
+
+def test_flush_gives_the_connection_back_to_the_pool(redis_client: redis.Redis, keys: Keys) -> None:
+    memory = RedisMemory(redis_client, keys, "r1")
+    pool = redis_client.connection_pool
+    memory.load_state()  # one connection made and back in the pool
+    idle = len(pool._available_connections)  # type: ignore[attr-defined]
+    memory.append([Message.user("one")], RunState(), wait=False)
+    assert len(pool._available_connections) == idle - 1  # type: ignore[attr-defined]  # pinned
+    memory.flush()
+    assert len(pool._available_connections) == idle  # type: ignore[attr-defined]
+
+
+def test_a_write_whose_answer_was_lost_is_sent_again_and_lands_once(redis_url: str, keys: Keys) -> None:
+    upstream = redis.Redis.from_url(redis_url)
+    host, port = (
+        upstream.connection_pool.connection_kwargs["host"],
+        upstream.connection_pool.connection_kwargs["port"],
+    )
+    with tcp_proxy(host, port) as proxy:
+        client = redis.Redis(
+            host="127.0.0.1", port=proxy.port, db=upstream.connection_pool.connection_kwargs.get("db", 0)
+        )
+        try:
+            memory = RedisMemory(client, keys, "r1")
+            memory.append([Message.user("one")], RunState(iteration=1))
+            proxy.drop_next_answer()  # Redis applies the next write; its answer never comes back
+            memory.append([Message.user("two")], RunState(iteration=2), wait=False)
+            assert [m.content for m in memory.load_messages()] == ["one", "two"]  # sent again, stored once
+            assert proxy.dropped.is_set()
+            assert memory.load_state().iteration == 2  # type: ignore[union-attr]
+        finally:
+            client.close()
+            for key in upstream.scan_iter(match=f"{keys.prefix}*"):
+                upstream.delete(key)
+            upstream.close()
+
+
+def test_a_run_leaves_no_connection_checked_out(redis_client: redis.Redis, keys: Keys) -> None:
+    disk = RecordingTool("disk_usage", respond=lambda args: "/ 97% used")
+    model = ScriptedModel([tool_call("disk_usage", path="/"), tool_call("disk_usage", path="/var"), "Full."])
+    redis_client.rpush(keys.messages("r1"), Message.user("web-03 is out of disk").model_dump_json())
+    memory = RedisMemory(redis_client, keys, "r1")
+    result = Run(RunConfig(models=[model], memory=memory, tools=[disk])).execute()
+    assert result.status is RunStatus.COMPLETED
+    assert not redis_client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+    roles = [m.role for m in RedisMemory(redis_client, keys, "r1").load_messages()]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
