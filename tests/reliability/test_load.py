@@ -27,7 +27,9 @@ from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster, wait_for
 from tests.reliability.redis_proc import RedisProcess
 
-pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+# A load test takes one to two minutes on two cores, longer while the other test process is busy:
+# the suite's 120 s per-test timeout would cut it short of its own (longer) waits.
+pytestmark = [pytest.mark.reliability, pytest.mark.slow, pytest.mark.timeout(600)]
 
 T = TypeVar("T")
 Record = Callable[[str, object], None]  # pytest's ``record_testsuite_property``: figures in --junitxml
