@@ -55,8 +55,9 @@ SAVED_AT_FIELD = "saved_at"
 
 # KEYS: 1 state hash, 2 messages, 3 inbox, 4 lease; terminal writes also: 5 active runs, 6 thread claim,
 # 7.. more keys to expire.
-# ARGV: 1 fencing token ("" = unfenced), 2 JSON header (the small things), 3.. the messages' JSON
-# (as they are stored: neither side encodes them twice).
+# ARGV: 1 fencing token ("" = unfenced), 2 JSON header (the small things), 3 the number N of state
+# field items, 4..3+N the state fields (name, value, ...), then the messages' JSON (as they are stored:
+# neither side encodes anything twice).
 _WRITE = """
 local token = ARGV[1]
 if token ~= '' and redis.call('GET', KEYS[4]) ~= token then
@@ -75,10 +76,11 @@ if n > 0 then
   redis.call('LTRIM', KEYS[3], n, -1)
 end
 if p.replace then redis.call('DEL', KEYS[2]) end
-for i = 3, #ARGV, 500 do
+local nf = tonumber(ARGV[3])
+for i = 4 + nf, #ARGV, 500 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
 end
-redis.call('HSET', KEYS[1], 'write_id', p.write_id, unpack(p.fields))
+redis.call('HSET', KEYS[1], 'write_id', p.write_id, unpack(ARGV, 4, 3 + nf))
 if token ~= '' and p.lease_ms > 0 then redis.call('PEXPIRE', KEYS[4], p.lease_ms) end
 if p.retention > 0 then
   redis.call('EXPIRE', KEYS[1], p.retention)
@@ -88,7 +90,7 @@ if p.retention > 0 then
   redis.call('ZREM', KEYS[5], p.run_id)
   if p.has_thread and redis.call('GET', KEYS[6]) == p.run_id then redis.call('DEL', KEYS[6]) end
 end
-return #ARGV - 2
+return #ARGV - 3 - nf
 """
 
 
@@ -131,7 +133,8 @@ def _encode(
     fields = ["status", status, SAVED_AT_FIELD, repr(saved_at)]
     for name, value in dumped.items():
         if name != "status" and (unchanged is None or name not in unchanged or unchanged[name] != value):
-            fields += [name, _COMPACT_JSON.encode(value)]
+            # An int's JSON is its decimal text: skip the encoder for the counters.
+            fields += [name, str(value) if type(value) is int else _COMPACT_JSON.encode(value)]
     return fields
 
 
@@ -242,7 +245,6 @@ class RedisMemory:
                 "write_id": f"{self._writer_id}:{self._writes}",
                 "inbox_ids": [m.meta[INBOX_ID_META] for m in messages if INBOX_ID_META in m.meta],
                 "replace": replace,
-                "fields": _encode(state.status.value, dumped, self._clock(), self._stored_fields),
                 "lease_ms": self._lease_ms,
                 "retention": 0,
             }
@@ -255,7 +257,9 @@ class RedisMemory:
                 script_keys += [self._active_key, thread_key or self._active_key, *self._more_keys]
                 script_keys += self._approval_keys()
             token = "" if self.fence is None else str(self.fence)
-            args = [token, json.dumps(header), *[m.model_dump_json() for m in messages]]
+            fields = _encode(state.status.value, dumped, self._clock(), self._stored_fields)
+            args = [token, json.dumps(header), str(len(fields)), *fields]
+            args += [m.model_dump_json() for m in messages]
             if wait or terminal:
                 self._unpin()
                 self._call(lambda: self._write(keys=script_keys, args=args))
