@@ -36,8 +36,9 @@ tools:
 """
 
 
-def test_the_docs_publish_the_same_example() -> None:
-    docs = (ROOT / "docs" / "TOOLS.md").read_text()
+@pytest.mark.parametrize("document", ["docs/TOOLS.md", "README.md"])
+def test_the_docs_publish_the_same_example(document: str) -> None:
+    docs = (ROOT / document).read_text()
     first_yaml_block = docs.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert first_yaml_block == CONTRACT_EXAMPLE
 
