@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,14 +38,6 @@ def keys(key_prefix: str) -> Keys:
 def queue_name() -> str:
     """An RQ queue no other test uses (RQ's own keys are not under our prefix)."""
     return f"test-{uuid.uuid4().hex[:12]}"
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclass

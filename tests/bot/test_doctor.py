@@ -18,7 +18,8 @@ from bot.doctor import run_cli
 from bot.settings import Settings
 from emulator.openai_server import OpenAIServer, Reply
 from emulator.slack import SlackEmulator, WorkspaceConfig
-from tests.bot.conftest import WorkerProcess, wait_until
+from tests.bot.conftest import WorkerProcess
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "manifest.json"

@@ -18,7 +18,8 @@ from agent.keys import Keys
 from bot.logs import JsonFormatter, RunContextFilter, configure_logging, run_context
 from bot.runs import RunService
 from emulator.openai_server import OpenAIServer, Reply
-from tests.bot.conftest import WorkerProcess, make_options, wait_until
+from tests.bot.conftest import WorkerProcess, make_options
+from tests.support.waiting import wait_until
 from tools.safety import Redactor
 
 SLACK_TOKEN = "xoxb-1234567890-abcdefghij"

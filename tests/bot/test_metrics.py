@@ -28,8 +28,9 @@ from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp
 from emulator.openai_server import OpenAIServer, Reply, ScriptedUsage
 from emulator.slack import SlackEmulator, WorkspaceConfig
-from tests.bot.conftest import Harness, WorkerProcess, make_options, wait_until
+from tests.bot.conftest import Harness, WorkerProcess, make_options
 from tests.bot.slack.conftest import WebServer, http
+from tests.support.waiting import wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

@@ -19,7 +19,8 @@ from bot.audit import AuditKind
 from bot.cli import build_parser
 from bot.runs_cli import run_cli
 from bot.settings import Settings
-from tests.bot.conftest import Harness, WorkerProcess, wait_until
+from tests.bot.conftest import Harness, WorkerProcess
+from tests.support.waiting import wait_until
 
 RQ = str(Path(sys.executable).with_name("rq"))
 CHATOPS = str(Path(sys.executable).with_name("chatops"))

@@ -19,8 +19,9 @@ from agent.redis_memory import RedisMemory
 from agent.types import RunStatus
 from bot.audit import AuditKind
 from bot.runs import RunService
-from tests.bot.conftest import WorkerProcess, make_options, wait_until
+from tests.bot.conftest import WorkerProcess, make_options
 from tests.bot.runtimes import executions
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

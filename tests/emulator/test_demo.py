@@ -15,9 +15,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psutil
 import pytest
@@ -26,20 +26,9 @@ from emulator.demo_host import build_host, systemctl_main
 from emulator.openai_server import OpenAIServer
 from emulator.scenario import ScenarioError, ScenarioSet, load_script, parse_scenario_set
 from emulator.slack import SlackEmulatorClient
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def user(text: str) -> dict[str, Any]:

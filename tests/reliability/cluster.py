@@ -15,12 +15,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 import psutil
@@ -45,20 +43,9 @@ from tests.bot.slack.conftest import (
     buttons,
     make_settings,
 )
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclass

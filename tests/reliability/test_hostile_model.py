@@ -37,9 +37,9 @@ from tests.bot.slack.conftest import (
     SlackBot,
     buttons,
     make_settings,
-    wait_for,
 )
 from tests.support.tools import RecordingTool, failing
+from tests.support.waiting import wait_for
 from tools.base import ToolContext, tool
 from tools.registry import build_output_filter
 

@@ -17,7 +17,8 @@ from agent.types import RunStatus
 from bot.approvals import ApprovalStatus
 from bot.limits import LimitSettings, Refusal, RunLimits
 from bot.slack import render
-from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons, wait_for
+from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.reliability
 

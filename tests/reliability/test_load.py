@@ -24,8 +24,9 @@ from agent.types import RunStatus
 from bot.audit import AuditKind
 from bot.slack import render
 from tests.bot.runtimes import executions
-from tests.reliability.cluster import Cluster, wait_for
+from tests.reliability.cluster import Cluster
 from tests.reliability.redis_proc import RedisProcess
+from tests.support.waiting import wait_for
 
 # A load test takes one to two minutes on two cores, longer while the other test process is busy:
 # the suite's 120 s per-test timeout would cut it short of its own (longer) waits.

@@ -16,9 +16,10 @@ from agent.types import RunStatus
 from bot.audit import AuditKind
 from tests.bot.runtimes import executions
 from tests.bot.slack.conftest import http
-from tests.reliability.cluster import Cluster, wait_for
+from tests.reliability.cluster import Cluster
 from tests.reliability.redis_proc import RedisProcess
 from tests.reliability.runtimes import logged_requests
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 

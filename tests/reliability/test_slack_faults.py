@@ -21,7 +21,8 @@ from agent.types import RunStatus, ToolDef
 from bot.approvals import ApprovalStatus
 from bot.audit import AuditKind
 from bot.slack import render
-from tests.bot.slack.conftest import SlackBot, buttons, wait_for
+from tests.bot.slack.conftest import SlackBot, buttons
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.reliability
 

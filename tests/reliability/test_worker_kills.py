@@ -21,8 +21,9 @@ from agent.types import RunStatus
 from bot.audit import AuditKind
 from bot.slack import render
 from tests.bot.runtimes import executions
-from tests.reliability.cluster import Cluster, wait_for
+from tests.reliability.cluster import Cluster
 from tests.reliability.runtimes import logged_requests
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 

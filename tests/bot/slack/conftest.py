@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from socketserver import ThreadingMixIn
-from typing import Any, TypeVar
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
@@ -38,25 +38,14 @@ from bot.slack.web import WebApp
 from bot.worker import ChatopsSimpleWorker
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig, signature
 from tests.bot.runtimes import FileTool, executions, file_tools, plan_model
+from tests.support.waiting import wait_for
 
 SECRET = "e2e-signing-secret"
 TOKEN = "xoxb-e2e-token"
 CHANNEL = "C_INCIDENT"
 BOT_USER = "U_OPS"
-T = TypeVar("T")
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,7 +15,8 @@ from bot.approvals import ApprovalStatus
 from bot.presenter import CardView
 from bot.slack import render
 from bot.slack.client import make_client
-from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons, signed_post, wait_for
+from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons, signed_post
+from tests.support.waiting import wait_for
 
 
 def pending_card(bot: SlackBot, requester: str, plan: str) -> tuple[str, str, dict[str, Any]]:

@@ -23,8 +23,8 @@ from tests.bot.slack.conftest import (
     event_envelope,
     http,
     signed_post,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 
 def new_ts() -> str:

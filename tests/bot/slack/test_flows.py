@@ -19,7 +19,8 @@ from bot.approvals import ApprovalStatus
 from bot.slack import render
 from emulator.slack import SlackEmulatorClient
 from tests.bot.runtimes import plan_step
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SlackBot, buttons, wait_for
+from tests.bot.slack.conftest import BOT_USER, CHANNEL, SlackBot, buttons
+from tests.support.waiting import wait_for
 
 
 def card_of(bot: SlackBot, ts: str) -> dict[str, Any]:

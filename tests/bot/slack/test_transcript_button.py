@@ -7,8 +7,9 @@ from typing import Any
 
 from agent.types import RunStatus
 from bot.slack import render
-from tests.bot.slack.conftest import SlackBot, buttons, wait_for
+from tests.bot.slack.conftest import SlackBot, buttons
 from tests.bot.slack.test_clicks import notes_to, settle
+from tests.support.waiting import wait_for
 
 
 def transcript_posts(bot: SlackBot, ts: str) -> list[dict[str, Any]]:

@@ -27,7 +27,8 @@ from bot.settings import Settings
 from bot.slack import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import executions
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, http, signed_post, wait_for
+from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, http, signed_post
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 CHATOPS = str(Path(sys.executable).with_name("chatops"))
