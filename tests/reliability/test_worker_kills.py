@@ -113,8 +113,9 @@ def test_sigkill_during_a_mutating_tool_never_runs_it_twice_and_says_so(
 
     cluster.start_worker()
     cluster.wait_status(run_id, RunStatus.COMPLETED)
-    assert len(executions(log)) == 1  # at most once
-    assert wait_for(lambda: cluster.answers(ts)) == [f"done: {OUTCOME_UNKNOWN}"]
+    story = [(e.kind.value, e.fields) for e in cluster.audit(run_id)]  # printed when an assert fails
+    assert len(executions(log)) == 1, (executions(log), story)  # at most once
+    assert wait_for(lambda: cluster.answers(ts)) == [f"done: {OUTCOME_UNKNOWN}"], story
     # The click may land while the run is still suspending, so only the order of the run's own
     # steps is fixed; every entry is there exactly once.
     assert Counter(cluster.audit_kinds(run_id)) == Counter(
@@ -126,7 +127,7 @@ def test_sigkill_during_a_mutating_tool_never_runs_it_twice_and_says_so(
             AuditKind.TOOL_REFUSED,  # outcome unknown: the model is told, nothing runs again
             AuditKind.RUN_FINISHED,
         ]
-    )
+    ), story
 
 
 def test_a_retry_scheduled_by_a_worker_that_then_died_is_picked_up_in_seconds(
