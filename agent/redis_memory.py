@@ -262,10 +262,14 @@ class RedisMemory:
             args += [m.model_dump_json() for m in messages]
             if wait or terminal:
                 self._unpin()
-                self._call(lambda: self._write(keys=script_keys, args=args))
+                self._write_and_wait(script_keys, args)
             else:
                 self._send(script_keys, args)
             self._stored_fields = dumped
+
+    def _write_and_wait(self, keys: list[str], args: list[str]) -> None:
+        """The write script through the client (loading it when Redis lost it), answer awaited."""
+        self._call(lambda: self._write(keys=keys, args=args))
 
     def _send(self, keys: list[str], args: list[str]) -> None:
         """Send a write on the pinned connection and leave its answer to ``_settle``.
@@ -280,7 +284,7 @@ class RedisMemory:
         except redis.RedisError:
             # Perhaps sent in part: write it the ordinary way (its write_id keeps it from landing twice).
             self._unpin(broken=True)
-            self._call(lambda: self._write(keys=keys, args=args))
+            self._write_and_wait(keys, args)
             return
         self._in_flight = _InFlight(keys, args)
 
@@ -293,14 +297,14 @@ class RedisMemory:
             self._pinned.read_response()
         except redis.exceptions.NoScriptError:
             # Redis lost its scripts (restarted): nothing was applied, send it again with the script.
-            self._call(lambda: self._write(keys=in_flight.keys, args=in_flight.args))
+            self._write_and_wait(in_flight.keys, in_flight.args)
         except redis.ResponseError as error:
             raise _translated(error) from error
         except redis.RedisError:
             # The answer was lost with the connection: the write may or may not have landed, and
             # its write_id makes sending it again safe either way.
             self._unpin(broken=True)
-            self._call(lambda: self._write(keys=in_flight.keys, args=in_flight.args))
+            self._write_and_wait(in_flight.keys, in_flight.args)
         except BaseException:
             self._unpin(broken=True)  # an unread answer would confuse the connection's next user
             raise
