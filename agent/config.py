@@ -15,11 +15,22 @@ from agent.types import Decision, Limits, Message, RunState, ToolCall
 
 @dataclass(frozen=True)
 class ConfirmRequest:
-    """What a confirm callback is asked about. ``preview`` is the dry run of a destructive call."""
+    """What a confirm callback is asked about: one execution (``call.id`` is the runtime's own id).
+
+    * ``preview`` / ``plan`` / ``plan_created_at``: the dry run of a destructive call (text shown
+      to the approver, the machine-readable plan the execution is bound to, when it was made);
+    * ``command``: the exact command or request the call executes, when the tool can say it;
+    * ``involved``: the people whose messages the run had read when the call was proposed (the
+      requester first): a destructive call needs an approver who is none of them.
+    """
 
     call: ToolCall
     category: ToolCategory
     preview: str | None = None
+    plan: str | None = None
+    plan_created_at: float | None = None
+    command: str | None = None
+    involved: tuple[str, ...] = ()
 
 
 ConfirmCallback = Callable[[ConfirmRequest], Decision]

@@ -11,11 +11,12 @@ Tree::
 
     AgentError
     ├── ConfigurationError          misuse: a bad RunConfig, a bad Request
+    ├── ArgumentsRejected           a tool call's arguments are too big, too deep or unshowable (also a ValueError)
     ├── LLMError                    the model endpoint failed
-    │   ├── TransientLLMError       retryable (timeouts, 429, 5xx, empty answer)
-    │   │   ├── RateLimitedError        429, with ``retry_after``
+    │   ├── TransientLLMError       retryable (timeouts, connection errors, transient statuses, empty answer)
+    │   │   ├── RateLimitedError        429
     │   │   ├── LLMTimeoutError         connect or read timeout
-    │   │   ├── ServerError             500/502/503/504
+    │   │   ├── ServerError             408, 409, 425, 500-504, 520-524, 529 (Anthropic: overloaded)
     │   │   ├── EmptyResponseError      no choices, or nothing in the message
     │   │   └── StreamInterruptedError  the stream broke after parts were yielded
     │   ├── RetriesExhaustedError   a model's transient retries are used up
@@ -37,6 +38,15 @@ class ConfigurationError(AgentError):
     """The caller misused the API (programmer error); never shown to a model."""
 
 
+class ArgumentsRejected(AgentError, ValueError):
+    """A tool call's arguments cannot be accepted (``agent.arguments.parse_arguments``).
+
+    Too large, nested too deeply, not a JSON object, or holding text an approver could not see
+    for what it is. The message is written for the model: it names the argument and what to change.
+    A ``ValueError`` too, so code that already refuses unparsable JSON refuses these the same way.
+    """
+
+
 class LLMError(AgentError):
     """The model endpoint failed. ``model`` names the model that was asked."""
 
@@ -48,11 +58,23 @@ class LLMError(AgentError):
 
 
 class TransientLLMError(LLMError):
-    """A failure that may pass if the same request is sent again."""
+    """A failure that may pass if the same request is sent again. ``retry_after`` is the
+    provider's wait hint in seconds (``Retry-After`` and its relatives), when it sent one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, model=model, status_code=status_code)
+        self.retry_after = retry_after
 
 
 class RateLimitedError(TransientLLMError):
-    """HTTP 429. ``retry_after`` is the provider's hint in seconds, if it sent one."""
+    """HTTP 429."""
 
     def __init__(
         self,
@@ -62,8 +84,7 @@ class RateLimitedError(TransientLLMError):
         status_code: int | None = 429,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(message, model=model, status_code=status_code)
-        self.retry_after = retry_after
+        super().__init__(message, model=model, status_code=status_code, retry_after=retry_after)
 
 
 class LLMTimeoutError(TransientLLMError):
@@ -71,7 +92,8 @@ class LLMTimeoutError(TransientLLMError):
 
 
 class ServerError(TransientLLMError):
-    """HTTP 500, 502, 503 or 504."""
+    """A transient HTTP status other than 429 (see ``agent.retry.RETRYABLE_STATUSES``), or an
+    unclassified error the provider reported after a 200."""
 
 
 class EmptyResponseError(TransientLLMError):

@@ -22,6 +22,7 @@ Shared:
 * ``{p}metrics:{name}``      hash: one metric's values by labels (and buckets), from all processes
 * ``{p}slack:{kind}:...``    the Slack layer's caches and flags
 * ``{p}limits:{kind}:{id}``  sorted sets of ``bot.limits``: recent runs per user and channel, a channel's runs
+* ``{p}durability:probe``   string: ``bot.durability``'s write that ``WAIT`` / ``WAITAOF`` wait on (PX 60 s)
 
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
 primary (as RQ does); it does not use cluster hash tags.
@@ -116,6 +117,10 @@ class Keys:
     def limits(self, kind: str, ident: str) -> str:
         """``bot.limits``' sets: ``user`` / ``channel`` windows and a channel's ``active`` runs."""
         return f"{self.prefix}limits:{_part(kind, 'kind')}:{_part(ident, kind)}"
+
+    def durability_probe(self) -> str:
+        """A connection's own write, so ``WAIT`` / ``WAITAOF`` cover everything written before it."""
+        return f"{self.prefix}durability:probe"
 
     def slack(self, kind: str, *parts: str) -> str:
         """Caches and flags of the Slack layer (``identity``, ``no_status:{team}``, ...)."""

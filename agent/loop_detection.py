@@ -3,6 +3,11 @@
 Each executed call is hashed (SHA-256 of name, canonical arguments and output) into a sliding
 window. At ``warn_at`` identical signatures in the window the result the model sees is replaced
 by an error telling it to change approach; at ``stop_at`` the run stops as ``loop_detected``.
+
+What is hashed is what the model asked and what the tool found, never decoration: the caller
+passes the tool's ``stable_output`` (its output without elapsed times or the approval note), and
+the arguments the runtime writes itself (``confirmed_by``, ``approved_plan``) are left out, so a
+second approver or a fresh plan does not make the same call look new.
 """
 
 from __future__ import annotations
@@ -14,6 +19,10 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from agent.errors import ConfigurationError
+from agent.tooling import APPROVED_PLAN
+
+# Written into the arguments by the runtime after an approval, never chosen by the model.
+_RUNTIME_ARGUMENTS = ("confirmed_by", APPROVED_PLAN)
 
 LOOP_WARNING = (
     "Error: loop detected: this exact call returned this exact result {count} times recently. "
@@ -28,11 +37,15 @@ class LoopVerdict(StrEnum):
 
 
 def call_signature(name: str, arguments: str, output: str) -> str:
-    """SHA-256 over the tool name, the canonical arguments and the output."""
+    """SHA-256 over the tool name, the canonical arguments (without the runtime's) and the output."""
     try:
-        canonical = json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
+        parsed = json.loads(arguments or "{}")
     except ValueError:
         canonical = arguments
+    else:
+        if isinstance(parsed, dict):
+            parsed = {key: value for key, value in parsed.items() if key not in _RUNTIME_ARGUMENTS}
+        canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256()
     for part in (name, canonical, output):
         digest.update(part.encode())

@@ -32,7 +32,16 @@ from agent.repetition import RepetitionDetector
 from agent.tool_step import StepOutcome, ToolStep
 from agent.toolcall_recovery import recover_tool_calls
 from agent.tooling import ToolCategory
-from agent.types import Message, Request, Response, RunResult, RunState, RunStatus, ToolCall
+from agent.types import (
+    Message,
+    Request,
+    Response,
+    RunResult,
+    RunState,
+    RunStatus,
+    ToolCall,
+    runtime_call_id,
+)
 
 _STEP_STATUS = {
     StepOutcome.LOOP_DETECTED: RunStatus.LOOP_DETECTED,
@@ -198,13 +207,31 @@ class Run:
             if recovered is not None:
                 # The text form never enters history: the structured call replaces it.
                 message = recovered
-        return message
+        return self._number_calls(ctx, message)
+
+    @staticmethod
+    def _number_calls(ctx: RunContext, message: Message) -> Message:
+        """Give every tool call the runtime's own run-unique id before the message is stored.
+
+        The id is the identity of one execution (approvals are bound to it); the model's id is
+        kept as ``provider_id`` only. A model repeating an approved call's id, or sending five
+        calls under one id, gets five executions that each need their own approval.
+        """
+        if not message.tool_calls:
+            return message
+        calls = []
+        for call in message.tool_calls:
+            ctx.state.call_seq += 1
+            calls.append(
+                call.model_copy(update={"id": runtime_call_id(ctx.state.call_seq), "provider_id": call.id})
+            )
+        return message.model_copy(update={"tool_calls": calls})
 
     # -- requests and recovery -----------------------------------------------------------------
 
     def _current_model(self, ctx: RunContext) -> ChatModel:
         for model in self._config.models:
-            if model.model not in ctx.state.failed_models:
+            if chain_key(model) not in ctx.state.failed_models:
                 return model
         raise _Stop(RunStatus.FAILED, f"every model failed: {', '.join(ctx.state.failed_models)}")
 
@@ -212,7 +239,12 @@ class Run:
         empty_retries = 0
         while True:
             model = self._current_model(ctx)
-            request = Request(model=model.model, messages=ctx.messages, tools=self._tool_defs)
+            request = Request(
+                model=model.model,
+                messages=ctx.messages,
+                tools=self._tool_defs,
+                time_left=ctx.remaining_seconds(),  # the client's retries end by the deadline
+            )
             try:
                 response = self._send(ctx, model, request)
             except LLMError as error:
@@ -224,7 +256,7 @@ class Run:
                 if action is RecoveryAction.RETRY:
                     empty_retries += 1
                 elif action is RecoveryAction.SWITCH_MODEL:
-                    ctx.state.failed_models.append(model.model)
+                    ctx.state.failed_models.append(chain_key(model))
                     ctx.save_state()
                 else:
                     self._condense(ctx, model, error)
@@ -312,6 +344,13 @@ class Run:
     @staticmethod
     def _result(ctx: RunContext, pending_call_id: str | None = None) -> RunResult:
         return RunResult.from_state(ctx.state, pending_call_id)
+
+
+def chain_key(model: ChatModel) -> str:
+    """How a model of the chain is told apart: its name and, for an HTTP client, its endpoint
+    (``gpt-4o`` on OpenAI and ``gpt-4o`` on Azure are two models of the chain)."""
+    source = getattr(model, "source", None)
+    return f"{model.model}@{source}" if isinstance(source, str) and source else model.model
 
 
 def run(config: RunConfig) -> RunResult:

@@ -4,7 +4,10 @@
 lines end with CRLF, LF or CR; ``:`` starts a comment; an event ends at a blank line; an
 event still open when the bytes stop is dropped). ``StreamAssembler`` turns the events of
 one Chat Completions stream into text deltas and, at the end, one ``Response`` with whole
-tool calls and the usage of the final chunk.
+tool calls, the provider fields to send back (``reasoning_content`` in pieces, a call's
+``extra_content``) and the usage wherever the provider put it (the final chunk, a choice,
+Groq's ``x_groq``). An error inside the stream (an ``error`` object, OpenRouter's
+``finish_reason: "error"``) raises instead of passing for a short answer.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.errors import MalformedResponseError, TransientLLMError
+from agent.errors import MalformedResponseError, ServerError, TransientLLMError
+from agent.openai_dialect import CALL_FIELDS, content_text, is_text_content
+from agent.provider_errors import error_from_payload
+from agent.tool_ids import new_call_id
 from agent.types import Choice, Message, Response, ToolCall, Usage
-from agent.wire import arguments_from_json, error_from_payload, usage_from_json
+from agent.wire import usage_from_json
 
 DONE = "[DONE]"
 """The data of the event that ends an OpenAI-style stream."""
@@ -107,14 +113,15 @@ class _PartialToolCall:
     id: str = ""
     name: str = ""
     argument_pieces: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 class StreamAssembler:
     """Collects the chunks of one streamed completion (choice 0) into a ``Response``.
 
-    Feed each event's data to ``add_event``; it returns the new assistant text. Tool-call
-    deltas are merged by ``index`` (id and name usually come in the first delta only, the
-    arguments in pieces). Call ``finish`` at the end of the stream.
+    Feed each event to ``add`` (or its data to ``add_event``); it returns the new assistant
+    text. Tool-call deltas are merged by ``index`` (id and name usually come in the first delta
+    only, the arguments in pieces). Call ``finish`` at the end of the stream.
     """
 
     def __init__(self, *, model: str | None = None) -> None:
@@ -123,6 +130,8 @@ class StreamAssembler:
         self._response_model = ""
         self._saw_choice = False
         self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._reasoning_details: list[Any] = []
         self._calls: dict[int, _PartialToolCall] = {}
         self._usage = Usage()
         self.finish_reason: str | None = None
@@ -132,6 +141,13 @@ class StreamAssembler:
     def complete(self) -> bool:
         """True once the stream said it was over: ``[DONE]`` or a finish_reason."""
         return self.saw_done or self.finish_reason is not None
+
+    @property
+    def done(self) -> bool:
+        return self.saw_done
+
+    def add(self, event: ServerSentEvent) -> str:
+        return self.add_event(event.data)
 
     def add_event(self, data: str) -> str:
         """Feed one event's data (a JSON chunk or ``[DONE]``); return the text it adds."""
@@ -148,12 +164,11 @@ class StreamAssembler:
 
     def add_chunk(self, chunk: Mapping[str, Any]) -> str:
         """Feed one decoded ``chat.completion.chunk``; return the text it adds."""
-        if "error" in chunk and not chunk.get("choices"):
+        if chunk.get("error"):  # with or without choices (OpenRouter sends both)
             raise error_from_payload(chunk, status=None, model=self._model)
         self._id = self._id or _text_or_empty(chunk.get("id"))
         self._response_model = self._response_model or _text_or_empty(chunk.get("model"))
-        if chunk.get("usage") is not None:
-            self._usage = usage_from_json(chunk["usage"], model=self._model)
+        self._read_usage(chunk)
         choices = chunk.get("choices") or []
         if not isinstance(choices, list):
             raise self._malformed("a stream chunk's 'choices' is not a list")
@@ -166,15 +181,28 @@ class StreamAssembler:
             raise TransientLLMError("the stream ended before it was complete", model=self._model)
         choices = []
         if self._saw_choice:
+            fields: dict[str, Any] = {}
+            if self._reasoning:
+                fields["reasoning_content"] = "".join(self._reasoning)
+            if self._reasoning_details:
+                fields["reasoning_details"] = list(self._reasoning_details)
             message = Message(
                 role="assistant",
                 content="".join(self._text) or None,
-                tool_calls=[self._whole_call(index) for index in sorted(self._calls)],
+                tool_calls=self._whole_calls(),
+                provider_fields=fields,
             )
             choices.append(Choice(index=0, message=message, finish_reason=self.finish_reason))
         return Response(
             id=self._id, model=self._response_model or self._model or "", choices=choices, usage=self._usage
         )
+
+    def _read_usage(self, holder: Mapping[str, Any]) -> None:
+        """Usage from the chunk (OpenAI), a choice (some gateways) or ``x_groq`` (Groq)."""
+        groq = holder.get("x_groq")
+        for raw in (holder.get("usage"), groq.get("usage") if isinstance(groq, dict) else None):
+            if raw is not None:
+                self._usage = usage_from_json(raw, model=self._model)
 
     def _add_choice(self, raw: Any) -> str:
         if not isinstance(raw, dict):
@@ -182,6 +210,9 @@ class StreamAssembler:
         if raw.get("index", 0) != 0:
             return ""  # we never ask for n > 1
         self._saw_choice = True
+        self._read_usage(raw)
+        if raw.get("finish_reason") == "error":  # OpenRouter: the provider failed mid-stream
+            raise ServerError("the provider reported an error in the middle of the stream", model=self._model)
         if isinstance(raw.get("finish_reason"), str):
             self.finish_reason = raw["finish_reason"]
         delta = raw.get("delta") or {}
@@ -189,12 +220,24 @@ class StreamAssembler:
             raise self._malformed("a stream choice's delta is not a JSON object")
         for call_delta in delta.get("tool_calls") or []:
             self._add_tool_call_delta(call_delta)
+        if isinstance(delta.get("function_call"), dict) and not delta.get("tool_calls"):
+            self._add_tool_call_delta({"index": 0, "function": delta["function_call"]})
+        self._add_reasoning(delta)
         content = delta.get("content")
-        if content is not None and not isinstance(content, str):
+        if not is_text_content(content):
             raise self._malformed("a stream delta's content is not a string")
-        if content:
-            self._text.append(content)
-        return content or ""
+        text = content_text(content) or ""
+        if text:
+            self._text.append(text)
+        return text
+
+    def _add_reasoning(self, delta: Mapping[str, Any]) -> None:
+        piece = delta.get("reasoning_content")
+        if isinstance(piece, str) and piece:
+            self._reasoning.append(piece)
+        details = delta.get("reasoning_details")
+        if isinstance(details, list):
+            self._reasoning_details.extend(details)
 
     def _add_tool_call_delta(self, raw: Any) -> None:
         if not isinstance(raw, dict):
@@ -210,25 +253,44 @@ class StreamAssembler:
         pieces = function.get("arguments")
         if pieces is not None:
             call.argument_pieces.append(pieces if isinstance(pieces, str) else arguments_from_json(pieces))
+        call.fields.update({name: raw[name] for name in CALL_FIELDS if raw.get(name) is not None})
 
     def _slot_for(self, raw: Mapping[str, Any]) -> int:
         index = raw.get("index")
         if isinstance(index, int) and not isinstance(index, bool):
             return index
-        # Some servers omit the index: a new id opens a call, anything else continues the last.
-        known_ids = {call.id for call in self._calls.values()}
-        if not self._calls or (raw.get("id") and raw.get("id") not in known_ids):
-            return max(self._calls, default=-1) + 1
-        return max(self._calls)
+        # Some servers omit the index: a new id, or a name once the last call has one (Gemini sends
+        # whole calls without ids), opens a call; anything else continues the last.
+        if not self._calls:
+            return 0
+        last = self._calls[max(self._calls)]
+        new_id = raw.get("id") and raw.get("id") not in {call.id for call in self._calls.values()}
+        function = raw.get("function")
+        new_name = isinstance(function, dict) and function.get("name") and last.name and not raw.get("id")
+        return max(self._calls) + 1 if new_id or new_name else max(self._calls)
 
-    def _whole_call(self, index: int) -> ToolCall:
-        call = self._calls[index]
-        if not call.id or not call.name:
-            raise self._malformed(f"streamed tool call {index} has no {'id' if not call.id else 'name'}")
-        return ToolCall(id=call.id, name=call.name, arguments="".join(call.argument_pieces) or "{}")
+    def _whole_calls(self) -> list[ToolCall]:
+        calls: list[ToolCall] = []
+        seen: set[str] = set()
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            if not call.name:
+                raise self._malformed(f"streamed tool call {index} has no name")
+            call_id = call.id if call.id and call.id not in seen else new_call_id()
+            seen.add(call_id)
+            arguments = "".join(call.argument_pieces) or "{}"
+            calls.append(
+                ToolCall(id=call_id, name=call.name, arguments=arguments, provider_fields=call.fields)
+            )
+        return calls
 
     def _malformed(self, message: str) -> MalformedResponseError:
         return MalformedResponseError(message, model=self._model, status_code=200)
+
+
+def arguments_from_json(raw: Any) -> str:
+    """A streamed arguments piece sent as an object (some local servers do) as JSON text."""
+    return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
 
 
 def _text_or_empty(value: Any) -> str:

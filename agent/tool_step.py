@@ -11,7 +11,7 @@ import json
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from agent.config import ConfirmRequest
@@ -19,8 +19,10 @@ from agent.context import RunContext
 from agent.events import ToolEnd, ToolStart
 from agent.history import NOT_RUN, answered_in_last_turn
 from agent.loop_detection import LOOP_WARNING, LoopVerdict
-from agent.tooling import Tool, ToolCategory, ToolResult
-from agent.types import DecisionStatus, Message, ToolCall
+from agent.tooling import APPROVED_PLAN, Tool, ToolCategory, ToolResult, describe_call
+from agent.types import DecisionStatus, DryRun, Message, ToolCall
+
+CONFIRMED_BY = "confirmed_by"
 
 OUTCOME_UNKNOWN = (
     "Error: outcome unknown: the worker stopped while {tool} was running; verify the state before retrying"
@@ -30,21 +32,34 @@ NO_APPROVER = "Error: {tool} needs human approval and no approver is configured;
 TIMEOUT_GRACE_SECONDS = 1.0
 
 
-def without_confirmed_by(call: ToolCall) -> ToolCall:
-    """The call without a ``confirmed_by`` the model wrote itself.
+# Keys only the loop writes into a call's arguments, after a person approved it.
+RESERVED_ARGUMENTS = (CONFIRMED_BY, APPROVED_PLAN)
 
-    Only the approval gate writes ``confirmed_by`` (the approver's ID). A value from the model would
-    otherwise travel with a read-only or refused call into the tool, the run card ("approved by")
-    and the audit log as if someone had approved it.
+
+def without_reserved_arguments(call: ToolCall) -> ToolCall:
+    """The call without a ``confirmed_by`` or ``approved_plan`` the model wrote itself.
+
+    Only the approval gate writes them (the approver's ID, the dry run's plan). A value from the
+    model would otherwise travel with a read-only or refused call into the tool, the run card
+    ("approved by") and the audit log as if someone had approved it.
     """
     try:
         arguments = json.loads(call.arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return call
-    if not isinstance(arguments, dict) or "confirmed_by" not in arguments:
+    if not isinstance(arguments, dict) or not any(key in arguments for key in RESERVED_ARGUMENTS):
         return call
-    del arguments["confirmed_by"]
+    for key in RESERVED_ARGUMENTS:
+        arguments.pop(key, None)
     return call.model_copy(update={"arguments": json.dumps(arguments)})
+
+
+def _valid_arguments(call: ToolCall) -> bool:
+    try:
+        call.parsed_arguments()
+    except ValueError:
+        return False
+    return True
 
 
 class StepOutcome(StrEnum):
@@ -72,7 +87,7 @@ class ToolStep:
     def run(self, calls: list[ToolCall]) -> StepOutcome:
         """Answer every call without a result yet; stop early for an approval, a loop or the deadline."""
         answered = answered_in_last_turn(self._ctx.messages)
-        todo = [without_confirmed_by(call) for call in calls if call.id not in answered]
+        todo = [without_reserved_arguments(call) for call in calls if call.id not in answered]
         index = 0
         while index < len(todo):
             if self._ctx.deadline_passed():
@@ -105,6 +120,8 @@ class ToolStep:
             tool = self._tool(call)
             if tool is None or tool.category is not ToolCategory.READ_ONLY or not tool.parallel:
                 break
+            if not _valid_arguments(call):
+                break  # refused one by one, with the reason (``_run_one``)
             batch.append(call)
         return batch if len(batch) > 1 else []
 
@@ -152,30 +169,61 @@ class ToolStep:
         confirm = self._ctx.config.confirm
         if confirm is None:
             return self._refused(call, tool.category, NO_APPROVER.format(tool=call.name))
-        preview: str | None = None
+        dry_run: DryRun | None = None
         if tool.category is ToolCategory.DESTRUCTIVE:
-            dry_run = self._preview(tool, call)
-            if dry_run.is_error:
-                return self._refused(
-                    call,
-                    tool.category,
-                    f"Error: dry run failed, not asking for approval: "
-                    f"{dry_run.output.removeprefix('Error: ')}",
-                )
-            preview = self._filtered(dry_run.output)  # the approver sees it in Slack: redact it too
-        decision = confirm(ConfirmRequest(call=call, category=tool.category, preview=preview))
+            dry_run, refusal = self._dry_run(call, tool)
+            if refusal is not None:
+                return refusal
+        request = ConfirmRequest(
+            call=call,
+            category=tool.category,
+            preview=dry_run.text if dry_run else None,
+            plan=dry_run.plan if dry_run else None,
+            plan_created_at=dry_run.created_at if dry_run else None,
+            command=describe_call(tool, call.arguments),
+        )
+        decision = confirm(request)
         if decision.status is DecisionStatus.PENDING:
             return None
+        self._ctx.state.dry_run = None  # decided: the next destructive call gets its own dry run
+        if decision.status is DecisionStatus.USED:
+            return self._refused(call, tool.category, OUTCOME_UNKNOWN.format(tool=call.name))
         if decision.status is DecisionStatus.DECLINED:
             return self._refused(
                 call, tool.category, f"Error: declined: {decision.reason or 'no reason given'}"
             )
-        # confirmed_by comes from the decision, never from the model: overwrite whatever it wrote.
-        arguments["confirmed_by"] = decision.confirmed_by
+        # confirmed_by (and the plan) come from the decision, never from the model.
+        arguments[CONFIRMED_BY] = decision.confirmed_by
+        if tool.category is ToolCategory.DESTRUCTIVE:
+            arguments[APPROVED_PLAN] = decision.plan
         approved = call.model_copy(update={"arguments": json.dumps(arguments)})
         self._ctx.state.executing_call_id = call.id
         self._ctx.save_state()  # the "executing" mark is durable before the side effect starts
         return self._execute(approved, tool)
+
+    def _dry_run(self, call: ToolCall, tool: Tool) -> tuple[DryRun | None, CallResult | None]:
+        """This execution's dry run: the one already made for it (a resumed run), or a new one.
+
+        Returns the dry run, or the result that answers the call without asking anyone: the dry
+        run failed, or it found nothing to do.
+        """
+        stored = self._ctx.state.dry_run
+        if stored is not None and stored.call_id == call.id:
+            return stored, None
+        result = self._preview(tool, call)
+        if result.is_error:
+            reason = result.output.removeprefix("Error: ")
+            return None, self._refused(
+                call, tool.category, f"Error: dry run failed, not asking for approval: {reason}"
+            )
+        text = self._filtered(result.output)  # the approver sees it in Slack: redact it too
+        if result.nothing_to_do:
+            # Nobody is asked to approve nothing; the model learns there is nothing to do.
+            return None, CallResult(call, tool.category, ToolResult(f"Nothing to do: {text}"), 0.0, False)
+        dry_run = DryRun(call_id=call.id, text=text, plan=result.plan, created_at=self._ctx.config.clock())
+        self._ctx.state.dry_run = dry_run
+        self._ctx.save_state()  # a resumed run shows the approver this plan, not a new one
+        return dry_run, None
 
     def _execute(self, call: ToolCall, tool: Tool) -> CallResult:
         self._ctx.emit(ToolStart(call, tool.category))
@@ -217,7 +265,7 @@ class ToolStep:
                 f"Error: {tool.definition.name} returned {type(result).__name__}", is_error=True
             )
         if result.is_error and not result.output.startswith("Error"):
-            return ToolResult(f"Error: {result.output}", is_error=True)
+            return replace(result, output=f"Error: {result.output}")
         return result
 
     def _refused(self, call: ToolCall, category: ToolCategory | None, text: str) -> CallResult:
@@ -231,7 +279,11 @@ class ToolStep:
         messages = []
         for item in results:
             text = self._filtered(item.result.output or "(no output)")
-            verdict, count = self._ctx.detector.record(item.call.name, item.call.arguments, text)
+            # Loop detection hashes what the tool found, not its decoration (elapsed time, approval
+            # note); filtered too, so the persisted window never hashes an unredacted secret.
+            stable = item.result.stable_output
+            hashed = text if stable is None else self._filtered(stable or "(no output)")
+            verdict, count = self._ctx.detector.record(item.call.name, item.call.arguments, hashed)
             if verdict is LoopVerdict.STOP:
                 stop = True
             if verdict is not LoopVerdict.OK:

@@ -30,6 +30,18 @@ class ToolResult:
 
     output: str
     is_error: bool = False
+    plan: str | None = None
+    """A dry run's machine-readable plan (JSON text): the approved execution does exactly this."""
+    nothing_to_do: bool = False
+    """A dry run that found nothing to change: nobody is asked, the model is told."""
+    stable_output: str | None = None
+    """``output`` without its decoration (elapsed time, approval note): what loop detection
+    hashes, so the same finding reported twice is recognised. ``None``: ``output`` itself."""
+
+
+# Written into the arguments of an approved destructive call by the loop (never by the model),
+# next to ``confirmed_by``: the plan of the dry run the approver saw.
+APPROVED_PLAN = "approved_plan"
 
 
 @runtime_checkable
@@ -57,5 +69,21 @@ class Tool(Protocol):
     def execute(self, arguments: str, *, timeout: float) -> ToolResult: ...
 
     def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
-        """The dry run shown to the approver of a destructive call (``None`` for other tools)."""
+        """The dry run shown to the approver of a destructive call (``None`` for other tools).
+
+        Its ``plan`` is stored with the approval and handed back to ``execute`` in the arguments
+        (``approved_plan``); the execution must do exactly the planned items and nothing else.
+        """
         ...
+
+
+def describe_call(tool: Tool, arguments: str) -> str | None:
+    """The exact command or request ``tool`` would execute for ``arguments`` (for the approval card).
+
+    Optional for a tool (``describe(arguments) -> str | None``): one without it shows its arguments only.
+    """
+    describe = getattr(tool, "describe", None)
+    if describe is None:
+        return None
+    text = describe(arguments)
+    return text if isinstance(text, str) and text else None

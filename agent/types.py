@@ -7,35 +7,47 @@ from the wire is a field-by-field copy (see ``agent.wire``), but carry no transp
 from __future__ import annotations
 
 import hashlib
-import json
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.arguments import canonical_arguments, parse_arguments
+
+# Keys the loop itself writes into approved calls (``agent.tooling``): exempt from the text limits.
+TRUSTED_ARGUMENTS = ("approved_plan",)
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
 class ToolCall(BaseModel):
-    """One function call requested by the model. ``arguments`` is a JSON string, as on the wire."""
+    """One function call requested by the model. ``arguments`` is a JSON string, as on the wire.
+
+    ``id`` is the runtime's own, unique in the run, given when the assistant message is stored
+    (``agent.run``): it is the identity of one execution, and what an approval is bound to. The
+    id the model sent is kept as ``provider_id`` for the record only; a model that repeats an id
+    cannot make two calls one.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     id: str
     name: str
     arguments: str = "{}"
+    provider_id: str = ""
+    provider_fields: dict[str, Any] = Field(default_factory=dict)
+    """Fields of the call in its provider's wire format that the provider needs back (Gemini's
+    ``extra_content`` with its thought signature); sent only to the source of its message."""
 
     def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ``ValueError`` when they are not a JSON object."""
-        value = json.loads(self.arguments or "{}")
-        if not isinstance(value, dict):
-            raise ValueError("tool arguments must be a JSON object")
-        return value
+        """The arguments as a dict, within ``agent.arguments``' limits (size, depth, characters a
+        card can show); raises ``ArgumentsRejected`` (a ``ValueError``) with what is wrong."""
+        return parse_arguments(self.arguments, trusted=TRUSTED_ARGUMENTS)
 
     def arguments_sha256(self) -> str:
-        """SHA-256 of the canonical form of the arguments (sorted keys, no spaces)."""
+        """SHA-256 of the canonical form of the arguments (what an approval is bound to)."""
         try:
-            canonical = json.dumps(self.parsed_arguments(), sort_keys=True, separators=(",", ":"))
+            canonical = canonical_arguments(self.parsed_arguments())
         except ValueError:
             canonical = self.arguments
         return hashlib.sha256(canonical.encode()).hexdigest()
@@ -54,6 +66,11 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    provider_source: str | None = None
+    """The endpoint an assistant message came from (``agent.endpoints``), for ``provider_fields``."""
+    provider_fields: dict[str, Any] = Field(default_factory=dict)
+    """Fields of an assistant message that its provider needs back in later requests (DeepSeek's
+    ``reasoning_content``, Anthropic's thinking blocks); sent only to ``provider_source``, never shown."""
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -90,18 +107,23 @@ class Request(BaseModel):
     tools: list[ToolDef] = Field(default_factory=list)
     temperature: float | None = None
     max_tokens: int | None = None
+    time_left: float | None = None
+    """Seconds the run has left (its deadline): a client's retries must end within them. Not sent."""
 
 
 class Usage(BaseModel):
-    """Token counts. ``cache_read_tokens`` is the part of the prompt served from the provider's cache."""
+    """Token counts. ``prompt_tokens`` is the whole prompt; of it, ``cache_read_tokens`` were served
+    from the provider's cache and ``cache_write_tokens`` were written to it (Anthropic counts both
+    apart from its ``input_tokens``; the clients add them up here)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def paid_tokens(self) -> int:
-        """Tokens that count against the budget: uncached prompt plus completion."""
+        """Tokens that count against the budget: uncached prompt (cache writes included) plus completion."""
         return self.prompt_tokens - self.cache_read_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
@@ -109,6 +131,7 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
 
@@ -135,6 +158,7 @@ class DecisionStatus(StrEnum):
     APPROVED = "approved"
     DECLINED = "declined"
     PENDING = "pending"
+    USED = "used"  # the approval was consumed by an execution whose outcome is not recorded
 
 
 class Decision(BaseModel):
@@ -147,14 +171,19 @@ class Decision(BaseModel):
     status: DecisionStatus
     confirmed_by: str | None = None
     reason: str | None = None
+    plan: str | None = None  # approved destructive calls: the plan the approver saw, to execute exactly
 
     @property
     def approved(self) -> bool:
         return self.status is DecisionStatus.APPROVED
 
     @classmethod
-    def approve(cls, confirmed_by: str) -> Decision:
-        return cls(status=DecisionStatus.APPROVED, confirmed_by=confirmed_by)
+    def approve(cls, confirmed_by: str, plan: str | None = None) -> Decision:
+        return cls(status=DecisionStatus.APPROVED, confirmed_by=confirmed_by, plan=plan)
+
+    @classmethod
+    def used(cls) -> Decision:
+        return cls(status=DecisionStatus.USED)
 
     @classmethod
     def decline(cls, reason: str) -> Decision:
@@ -217,6 +246,24 @@ class RunResult(BaseModel):
         )
 
 
+class DryRun(BaseModel):
+    """The dry run of one destructive execution, made once and shown to its approver.
+
+    Kept with the run so a resumed run asks about the same plan instead of making a new one.
+    """
+
+    call_id: str
+    text: str
+    plan: str | None = None
+    created_at: float
+
+
+def runtime_call_id(seq: int) -> str:
+    """The runtime's id of the run's ``seq``-th tool call: 9 letters and digits, which every
+    provider's tool-call id rules accept."""
+    return f"x{seq:08d}"
+
+
 class RunState(BaseModel):
     """Everything beyond the history that a run needs to be resumed by another worker."""
 
@@ -232,5 +279,7 @@ class RunState(BaseModel):
     model: str | None = None
     tools_used: list[str] = Field(default_factory=list)
     executing_call_id: str | None = None
+    call_seq: int = 0  # tool calls numbered so far: the next call's runtime id
+    dry_run: DryRun | None = None  # the dry run of the destructive call waiting for its approval
     output: str | None = None
     error: str | None = None

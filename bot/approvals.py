@@ -1,10 +1,20 @@
-"""Approval records: one Redis hash per call that waits for a human.
+"""Approval records: one Redis hash per execution that waits for a human.
 
-A record is created ``pending`` (once per run and call id: a resumed run asking again gets the
-same record) and leaves ``pending`` exactly once, atomically, to ``approved``, ``declined``,
-``superseded`` (a thread reply arrived) or ``expired``. The first decision wins; a later one is
-refused and told who decided first and what. The transition is one Lua function
-(``DECIDE_LUA``) shared by every script that decides, so there is one implementation of it.
+An approval authorises exactly one execution: one (tool, canonical arguments) of one run, under
+the runtime's own call id (``agent.types.ToolCall.id``, never the model's). A record is created
+``pending`` (once per run and call id: a resumed run asking again gets the same record), leaves
+``pending`` exactly once, atomically, to ``approved``, ``declined``, ``superseded`` (a thread
+reply by someone who may decide) or ``expired``, and an approved record is *consumed* once, when
+its execution starts (``consume``): a second execution can never ride on it.
+
+* The first decision wins; a later one is refused and told who decided first and what.
+* A click decides only its own card: ``decide(..., card=(channel, ts))`` refuses (``mismatch``)
+  unless the record's card is that message.
+* Time is Redis's (``TIME`` inside the scripts), never a web host's or a worker's: created,
+  expiry and decision times all come from one clock, so a host whose clock is minutes off can
+  neither expire a fresh approval nor approve a stale one.
+
+The plain transition is one Lua function (``DECIDE_LUA``) shared by every script that decides.
 """
 
 from __future__ import annotations
@@ -12,12 +22,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 import redis
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent.keys import Keys
 from agent.redis_memory import as_text, hset_if_exists
@@ -28,30 +37,91 @@ SYSTEM_DECIDER = "chatops"
 EXPIRED_REASON = "approval expired"
 SUPERSEDED_REASON = "superseded by a new message"
 CHANGED_REASON = "the arguments changed after approval"
+CARD_FAILED_REASON = (
+    "the approval card could not be posted in Slack, so nobody could be asked; it was not run"
+)
 
+_NOW_LUA = """
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+"""
 # A Lua function, prepended to the scripts that decide. Returns {outcome, status, by, at, reason}
 # where outcome is 'won', 'lost' (already decided: the first decision is returned) or 'missing'.
-DECIDE_LUA = """
+DECIDE_LUA = (
+    _NOW_LUA
+    + """
 local function decide(key, status, by, at, reason)
   local current = redis.call('HMGET', key, 'status', 'decided_by', 'decided_at', 'reason')
   if not current[1] then return {'missing', '', '', '', ''} end
   if current[1] ~= 'pending' then
     return {'lost', current[1], current[2] or '', current[3] or '', current[4] or ''}
   end
-  redis.call('HSET', key, 'status', status, 'decided_by', by, 'decided_at', at, 'reason', reason)
-  return {'won', status, by, at, reason}
+  local when = string.format('%.6f', now())
+  redis.call('HSET', key, 'status', status, 'decided_by', by, 'decided_at', when, 'reason', reason)
+  return {'won', status, by, when, reason}
 end
 """
-_DECIDE = DECIDE_LUA + "return decide(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])"
-# KEYS: 1 run's approvals index, 2 the new record. ARGV: 1 call id, 2 new approval id, 3 fields, 4 ttl.
-_CREATE = """
+)
+# KEYS: 1 record. ARGV: 1 status, 2 by, 3 reason, 4 card channel, 5 card ts ("" = not a click),
+# 6 "1" = only if the expiry is due (the scheduled expiry), 7 the system decider, 8 the expiry reason.
+# Outcomes: won, lost, missing,
+# mismatch (a click on another message), expired (it was due: settled as expired), not_due.
+_DECIDE = (
+    DECIDE_LUA
+    + """
+local key = KEYS[1]
+local card = redis.call('HMGET', key, 'status', 'expires_at', 'card_channel', 'card_ts')
+if not card[1] then return {'missing'} end
+if ARGV[5] ~= '' and (card[3] ~= ARGV[4] or card[4] ~= ARGV[5]) then return {'mismatch'} end
+if card[1] ~= 'pending' then return {'lost'} end
+local due = now() >= tonumber(card[2])
+if due and ARGV[1] ~= 'expired' then
+  decide(key, 'expired', ARGV[7], '', ARGV[8])
+  return {'expired'}
+end
+if not due and ARGV[6] == '1' then return {'not_due', string.format('%.6f', tonumber(card[2]) - now())} end
+return {decide(key, ARGV[1], ARGV[2], '', ARGV[3])[1]}
+"""
+)
+# KEYS: 1 run's approvals index, 2 the new record. ARGV: 1 call id, 2 new approval id, 3 fields,
+# 4 ttl, 5 timeout seconds. created_at and expires_at come from Redis's clock.
+_CREATE = (
+    _NOW_LUA
+    + """
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 if existing then return existing end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], unpack(cjson.decode(ARGV[3])))
+local t = now()
+redis.call('HSET', KEYS[2], 'created_at', string.format('%.6f', t),
+  'expires_at', string.format('%.6f', t + tonumber(ARGV[5])))
 redis.call('EXPIRE', KEYS[2], ARGV[4])
 return ARGV[2]
 """
+)
+# KEYS: 1 record. Marks an approved record consumed by the one execution it authorises.
+# Returns 'consumed' (this caller may execute), 'used' (consumed before) or the record's status.
+_CONSUME = (
+    _NOW_LUA
+    + """
+local current = redis.call('HMGET', KEYS[1], 'status', 'consumed_at')
+if not current[1] then return 'missing' end
+if current[1] ~= 'approved' then return current[1] end
+if current[2] and current[2] ~= '' then return 'used' end
+redis.call('HSET', KEYS[1], 'consumed_at', string.format('%.6f', now()))
+return 'consumed'
+"""
+)
+
+
+class DecideOutcome(StrEnum):
+    WON = "won"
+    LOST = "lost"  # decided before: ``approval`` says by whom
+    EXPIRED = "expired"  # it was past its expiry: settled as expired now
+    MISMATCH = "mismatch"  # a click on another message than this approval's card: nothing decided
+    NOT_DUE = "not_due"  # the scheduled expiry ran early (its host's clock): nothing decided
 
 
 class ApprovalStatus(StrEnum):
@@ -82,36 +152,55 @@ class Approval(BaseModel):
     card_channel: str = ""
     card_ts: str = ""
     preview: str = ""
+    plan: str = ""  # the dry run's machine-readable plan: the one execution does exactly this
+    plan_created_at: float | None = None
+    command: str = ""  # the exact command or request, as the tool describes it
+    involved: list[str] = Field(default_factory=list)  # whose messages the run had read (requester first)
+    consumed_at: float | None = None  # when the one execution it authorises started
 
     def fields(self) -> list[str]:
-        """The flat field/value list stored in the hash (``None`` as an empty string)."""
+        """The flat field/value list stored in the hash (``None`` as an empty string, lists as JSON)."""
         flat: list[str] = []
         for name, value in self.model_dump(mode="json").items():
+            if isinstance(value, list):
+                value = json.dumps(value)
             flat += [name, "" if value is None else str(value)]
         return flat
 
     @classmethod
     def from_hash(cls, raw: dict[bytes | str, bytes | str]) -> Approval:
-        data = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
-        return cls.model_validate({k: (v if v != "" or k != "decided_at" else None) for k, v in data.items()})
+        data: dict[str, object] = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+        for name in _OPTIONAL_FLOATS:
+            if data.get(name) == "":
+                data[name] = None
+        if isinstance(data.get("involved"), str):
+            data["involved"] = json.loads(str(data["involved"]) or "[]")
+        return cls.model_validate(data)
 
     def decision(self, call: ToolCall) -> Decision:
-        """What the confirm callback answers for ``call`` given this record."""
+        """What the confirm callback answers for ``call`` given this record (before consuming it)."""
         if self.status is ApprovalStatus.PENDING:
             return Decision.pending()
         if self.status is ApprovalStatus.APPROVED:
-            if call.arguments_sha256() != self.args_sha256:
+            if call.name != self.tool or call.arguments_sha256() != self.args_sha256:
                 return Decision.decline(CHANGED_REASON)
-            return Decision.approve(self.decided_by)
+            return Decision.approve(self.decided_by, plan=self.plan or None)
         return Decision.decline(self.reason or f"{self.status.value} by {self.decided_by}")
+
+
+_OPTIONAL_FLOATS = ("decided_at", "plan_created_at", "consumed_at")
 
 
 @dataclass(frozen=True)
 class DecideResult:
-    """The outcome of a decision: ``won`` is False when someone decided first (``approval`` says who)."""
+    """The outcome of a decision, and the record as it is now (who decided, when)."""
 
-    won: bool
+    outcome: DecideOutcome
     approval: Approval
+
+    @property
+    def won(self) -> bool:
+        return self.outcome is DecideOutcome.WON
 
     def describe(self) -> str:
         a = self.approval
@@ -120,22 +209,15 @@ class DecideResult:
 
 
 class Approvals:
-    """Create, read and decide approval records."""
+    """Create, read, decide and consume approval records (the only code that knows their fields)."""
 
-    def __init__(
-        self,
-        redis_client: redis.Redis,
-        keys: Keys,
-        *,
-        retention_seconds: int,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, redis_client: redis.Redis, keys: Keys, *, retention_seconds: int) -> None:
         self._redis = redis_client
         self._keys = keys
         self._retention = retention_seconds
-        self._clock = clock
         self._create = redis_client.register_script(_CREATE)
         self._decide = redis_client.register_script(_DECIDE)
+        self._consume = redis_client.register_script(_CONSUME)
 
     def get(self, approval_id: str) -> Approval | None:
         raw = self._redis.hgetall(self._keys.approval(approval_id))
@@ -160,9 +242,26 @@ class Approvals:
         timeout_seconds: float,
         preview: str | None = None,
     ) -> tuple[Approval, bool]:
-        """The run's record for ``call``: a new ``pending`` one (``True``) or the existing one."""
-        now = self._clock()
-        approval = Approval(
+        """The run's record for this execution: a new ``pending`` one (``True``) or the existing one."""
+        draft = self.draft(run_id, call, category, requester=requester, preview=preview)
+        return self.store(draft, timeout_seconds)
+
+    @staticmethod
+    def draft(
+        run_id: str,
+        call: ToolCall,
+        category: ToolCategory,
+        *,
+        requester: str,
+        preview: str | None = None,
+        plan: str | None = None,
+        plan_created_at: float | None = None,
+        command: str | None = None,
+        involved: tuple[str, ...] = (),
+    ) -> Approval:
+        """The record an execution would get, not stored yet (the card can be checked on it first)."""
+        people = (requester, *involved) if requester else involved
+        return Approval(
             id=uuid.uuid4().hex,
             run_id=run_id,
             call_id=call.id,
@@ -171,41 +270,86 @@ class Approvals:
             args_sha256=call.arguments_sha256(),
             category=category,
             requester=requester,
-            created_at=now,
-            expires_at=now + timeout_seconds,
+            created_at=0.0,  # both set from Redis's clock when stored
+            expires_at=0.0,
             preview=preview or "",
+            plan=plan or "",
+            plan_created_at=plan_created_at,
+            command=command or "",
+            involved=list(dict.fromkeys(person for person in people if person)),
         )
+
+    def store(self, draft: Approval, timeout_seconds: float) -> tuple[Approval, bool]:
+        """Store ``draft`` as its execution's record unless it has one: (the record, created)."""
         ttl = int(self._retention + timeout_seconds)
         stored_id = as_text(
             self._create(
-                keys=[self._keys.approvals(run_id), self._keys.approval(approval.id)],
-                args=[call.id, approval.id, json.dumps(approval.fields()), ttl],
+                keys=[self._keys.approvals(draft.run_id), self._keys.approval(draft.id)],
+                args=[draft.call_id, draft.id, json.dumps(draft.fields()), ttl, repr(float(timeout_seconds))],
             )
         )
-        if stored_id == approval.id:
-            return approval, True
-        existing = self.get(stored_id or "")
-        assert existing is not None, "an indexed approval record is missing"
-        return existing, False
+        stored = self.get(stored_id or "")
+        assert stored is not None, "an indexed approval record is missing"
+        return stored, stored_id == draft.id
 
     def decide(
-        self, approval_id: str, status: ApprovalStatus, by: str, reason: str = ""
+        self,
+        approval_id: str,
+        status: ApprovalStatus,
+        by: str,
+        reason: str = "",
+        *,
+        card: tuple[str, str] | None = None,
+        only_if_due: bool = False,
     ) -> DecideResult | None:
-        """Move the record out of ``pending``; ``None`` when there is no such record."""
+        """Move the record out of ``pending``; ``None`` when there is no such record.
+
+        ``card``: the (channel, message ts) a click came from; anything but the record's own card
+        decides nothing. A pending record past its expiry (by Redis's clock) is settled as expired
+        instead of as asked. ``only_if_due``: decide only if the expiry is due (``expired`` only).
+        """
         if status is ApprovalStatus.PENDING:
             raise ValueError("a decision cannot move an approval to pending")
+        channel, ts = card if card is not None else ("", "")
+        if card is not None and not ts:
+            return self._result(approval_id, DecideOutcome.MISMATCH)
         outcome = self._decide(
             keys=[self._keys.approval(approval_id)],
-            args=[status.value, by, repr(self._clock()), reason],
+            args=[
+                status.value,
+                by,
+                reason,
+                channel,
+                ts,
+                "1" if only_if_due else "",
+                SYSTEM_DECIDER,
+                EXPIRED_REASON,
+            ],
         )
-        if as_text(outcome[0]) == "missing":
+        name = as_text(outcome[0]) or "missing"
+        if name == "missing":
             return None
+        return self._result(approval_id, DecideOutcome(name))
+
+    def _result(self, approval_id: str, outcome: DecideOutcome) -> DecideResult | None:
         approval = self.get(approval_id)
-        assert approval is not None
-        return DecideResult(won=as_text(outcome[0]) == "won", approval=approval)
+        return DecideResult(outcome, approval) if approval is not None else None
+
+    def consume(self, approval_id: str) -> str:
+        """Mark an approved record used by its one execution: ``consumed`` means go ahead; ``used``
+        means an execution already started on it (never run it again); else the record's status."""
+        return as_text(self._consume(keys=[self._keys.approval(approval_id)])) or "missing"
+
+    def seconds_until_expiry(self, approval_id: str) -> float | None:
+        """By Redis's clock; ``None`` when the record is gone."""
+        expires_at = as_text(self._redis.hget(self._keys.approval(approval_id), "expires_at"))
+        if not expires_at:
+            return None
+        seconds, micros = self._redis.time()
+        return float(expires_at) - (seconds + micros / 1e6)
 
     def set_card(self, approval_id: str, channel: str, ts: str) -> None:
-        """Remember where the approval card was posted (for updating it after the decision)."""
+        """Remember where the approval card was posted: only clicks on that message decide it."""
         hset_if_exists(
             self._redis, self._keys.approval(approval_id), {"card_channel": channel, "card_ts": ts}
         )

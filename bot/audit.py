@@ -3,6 +3,11 @@
 Entries are flat (every value a string; structured values as JSON) so ``XRANGE`` in redis-cli
 reads naturally. The stream is capped with ``XADD MAXLEN ~ N``: Redis trims whole stream nodes
 only, so it never keeps fewer than ``N`` entries and trimming stays cheap.
+
+The stream never expires, so nothing secret may reach it: every value is redacted first (JSON
+values string by string, so they stay JSON), then cut to ``FIELD_MAX_CHARS`` (head and tail, with
+a marker; ``<field>_cut`` then holds the length before the cut). Redacting before cutting means a
+replacement can never push a field past its cap.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ from agent.keys import Keys
 from agent.redis_memory import as_text
 from agent.types import RunResult
 from bot.approvals import Approval
+from tools.safety import Redactor, truncate
 
-_OUTPUT_CHARS = 500  # the audit keeps the start of a tool's output; the history keeps all of it
+_OUTPUT_CHARS = 500  # the audit keeps the head and tail of a tool's output; the history keeps all of it
+FIELD_MAX_CHARS = 8192
+"""The most any one stored field keeps (arguments, outputs, message text): a bounded copy."""
 
 
 class AuditKind(StrEnum):
@@ -56,6 +64,22 @@ def _flat(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
+def redacted_value(value: object, redactor: Redactor) -> str:
+    """``value`` as stored: redacted; JSON (a structure, or text holding one) stays JSON, and text
+    that needed no change is kept byte for byte (so ``args_sha256`` still matches it)."""
+    if not isinstance(value, str):
+        return _flat(redactor.redact_json(value))
+    if value[:1] in ("{", "["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict | list):
+            cleaned = redactor.redact_json(parsed)
+            return value if cleaned == parsed else _flat(cleaned)
+    return redactor.redact(value)
+
+
 class AuditLog:
     """Append to and read the audit stream."""
 
@@ -66,15 +90,26 @@ class AuditLog:
         *,
         max_len: int,
         clock: Callable[[], float] = time.time,
+        redactor: Redactor | None = None,
     ) -> None:
+        """``redactor``: the bot's (``bot.logs.redactor_for(settings)``, which knows the configured
+        secrets); without it only the built-in patterns apply."""
         self._redis = redis_client
         self._key = keys.audit()
         self._max_len = max_len
         self._clock = clock
+        self._redactor = redactor or Redactor()
 
     def record(self, kind: AuditKind, run_id: str, **fields: object) -> str:
         entry = {"kind": kind.value, "run_id": run_id, "at": repr(self._clock())}
-        entry.update({name: _flat(value) for name, value in fields.items() if value is not None})
+        for name, value in fields.items():
+            if value is None:
+                continue
+            stored = redacted_value(value, self._redactor)  # redact first: then the cut is final
+            if len(stored) > FIELD_MAX_CHARS:
+                entry[f"{name}_cut"] = str(len(stored))
+                stored = truncate(stored, FIELD_MAX_CHARS)
+            entry[name] = stored
         entry_id = self._redis.xadd(self._key, entry, maxlen=self._max_len, approximate=True)  # type: ignore[arg-type]
         return as_text(entry_id) or ""
 
@@ -131,7 +166,7 @@ class AuditLog:
             requester=requester,
             confirmed_by=confirmed_by,
             outcome="error" if event.is_error else "ok",
-            output=event.output[:_OUTPUT_CHARS],
+            output=truncate(self._redactor.redact(event.output), _OUTPUT_CHARS),  # redacted, then cut
             duration_seconds=round(event.duration_seconds, 3),
         )
 

@@ -5,9 +5,14 @@ Checks, in order (each independent of the others, so one broken piece does not h
 * ``settings``: the Slack token and signing secret are set, the runtime factory imports, the
   redaction patterns compile;
 * ``redis``: ``REDIS_URL`` answers, is new enough for streams, and some worker listens on the queue;
+* ``persist``: the server's persistence keeps an approval and an executing mark across a crash
+  (AOF with ``appendfsync always``, or WAITAOF on 7.2+) and never evicts them (``noeviction``);
+  a warning names the window a crash can lose (a failure under ``CHATOPS_DURABILITY=strict``,
+  where mutating tools would be refused);
 * ``slack``: ``auth.test`` accepts ``SLACK_BOT_TOKEN``, and the scopes Slack reports for it
   (the ``x-oauth-scopes`` response header) include every bot scope in ``manifest.json``;
-* ``llm``: each configured model answers a one-token request at ``LLM_BASE_URL``;
+* ``llm``: each model of the chain (``LLM_MODEL``, then ``LLM_FALLBACKS``) answers a small request
+  every model family accepts, at its own endpoint;
 * ``tools``: the built-ins and the catalog (``CHATOPS_TOOLS_FILE``) load.
 
 The exit status is 1 when any check fails (warnings do not count), so ``chatops doctor`` can
@@ -21,9 +26,9 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
@@ -33,11 +38,13 @@ from rq import Queue, Worker
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from agent.endpoints import ClientOptions, ModelEndpoint, build_model
 from agent.errors import ConfigurationError, EmptyResponseError, LLMError, RetriesExhaustedError
-from agent.llm import LLMClient
 from agent.types import Message, Request
+from bot.durability import DurabilityMode, findings, read_persistence
 from bot.errors import BotConfigurationError
 from bot.logs import redactor_for
+from bot.models import client_options, endpoints, model_keys
 from bot.runs_cli import Progress
 from bot.settings import Settings
 from bot.slack.client import api_base_url
@@ -142,6 +149,32 @@ def check_redis(settings: Settings, redact: Callable[[str], str]) -> Check:
     return Check("redis", Outcome.PASS, summary)
 
 
+PERSISTENCE_FIX = (
+    "set appendonly yes, appendfsync always and maxmemory-policy noeviction "
+    "(docs/OPERATIONS.md, Redis persistence)"
+)
+
+
+def check_persistence(settings: Settings, redact: Callable[[str], str]) -> Check:
+    """Can a Redis crash or eviction lose an executing mark (and let an approved call run twice)?"""
+    where = redact(settings.redis_url)
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3.0, socket_timeout=5.0)
+    try:
+        persistence = read_persistence(client)
+    except redis.RedisError as error:
+        return Check("persist", Outcome.WARN, f"skipped: cannot read the persistence of {where}: {error}")
+    finally:
+        client.close()
+    found = findings(persistence)
+    if not found:
+        return Check("persist", Outcome.PASS, f"{persistence.summary()}: a crash keeps every executing mark")
+    strict = settings.chatops_durability == DurabilityMode.STRICT
+    if strict and persistence.crash_loss() is not None:
+        found.append("CHATOPS_DURABILITY=strict: every mutating tool is refused until this is fixed")
+        return Check("persist", Outcome.FAIL, "\n".join(found), PERSISTENCE_FIX)
+    return Check("persist", Outcome.WARN, "\n".join(found), PERSISTENCE_FIX)
+
+
 def check_slack(settings: Settings, manifest: Path | None) -> Check:
     if not settings.slack_bot_token:
         return Check("slack", Outcome.FAIL, "skipped: SLACK_BOT_TOKEN is empty")
@@ -203,55 +236,67 @@ def _quiet(logger_name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
+# Every model family accepts this: no max_tokens (o-series and gpt-5 refuse it, and a one-token
+# limit makes reasoning models answer nothing), no temperature (gpt-5 accepts only the default);
+# the Anthropic client adds the max_tokens its API requires.
+PROBE_TEXT = "Reply with the single word OK."
+
+
 def check_llm(settings: Settings) -> Check:
+    try:
+        chain = endpoints(settings)
+    except ConfigurationError as error:
+        return Check("llm", Outcome.FAIL, f"LLM_FALLBACKS: {error}", "fix LLM_FALLBACKS (.env.example)")
+    keys = model_keys(settings)
+    options = replace(
+        client_options(settings),
+        connect_timeout=min(settings.llm_connect_timeout, TIMEOUT),
+        read_timeout=min(settings.llm_read_timeout, 30.0),
+        max_attempts=1,
+    )
     lines, failed = [], False
-    for model in [settings.llm_model, *settings.llm_fallback_models]:
-        ok, line = _ask(settings, model)
+    for endpoint in chain:
+        ok, line = _ask(endpoint, keys, options)
         failed = failed or not ok
         lines.append(line)
     if failed:
         return Check(
-            "llm", Outcome.FAIL, "\n".join(lines), "check LLM_BASE_URL, LLM_API_KEY and the model names"
+            "llm",
+            Outcome.FAIL,
+            "\n".join(lines),
+            "check LLM_BASE_URL, LLM_API_KEY and the model names (and LLM_PROVIDER, LLM_FALLBACKS' endpoints and keys)",
         )
     return Check("llm", Outcome.PASS, "\n".join(lines))
 
 
-def _ask(settings: Settings, model: str) -> tuple[bool, str]:
-    """One one-token request: (answered, what happened)."""
+def _ask(endpoint: ModelEndpoint, keys: Mapping[str, str], options: ClientOptions) -> tuple[bool, str]:
+    """One small request: (answered, what happened)."""
+    model = endpoint.model
     try:
-        client = LLMClient(
-            settings.llm_base_url,
-            settings.llm_api_key,
-            model,
-            connect_timeout=min(settings.llm_connect_timeout, TIMEOUT),
-            read_timeout=min(settings.llm_read_timeout, 30.0),
-            max_attempts=1,
-        )
+        where = endpoint.url()
+        client = build_model(endpoint, keys, options)
     except ConfigurationError as error:
-        return False, f"LLM_BASE_URL / model {model}: {error}"
+        return False, f"model {model} ({endpoint.provider}): {error}"
     started = time.monotonic()
     try:
-        with client:
-            response = client.complete(Request(model=model, messages=[Message.user("Say OK.")], max_tokens=1))
+        response = client.complete(Request(model=model, messages=[Message.user(PROBE_TEXT)]))
     except LLMError as error:
         cause = error.last if isinstance(error, RetriesExhaustedError) and error.last is not None else error
         took = time.monotonic() - started
         if isinstance(cause, EmptyResponseError):
-            return (
-                True,
-                f"model {model} answered at {settings.llm_base_url} in {took:.1f}s (an empty one-token answer)",
-            )
-        return False, f"model {model} at {settings.llm_base_url}: {_describe(cause)}"
+            return True, f"model {model} answered at {where} in {took:.1f}s (an empty answer)"
+        return False, f"model {model} at {where}: {_describe(cause, endpoint.api_key_env)}"
+    finally:
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
     took = time.monotonic() - started
-    return (
-        True,
-        f"model {model} answered at {settings.llm_base_url} in {took:.1f}s ({response.model or model})",
-    )
+    return True, f"model {model} answered at {where} in {took:.1f}s ({response.model or model})"
 
 
-def _describe(error: LLMError) -> str:
+def _describe(error: LLMError, key_variable: str = "LLM_API_KEY") -> str:
     if error.status_code == 401:
-        return f"the endpoint rejected LLM_API_KEY (401): {error.message}"
+        return f"the endpoint rejected {key_variable or 'the (missing) key'} (401): {error.message}"
     if error.status_code in (403, 404):
         return f"the endpoint refused the request ({error.status_code}): {error.message}"
     if error.status_code is None:
@@ -285,6 +330,7 @@ def run_checks(
     steps: list[tuple[str, Callable[[], Check]]] = [
         ("settings", lambda: check_settings(settings)),
         ("redis", lambda: check_redis(settings, redact)),
+        ("persist", lambda: check_persistence(settings, redact)),
         ("slack", lambda: check_slack(settings, manifest)),
         ("llm", lambda: check_llm(settings)),
         ("tools", lambda: check_tools(settings)),

@@ -6,7 +6,10 @@ Tree::
     ├── BotConfigurationError   misuse: a job outside a chatops worker, a bad runtime factory
     ├── RunNotFoundError        no run record with that id (never created, or expired)
     ├── ApprovalNotFoundError   no approval record with that id
-    └── NotAnApproverError      the person who clicked is not on the approvers list
+    ├── NotAnApproverError      the person who clicked is not on the approvers list
+    └── DurabilityError         an executing mark could not be made crash-safe: the tool must not run
+        ├── NotDurableError         the server's persistence can lose it (``CHATOPS_DURABILITY=strict``)
+        └── DurabilityUnconfirmedError  ``WAIT`` / ``WAITAOF`` fell short in time, or Redis failed
 
 A decision that loses a race is not an error: ``Approvals.decide`` answers with who decided
 first and what. ``agent.errors.LeaseLostError`` (another worker owns a run) is the agent's.
@@ -45,3 +48,27 @@ class NotAnApproverError(BotError):
     def __init__(self, user: str) -> None:
         super().__init__(f"{user} is not an approver")
         self.user = user
+
+
+class DurabilityError(BotError):
+    """``bot.durability.Durability.wait`` could not make the last write survive a Redis crash.
+
+    Raised before a side effect starts: the caller must not run the tool (its executing mark
+    might vanish in a crash, and a resumed run would then run it again).
+    """
+
+
+class NotDurableError(DurabilityError):
+    """The server's persistence settings can lose the mark in a crash and the mode is ``strict``."""
+
+    def __init__(self, risk: str) -> None:
+        super().__init__(f"Redis cannot keep the executing mark across a crash: {risk}")
+        self.risk = risk
+
+
+class DurabilityUnconfirmedError(DurabilityError):
+    """``WAIT`` / ``WAITAOF`` did not confirm the write in time (or Redis failed while asked)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"the executing mark is not confirmed durable: {what}")
+        self.what = what

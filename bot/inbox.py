@@ -2,9 +2,11 @@
 
 Delivery (web process): one Lua script checks that the thread's active run is still the one we
 looked up and still active, claims the Slack message once (Slack retries events), RPUSHes the
-item, and — when the run is waiting for an approval — supersedes the pending approvals with
-the same ``DECIDE_LUA`` every decision uses. Only after the script returns ``stored`` may the
-caller acknowledge the message: it is in Redis.
+item, and — when the run is waiting for an approval and the caller says the author may decide
+(``may_supersede``, the approver policy's answer) — supersedes the pending approvals with the
+same ``DECIDE_LUA`` every decision uses. Anyone else's reply is stored all the same and read by
+the model when the run resumes; the approval stays pending. Only after the script returns
+``stored`` may the caller acknowledge the message: it is in Redis.
 
 Drain (worker): ``messages(run_id)`` only peeks (LRANGE). The items become ``Message``s tagged
 with ``meta["inbox_id"]``, and ``RedisMemory.append`` removes exactly those items from the inbox
@@ -35,7 +37,7 @@ _MAX_ATTEMPTS = 20
 
 # KEYS: 1 thread claim, 2 run hash, 3 inbox, 4 seen-message claim, 5 approvals index, 6.. approvals.
 # ARGV: 1 run id, 2 item JSON, 3 dedupe ttl, 4 user, 5 now, 6 reason, 7 approvals index size seen,
-# 8.. the approval ids of KEYS 6..
+# 8 '1' when the author may supersede, 9.. the approval ids of KEYS 6..
 _DELIVER = (
     DECIDE_LUA
     + """
@@ -48,10 +50,10 @@ end
 if not redis.call('SET', KEYS[4], ARGV[1], 'NX', 'EX', ARGV[3]) then return {'duplicate', status} end
 redis.call('RPUSH', KEYS[3], ARGV[2])
 local result = {'stored', status}
-if status == 'awaiting_approval' then
+if status == 'awaiting_approval' and ARGV[8] == '1' then
   for i = 6, #KEYS do
     local outcome = decide(KEYS[i], 'superseded', ARGV[4], ARGV[5], ARGV[6])
-    if outcome[1] == 'won' then table.insert(result, ARGV[i + 2]) end
+    if outcome[1] == 'won' then table.insert(result, ARGV[i + 3]) end
   end
 end
 return result
@@ -67,6 +69,7 @@ class InboxItem(BaseModel):
     user: str
     ts: str
     received_at: float
+    may_supersede: bool = False  # its author may decide: it supersedes an approval it finds pending
 
     def message(self) -> Message:
         return Message.user(self.text, **{INBOX_ID_META: self.id, "slack_user": self.user, "ts": self.ts})
@@ -108,15 +111,28 @@ class Inbox:
         self._clock = clock
         self._deliver = redis_client.register_script(_DELIVER)
 
-    def deliver(self, channel: str, thread_ts: str, *, user: str, text: str, ts: str) -> Delivery:
-        """Store a reply for the thread's active run; returns only once it is in Redis (or refused)."""
+    def deliver(
+        self, channel: str, thread_ts: str, *, user: str, text: str, ts: str, may_supersede: bool = False
+    ) -> Delivery:
+        """Store a reply for the thread's active run; returns only once it is in Redis (or refused).
+
+        ``may_supersede``: whether the author may decide (the approver policy's answer); only then
+        does the reply supersede the run's pending approvals. The default denies.
+        """
         keys = self._keys
         for _ in range(_MAX_ATTEMPTS):
             run_id = as_text(self._redis.get(keys.thread(channel, thread_ts)))
             if run_id is None:
                 return Delivery(DeliveryStatus.NO_ACTIVE_RUN)
             approval_ids = [as_text(i) or "" for i in self._redis.hvals(keys.approvals(run_id))]
-            item = InboxItem(id=uuid.uuid4().hex, text=text, user=user, ts=ts, received_at=self._clock())
+            item = InboxItem(
+                id=uuid.uuid4().hex,
+                text=text,
+                user=user,
+                ts=ts,
+                received_at=self._clock(),
+                may_supersede=may_supersede,
+            )
             reply = self._deliver(
                 keys=[
                     keys.thread(channel, thread_ts),
@@ -134,6 +150,7 @@ class Inbox:
                     repr(self._clock()),
                     SUPERSEDED_REASON,
                     len(approval_ids),
+                    "1" if may_supersede else "0",
                     *approval_ids,
                 ],
             )

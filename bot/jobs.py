@@ -39,9 +39,18 @@ from agent.redis_memory import RedisMemory, as_text, hset_if_exists
 from agent.run import Run
 from agent.tooling import Tool
 from agent.types import Decision, Message, RunResult, RunState, RunStatus
-from bot.approvals import EXPIRED_REASON, SUPERSEDED_REASON, SYSTEM_DECIDER, Approval, ApprovalStatus
+from bot.approvals import (
+    CARD_FAILED_REASON,
+    EXPIRED_REASON,
+    SUPERSEDED_REASON,
+    SYSTEM_DECIDER,
+    Approval,
+    ApprovalStatus,
+    DecideOutcome,
+)
 from bot.audit import AuditKind, AuditLog
-from bot.errors import BotConfigurationError
+from bot.durability import Durability
+from bot.errors import BotConfigurationError, DurabilityError
 from bot.lease import Lease
 from bot.limits import mutating_cap_reason
 from bot.logs import run_context
@@ -52,7 +61,14 @@ from bot.runs import RunOptions, RunRecord, RunService
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# Runtimes built by hand (tests, embedding) get this short one; the worker's default runtime loads
+# the shipped prompt or CHATOPS_SYSTEM_PROMPT_FILE (bot.system_prompt).
 DEFAULT_SYSTEM_PROMPT = "You are an on-call operations assistant."
+# Waits between attempts to post an approval card (Slack's own 429/5xx retries happen inside each).
+CARD_RETRY_DELAYS = (1.0, 3.0)
+CARD_FAILED_NOTICE = (
+    ":warning: I could not post the approval card for `{tool}` in this thread, so I did not run it."
+)
 # How often one job goes back into the loop because a decision or reply arrived while it suspended.
 MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
@@ -80,6 +96,13 @@ class Runtime:
     owns_connection: bool = False
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     metrics_enabled: bool = True  # count runs, tools, approvals, tokens in Redis (``bot.metrics``)
+    durability: Durability | None = None  # default: ``warn`` mode on this Redis (``bot.durability``)
+    card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS  # between attempts to post an approval card
+
+    def durable(self) -> Durability:
+        if self.durability is None:
+            self.durability = Durability(self.redis, self.keys.durability_probe())
+        return self.durability
 
     def service(self) -> RunService:
         return RunService(self.redis, self.keys, self.options, clock=self.clock)
@@ -132,6 +155,8 @@ def expire_approval(approval_id: str) -> str:
     result = current_runtime().service().expire(approval_id)
     if result is None:
         return "missing"
+    if result.outcome is DecideOutcome.NOT_DUE:
+        return "not_due"  # this scheduler's clock ran ahead of Redis's: scheduled again
     return "expired" if result.won else f"already {result.approval.status.value}"
 
 
@@ -149,7 +174,14 @@ def present(method: Callable[..., T], *args: Any) -> T | None:
 
 @dataclass
 class ApprovalGate:
-    """The durable confirm callback: idempotent per call id, answered from the approval record."""
+    """The durable confirm callback: one approval per execution, answered from its record.
+
+    Asked about an execution for the first time, it checks the run's cap and that the card can
+    show the call completely, stores a ``pending`` record and posts the card (retried; a card
+    that cannot be posted declines the call: never a pending approval nobody can see). Asked again
+    (a resumed run), it answers from the record; an approved record is consumed by the one
+    execution it authorises, durably, before the side effect starts.
+    """
 
     service: RunService
     presenter: Presenter
@@ -158,61 +190,108 @@ class ApprovalGate:
     clock: Callable[[], float]
     metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
     max_mutating_actions: int = 0
+    involved: Callable[[], tuple[str, ...]] = tuple
+    durability: Durability | None = None
+    card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS
+    sleep: Callable[[float], None] = time.sleep
 
     def __call__(self, request: ConfirmRequest) -> Decision:
-        over_cap = self._over_cap(request)
-        if over_cap is not None:
-            return Decision.decline(over_cap)
-        approval = self._record(request)
-        if approval.status is ApprovalStatus.PENDING and self.clock() >= approval.expires_at:
-            approval = self._expire(approval)  # the scheduled expiry has not run yet
+        approvals = self.service.approvals
+        approval = approvals.for_call(self.run.run_id, request.call.id)
+        if approval is None:
+            refusal = self._refusal(request)
+            if refusal is not None:
+                return Decision.decline(refusal)
+            approval = self._create(request)
+        if approval.status is ApprovalStatus.PENDING:
+            approval = self._expire_if_due(approval)
         if approval.status is ApprovalStatus.PENDING:
             if not approval.card_ts:  # also after a crash between creating the record and posting
-                card_ts = present(self.presenter.ask_approval, self.run, approval)
-                if card_ts:
-                    self.service.approvals.set_card(approval.id, self.run.channel, card_ts)
+                return self._show_card(approval)
             return Decision.pending()
         present(self.presenter.show_decision, self.run, approval)
         self.metrics.approval_decided(approval.status.value, approval.created_at, approval.decided_at)
-        return approval.decision(request.call)
+        decision = approval.decision(request.call)
+        return self._consume(approval) if decision.approved else decision
 
-    def _over_cap(self, request: ConfirmRequest) -> str | None:
-        """The run's cap on mutating actions (``bot.limits``), checked before anyone is asked."""
-        if not self.max_mutating_actions:
-            return None
+    def _refusal(self, request: ConfirmRequest) -> str | None:
+        """Why nobody is asked (the run's cap, a call the card cannot show), for the model."""
         approvals = self.service.approvals
-        if approvals.for_call(self.run.run_id, request.call.id) is not None:
-            return None  # asked before the cap was reached: answered from its record
-        return mutating_cap_reason(approvals.for_run(self.run.run_id), self.max_mutating_actions)
+        if self.max_mutating_actions:
+            over_cap = mutating_cap_reason(approvals.for_run(self.run.run_id), self.max_mutating_actions)
+            if over_cap is not None:
+                return over_cap
+        problem = present(self.presenter.approval_problem, self.run, self._draft(request))
+        return f"{problem}; it was not run and nobody was asked" if problem else None
 
-    def _record(self, request: ConfirmRequest) -> Approval:
-        approvals = self.service.approvals
-        found = approvals.for_call(self.run.run_id, request.call.id)
-        if found is not None:
-            return found
-        approval, created = approvals.create(
+    def _draft(self, request: ConfirmRequest) -> Approval:
+        return self.service.approvals.draft(
             self.run.run_id,
             request.call,
             request.category,
             requester=self.run.requester,
-            timeout_seconds=self.timeout_seconds,
             preview=request.preview,
+            plan=request.plan,
+            plan_created_at=request.plan_created_at,
+            command=request.command,
+            involved=self.involved(),
         )
+
+    def _create(self, request: ConfirmRequest) -> Approval:
+        approval, created = self.service.approvals.store(self._draft(request), self.timeout_seconds)
         if created:
             self.service.audit.approval_requested(approval)
             self.metrics.approval_requested(approval.category.value)
-            self.service.schedule_expiry(approval.id, approval.expires_at)
+            self.service.schedule_expiry(approval.id, self.clock() + self.timeout_seconds)
         return approval
 
-    def _expire(self, approval: Approval) -> Approval:
+    def _expire_if_due(self, approval: Approval) -> Approval:
+        """The scheduled expiry may not have run yet; Redis's clock says whether it is due."""
         result = self.service.approvals.decide(
-            approval.id, ApprovalStatus.EXPIRED, SYSTEM_DECIDER, EXPIRED_REASON
+            approval.id, ApprovalStatus.EXPIRED, SYSTEM_DECIDER, EXPIRED_REASON, only_if_due=True
         )
-        if result is None:
+        if result is None or result.outcome is DecideOutcome.NOT_DUE:
             return approval
         if result.won:
             self.service.audit.approval_decided(result.approval)
         return result.approval
+
+    def _show_card(self, approval: Approval) -> Decision:
+        """Post the card, retried; if it cannot be posted, nobody can decide: decline, say so."""
+        for delay in (0.0, *self.card_retry_delays):
+            if delay:
+                self.sleep(delay)
+            try:
+                card_ts = self.presenter.ask_approval(self.run, approval)
+            except Exception:
+                log.exception(
+                    "run %s: the approval card for %s was not posted", self.run.run_id, approval.tool
+                )
+                continue
+            if card_ts:
+                self.service.approvals.set_card(approval.id, self.run.channel, card_ts)
+            return Decision.pending()  # a presenter without cards (headless): decided by other means
+        result = self.service.approvals.decide(
+            approval.id, ApprovalStatus.DECLINED, SYSTEM_DECIDER, CARD_FAILED_REASON
+        )
+        if result is not None and result.won:
+            self.service.audit.approval_decided(result.approval)
+        present(self.presenter.post_notice, self.run, CARD_FAILED_NOTICE.format(tool=approval.tool))
+        return Decision.decline(CARD_FAILED_REASON)
+
+    def _consume(self, approval: Approval) -> Decision:
+        """Use the approval for its one execution, durably, before the side effect starts."""
+        outcome = self.service.approvals.consume(approval.id)
+        if outcome == "used":
+            return Decision.used()  # an execution already started on it: never a second one
+        if outcome != "consumed":
+            return Decision.decline(f"the approval is {outcome}")
+        if self.durability is not None:
+            try:
+                self.durability.wait()
+            except DurabilityError as error:
+                return Decision.decline(f"not run: the approval could not be made durable ({error})")
+        return Decision.approve(approval.decided_by, plan=approval.plan or None)
 
 
 @dataclass
@@ -255,6 +334,13 @@ class JobEvents:
         present(
             self.presenter.update_run_card, self.run, self.tracker.view(RunStatus.RUNNING, self.iteration, 0)
         )
+
+
+def involved_people(history: Sequence[Message]) -> tuple[str, ...]:
+    """Everyone whose thread message the run has read, in order: none of them may approve its
+    destructive calls (the requester is one of them)."""
+    people = (m.meta.get("slack_user") for m in history if m.role == "user")
+    return tuple(dict.fromkeys(p for p in people if isinstance(p, str) and p))
 
 
 def _confirmed_by(arguments: str) -> str | None:
@@ -387,22 +473,26 @@ class RunJob:
         return result
 
     def _settled_meanwhile(self, result: RunResult) -> bool:
-        """A decision or a reply that arrived while the run was suspending: continue right away."""
+        """A decision, or a reply by someone who may decide, that arrived while the run was
+        suspending: continue right away. A reply by anyone else waits in the inbox until the
+        approval is decided (the model reads it then); it does not cancel the approval."""
         approvals = self._service.approvals
         pending = approvals.for_call(self._run_id, result.pending_call_id or "")
         if pending is not None and pending.status is not ApprovalStatus.PENDING:
             return True
-        waiting = self._service.inbox.peek(self._run_id)
-        if not waiting:
+        deciders = [item for item in self._service.inbox.peek(self._run_id) if item.may_supersede]
+        if not deciders:
             return False
+        settled = False
         for approval in approvals.for_run(self._run_id):
             if approval.status is ApprovalStatus.PENDING:
                 decided = approvals.decide(
-                    approval.id, ApprovalStatus.SUPERSEDED, waiting[0].user, SUPERSEDED_REASON
+                    approval.id, ApprovalStatus.SUPERSEDED, deciders[0].user, SUPERSEDED_REASON
                 )
                 if decided is not None and decided.won:
                     self._service.audit.approval_decided(decided.approval)
-        return True
+                    settled = True
+        return settled
 
     def _config(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunConfig:
         rt = self._rt
@@ -415,6 +505,9 @@ class RunJob:
             rt.clock,
             self._metrics,
             max_mutating_actions=rt.options.max_mutating_actions,
+            involved=lambda: involved_people(memory.load_messages()),
+            durability=rt.durable(),
+            card_retry_delays=rt.card_retry_delays,
         )
         return RunConfig(
             models=[MeteredModel(m, self._metrics) for m in rt.models] if rt.metrics_enabled else rt.models,

@@ -22,7 +22,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -132,13 +132,18 @@ class TextFormatter(logging.Formatter):
         return self._redact(super().format(record))
 
 
-def redactor_for(settings: Settings) -> Redactor:
-    """The tool-output redactor from settings; without the extra patterns when they are invalid
-    (the CLI must still start, and ``chatops doctor`` reports the bad pattern)."""
+def redactor_for(settings: Settings, extra_secrets: Iterable[str] = ()) -> Redactor:
+    """The one redactor for everything the bot stores or shows: the built-in patterns, the bot's
+    own secrets (``Settings.secret_values``: Slack tokens, LLM key, Redis password...), the
+    ``CHATOPS_REDACT_ENV`` values and ``extra_secrets`` (e.g. the tool catalog's), each also in
+    its encoded forms. Without the extra patterns when they are invalid (the CLI must still
+    start, and ``chatops doctor`` reports the bad pattern)."""
+    secrets = list(extra_secrets)
     try:
-        return Redactor.from_settings(settings)
+        return Redactor.from_settings(settings, extra_secrets=secrets)
     except ToolConfigError:
-        return Redactor.from_env(settings.chatops_redact_env)
+        usable = settings.model_copy(update={"chatops_redact_patterns": []})
+        return Redactor.from_settings(usable, extra_secrets=secrets)
 
 
 def wants_json(fmt: str, stream: TextIO) -> bool:

@@ -73,7 +73,7 @@ RUN_ITERATIONS = Spec(
 LLM_TOKENS = Spec(
     "chatops_llm_tokens",
     "counter",
-    "Tokens by model and kind (prompt, completion, cache_read).",
+    "Tokens by model and kind (prompt, completion, cache_read, cache_write; prompt includes both caches).",
     ("model", "kind"),
 )
 LLM_DURATION = Spec(
@@ -263,6 +263,7 @@ class RunMetrics:
                 ("prompt", usage.prompt_tokens),
                 ("completion", usage.completion_tokens),
                 ("cache_read", usage.cache_read_tokens),
+                ("cache_write", usage.cache_write_tokens),
             ):
                 if count:
                     self.store.inc(LLM_TOKENS, count, model=model, kind=kind)

@@ -84,8 +84,21 @@ class Presenter(Protocol):
 
     def update_run_card(self, run: RunRef, card: CardView) -> None: ...
 
+    def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
+        """Why the card could not show this call completely (``None``: it can). Asked before the
+        approval is stored: a call the card cannot show faithfully is refused, nobody is asked."""
+        ...
+
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
-        """Post the Approve/Decline card for a pending approval; returns its message ts."""
+        """Post the Approve/Decline card for a pending approval; returns its message ts.
+
+        Raises when the card could not be posted (the gate retries, then declines the call);
+        ``None`` means this presenter shows no cards (headless workers).
+        """
+        ...
+
+    def post_notice(self, run: RunRef, text: str) -> None:
+        """A line of the bot's own in the thread (the text is the bot's, not the model's)."""
         ...
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
@@ -186,8 +199,14 @@ class InMemoryPresenter:
     def update_run_card(self, run: RunRef, card: CardView) -> None:
         self._record("update_run_card", run, replace(card))
 
+    def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
+        return None
+
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
         return self._record("ask_approval", run, approval)
+
+    def post_notice(self, run: RunRef, text: str) -> None:
+        self._record("post_notice", run, text)
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         self._record("show_decision", run, approval)
@@ -212,6 +231,12 @@ class LoggingPresenter:
     def update_run_card(self, run: RunRef, card: CardView) -> None:
         steps = ", ".join(f"{s.tool}:{s.status.value}" for s in card.steps)
         log.info("run %s: %s after %d iterations [%s]", run.run_id, card.status.value, card.iterations, steps)
+
+    def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
+        return None
+
+    def post_notice(self, run: RunRef, text: str) -> None:
+        log.info("run %s: %s", run.run_id, text)
 
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
         log.info(

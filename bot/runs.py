@@ -33,11 +33,20 @@ from rq.job import Job, JobStatus
 from agent.keys import Keys
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory, as_text, hset_if_exists
 from agent.types import Limits, Message, RunStatus
-from bot.approvals import EXPIRED_REASON, SYSTEM_DECIDER, Approvals, ApprovalStatus, DecideResult
+from bot.approvals import (
+    EXPIRED_REASON,
+    SYSTEM_DECIDER,
+    Approvals,
+    ApprovalStatus,
+    DecideOutcome,
+    DecideResult,
+)
 from bot.audit import AuditLog
 from bot.errors import ApprovalNotFoundError, NotAnApproverError
 from bot.inbox import Delivery, Inbox
+from bot.logs import redactor_for
 from bot.settings import Settings
+from tools.safety import Redactor
 
 JOB_START = "bot.jobs.start"
 JOB_RESUME = "bot.jobs.resume"
@@ -82,6 +91,7 @@ class RunOptions:
     limits: Limits = field(default_factory=Limits)
     approvers: tuple[str, ...] = ()
     max_mutating_actions: int = 0  # per run (``bot.limits``); 0: no cap
+    redactor: Redactor | None = None  # what the audit stream stores passes through it (known secrets)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunOptions:
@@ -100,6 +110,7 @@ class RunOptions:
             ),
             approvers=tuple(settings.chatops_approvers),
             max_mutating_actions=settings.chatops_max_mutating_actions,
+            redactor=redactor_for(settings),
         )
 
     @property
@@ -113,6 +124,11 @@ class RunOptions:
         if self.job_retries < 1:
             return None
         return Retry(max=self.job_retries, interval=math.ceil(self.lease_ttl_seconds))
+
+
+def _names_a_group(approvers: tuple[str, ...]) -> bool:
+    """User groups (``S…``) are resolved by the Slack policy, which has the Web API to do it."""
+    return any(entry.startswith("S") for entry in approvers)
 
 
 class RunRecord(BaseModel):
@@ -159,7 +175,13 @@ class RunService:
         self.queue = Queue(self.options.queue_name, connection=self.redis)
         self.approvals = Approvals(self.redis, self.keys, retention_seconds=self.options.retention_seconds)
         self.inbox = Inbox(self.redis, self.keys, clock=self.clock)
-        self.audit = AuditLog(self.redis, self.keys, max_len=self.options.audit_max_len, clock=self.clock)
+        self.audit = AuditLog(
+            self.redis,
+            self.keys,
+            max_len=self.options.audit_max_len,
+            clock=self.clock,
+            redactor=self.options.redactor,
+        )
         self._create = self.redis.register_script(_CREATE)
         self._release = self.redis.register_script(_RELEASE_CLAIM)
 
@@ -223,9 +245,18 @@ class RunService:
             return False
         return bool(self._release(keys=[self.keys.thread(channel, thread_ts)], args=[run_id]))
 
-    def deliver(self, channel: str, thread_ts: str, *, user: str, text: str, ts: str) -> Delivery:
-        """Store a thread reply for the active run; acknowledge it only if ``delivery.stored``."""
-        delivery = self.inbox.deliver(channel, thread_ts, user=user, text=text, ts=ts)
+    def deliver(
+        self, channel: str, thread_ts: str, *, user: str, text: str, ts: str, may_supersede: bool = False
+    ) -> Delivery:
+        """Store a thread reply for the active run; acknowledge it only if ``delivery.stored``.
+
+        ``may_supersede`` (the web process's approver policy: may ``user`` decide?) lets the reply
+        supersede a pending approval and resume the run; otherwise the reply waits in the inbox
+        and the model reads it when the run resumes after the decision.
+        """
+        delivery = self.inbox.deliver(
+            channel, thread_ts, user=user, text=text, ts=ts, may_supersede=may_supersede
+        )
         if delivery.superseded and delivery.run_id:
             for approval_id in delivery.superseded:
                 approval = self.approvals.get(approval_id)
@@ -234,28 +265,64 @@ class RunService:
             self.enqueue(delivery.run_id)
         return delivery
 
-    def decide(self, approval_id: str, *, user: str, approve: bool, reason: str = "") -> DecideResult:
-        """Settle an approval (the first decision wins) and resume its run."""
-        if self.options.approvers and user not in self.options.approvers:
+    def decide(
+        self,
+        approval_id: str,
+        *,
+        user: str,
+        approve: bool,
+        reason: str = "",
+        card: tuple[str, str] | None = None,
+    ) -> DecideResult:
+        """Settle an approval (the first decision wins) and resume its run.
+
+        ``card``: the (channel, ts) of the message a click came from; a click decides only its
+        own card. Who may decide is the transport's policy (``bot.slack.approvers``), checked
+        before this is called; ``CHATOPS_APPROVERS`` is checked here too, for every caller.
+        """
+        if (
+            self.options.approvers
+            and user not in self.options.approvers
+            and not _names_a_group(self.options.approvers)
+        ):
             raise NotAnApproverError(user)
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DECLINED
         if not approve and not reason:
             reason = f"not approved by {user}"
-        result = self.approvals.decide(approval_id, status, user, reason)
+        result = self.approvals.decide(approval_id, status, user, reason, card=card)
         if result is None:
             raise ApprovalNotFoundError(approval_id)
-        if result.won:
-            self.audit.approval_decided(result.approval)
-            self.enqueue(result.approval.run_id)
+        self._settled(result)
         return result
 
     def expire(self, approval_id: str) -> DecideResult | None:
-        """Decline a still-pending approval as expired and resume its run (the scheduled expiry)."""
-        result = self.approvals.decide(approval_id, ApprovalStatus.EXPIRED, SYSTEM_DECIDER, EXPIRED_REASON)
-        if result is not None and result.won:
+        """The scheduled expiry: decline a still-pending approval as expired and resume its run.
+
+        Due by Redis's clock, not the scheduler's: a job that ran early (its host's clock is ahead)
+        is scheduled again for the rest of the time and decides nothing now.
+        """
+        result = self.approvals.decide(
+            approval_id, ApprovalStatus.EXPIRED, SYSTEM_DECIDER, EXPIRED_REASON, only_if_due=True
+        )
+        if result is not None and result.outcome is DecideOutcome.NOT_DUE:
+            remaining = self.approvals.seconds_until_expiry(approval_id)
+            if remaining is not None:
+                self.queue.enqueue_in(
+                    timedelta(seconds=max(1.0, remaining)),
+                    JOB_EXPIRE,
+                    approval_id,
+                    description=f"expire approval {approval_id}",
+                )
+            return result
+        if result is not None:
+            self._settled(result)
+        return result
+
+    def _settled(self, result: DecideResult) -> None:
+        """Audit a decision this call made (won, or settled as expired) and resume the run."""
+        if result.outcome in (DecideOutcome.WON, DecideOutcome.EXPIRED):
             self.audit.approval_decided(result.approval)
             self.enqueue(result.approval.run_id)
-        return result
 
     def request_stop(self, run_id: str, user: str) -> bool:
         """Ask a run to stop (the Stop button); False when it has already ended.

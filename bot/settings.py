@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from agent.errors import AgentError
 
 
 def _split_list(value: object) -> object:
@@ -36,6 +39,8 @@ class Settings(BaseSettings):
     chatops_queue: str = "chatops"
     chatops_retention_days: int = Field(default=30, ge=1)
     chatops_audit_max_len: int = Field(default=1_000_000, ge=1000)
+    chatops_durability: str = Field(default="warn", pattern=r"^(strict|warn)$")
+    chatops_durability_timeout_ms: int = Field(default=2000, ge=1)  # 0 would make WAIT block forever
     chatops_lease_ttl_seconds: float = Field(default=30.0, gt=0)
     chatops_job_retries: int = Field(default=3, ge=0)
     chatops_max_run_attempts: int = Field(default=5, ge=1)
@@ -43,16 +48,24 @@ class Settings(BaseSettings):
     chatops_runtime: str = "bot.worker:default_runtime"
 
     # LLM
-    llm_base_url: str = "https://api.openai.com/v1"
+    llm_provider: str = Field(default="openai", pattern=r"^(openai|anthropic|azure)$")
+    llm_base_url: str = ""  # empty: the provider's own API
     llm_api_key: str = ""
     llm_model: str = "gpt-4o-mini"
-    llm_fallback_models: CsvList = Field(default_factory=list)
+    llm_api_version: str = ""  # azure: the api-version query parameter
+    llm_extra_headers: dict[str, str] = Field(default_factory=dict)  # JSON object
+    llm_fallbacks: str = ""  # JSON list or [provider:]model[@url], ... (agent.endpoints)
+    llm_max_tokens: int = Field(default=4096, ge=1)
     llm_connect_timeout: float = 5.0
     llm_read_timeout: float = 60.0
+    llm_max_attempts: int = Field(default=5, ge=1)
+    llm_retry_max_wait_seconds: float = Field(default=60.0, ge=0)
+    chatops_system_prompt_file: Path | None = None
 
     # Tools and approvals
     chatops_tools_file: Path | None = None
     chatops_approvers: CsvList = Field(default_factory=list)
+    chatops_approver_cache_seconds: float = Field(default=60.0, ge=0)
     chatops_channels: CsvList = Field(default_factory=list)
     chatops_approval_timeout_seconds: int = Field(default=1800, ge=10)
     chatops_log_dirs: CsvList = Field(default_factory=lambda: ["/var/log"])
@@ -64,9 +77,11 @@ class Settings(BaseSettings):
         default_factory=lambda: ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY"]
     )
     chatops_redact_patterns: list[str] = Field(default_factory=list)  # JSON list: regexes contain commas
-    chatops_tool_state_dir: Path | None = None
+    chatops_egress_allow: CsvList = Field(default_factory=list)  # tools/egress.py: names, *.domains, CIDRs
+    # What a call to an unlisted host becomes. Only "refuse" exists today; "approve" (a card) is planned.
+    chatops_egress_unlisted: str = Field(default="refuse", pattern=r"^refuse$")
 
-    @field_validator("chatops_log_dirs", "chatops_redact_env", mode="before")
+    @field_validator("chatops_log_dirs", "chatops_redact_env", "chatops_egress_allow", mode="before")
     @classmethod
     def _tool_lists(cls, value: object) -> object:
         return _split_list(value)
@@ -94,7 +109,37 @@ class Settings(BaseSettings):
     chatops_metrics_enabled: bool = True
     chatops_metrics_token: str = ""
 
-    @field_validator("llm_fallback_models", "chatops_approvers", "chatops_channels", mode="before")
+    @field_validator("chatops_approvers", "chatops_channels", mode="before")
     @classmethod
     def _lists(cls, value: object) -> object:
         return _split_list(value)
+
+    @model_validator(mode="after")
+    def _model_keys_are_secret(self) -> Settings:
+        """Check ``LLM_FALLBACKS`` now, and treat the variables holding its keys like
+        ``LLM_API_KEY``: redacted from every output, hidden from the commands tools run."""
+        from bot.models import key_variables  # bot.models reads these settings
+
+        try:
+            names = key_variables(self)
+        except AgentError as error:
+            raise ValueError(str(error)) from error
+        missing = [name for name in names if name not in self.chatops_redact_env]
+        if missing:
+            self.chatops_redact_env = [*self.chatops_redact_env, *missing]
+        return self
+
+    def secret_values(self) -> list[str]:
+        """The bot's own secrets, redacted everywhere whatever ``CHATOPS_REDACT_ENV`` says: the Slack
+        tokens and signing secret, the LLM key, the metrics token and the Redis password."""
+        values = [
+            self.slack_bot_token,
+            self.slack_signing_secret,
+            self.slack_app_token,
+            self.llm_api_key,
+            self.chatops_metrics_token,
+        ]
+        password = urlsplit(self.redis_url).password
+        if password:
+            values += [password, unquote(password)]
+        return [value for value in values if value]

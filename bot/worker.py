@@ -30,6 +30,7 @@ from rq.worker import SimpleWorker, Worker
 from rq.worker.base import BaseWorker
 
 from agent.keys import Keys
+from bot.durability import Durability
 from bot.errors import BotConfigurationError
 from bot.jobs import Runtime, RuntimeFactory, bound_runtime
 from bot.metrics import RunMetrics
@@ -100,24 +101,21 @@ def load_runtime_factory(path: str) -> Callable[[Settings], Runtime]:
 
 
 def default_runtime(settings: Settings) -> Runtime:
-    """The production runtime: the configured models, the tool registry, Slack (or the log)."""
-    from agent.llm import LLMClient
-    from tools.registry import build_output_filter, build_registry_from_settings
+    """The production runtime: the configured models, the tool registry, Slack (or the log), and the
+    system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one)."""
+    from agent.endpoints import secret_values
+    from bot.models import build_models, endpoints, model_keys
+    from bot.system_prompt import system_prompt
+    from tools.registry import build_registry_from_settings
+    from tools.safety import OutputFilter
 
     client = redis.Redis.from_url(settings.redis_url)
     keys = Keys(settings.chatops_redis_prefix)
     metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
-    models = [
-        LLMClient(
-            settings.llm_base_url,
-            settings.llm_api_key,
-            name,
-            connect_timeout=settings.llm_connect_timeout,
-            read_timeout=settings.llm_read_timeout,
-            on_retry=metrics.llm_retry,
-        )
-        for name in [settings.llm_model, *settings.llm_fallback_models]
-    ]
+    model_env = model_keys(settings)
+    models = build_models(settings, on_retry=metrics.llm_retry, keys=model_env)
+    # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
+    model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
     registry = build_registry_from_settings(settings)
     return Runtime(
         redis=client,
@@ -125,10 +123,14 @@ def default_runtime(settings: Settings) -> Runtime:
         options=RunOptions.from_settings(settings),
         models=models,
         tools=registry.tools(),
-        presenter=_presenter(settings, client, keys, registry.secret_values),
-        tool_output_filter=build_output_filter(settings, registry),
+        system_prompt=system_prompt(settings.chatops_system_prompt_file),
+        presenter=_presenter(settings, client, keys, [*registry.secret_values, *model_secrets]),
+        tool_output_filter=OutputFilter.from_settings(
+            settings, env=model_env, extra_secrets=[*registry.secret_values, *model_secrets]
+        ),
         owns_connection=True,
         metrics_enabled=settings.chatops_metrics_enabled,
+        durability=Durability.from_settings(client, keys, settings),
     )
 
 

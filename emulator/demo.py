@@ -256,7 +256,6 @@ class Demo:
                 "CHATOPS_RECOVERY_INTERVAL_SECONDS": "10",
                 "CHATOPS_LOG_DIRS": str(self.host.log_dir),
                 "CHATOPS_SERVICE_BACKEND": "systemd",
-                "CHATOPS_TOOL_STATE_DIR": str(self.directory / "state"),
                 "WEB_WORKERS": "1",
                 "WEB_THREADS": "8",
                 **llm_env,

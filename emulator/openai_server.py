@@ -20,20 +20,20 @@ request is recorded (``requests``) for tests to inspect. Production code never i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import re
-import socket
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
+
+from emulator.http_base import ClientGone as _ClientGone
+from emulator.http_base import TrackingHTTPServer as _HTTPServer
 
 FINGERPRINT = "fp_chatops_emulator"
 
@@ -252,43 +252,6 @@ class OpenAIServer:
         if not isinstance(reply, Reply):
             raise TypeError(f"a reply function returned {type(reply).__name__}, not Reply")
         return reply
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[_Handler], owner: OpenAIServer) -> None:
-        self.owner = owner
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(address, handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        with self._connections_lock:
-            connections, self._connections = list(self._connections), set()
-        for connection in connections:
-            with contextlib.suppress(OSError):  # already gone
-                connection.shutdown(socket.SHUT_RDWR)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients that hang up (timeouts, cancelled streams) are normal here: no traceback."""
-        if isinstance(sys.exc_info()[1], OSError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _ClientGone(Exception):
-    """The client closed the connection (or the server is closing) while we answered."""
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -17,7 +17,7 @@ after a person approved). Without it such a call is refused: approval cannot be 
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import re
 import time
@@ -28,7 +28,9 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agent.tooling import ToolCategory, ToolResult
+from agent.arguments import parse_arguments
+from agent.errors import ArgumentsRejected
+from agent.tooling import APPROVED_PLAN, ToolCategory, ToolResult
 from agent.types import ToolDef
 from tools.errors import ToolArgumentError, ToolCallError, ToolConfigError
 
@@ -41,6 +43,8 @@ _TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 ToolFunction = Callable[[ArgsT, "ToolContext"], "str | ToolResult"]
+CommandFunction = Callable[[ArgsT], "str | None"]
+"""The exact command or request a call would execute, built by the code path that executes it."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,14 @@ class ToolContext:
     """``time.monotonic()`` value after which the call should stop and report what it has."""
     confirmed_by: str | None = None
     """The Slack user ID that approved this call (mutating and destructive tools only)."""
+    plan: str | None = None
+    """The plan of the dry run the approver saw (approved destructive calls only): do exactly it."""
 
     @classmethod
-    def starting_now(cls, timeout: float, confirmed_by: str | None = None) -> ToolContext:
-        return cls(timeout=timeout, deadline=time.monotonic() + timeout, confirmed_by=confirmed_by)
+    def starting_now(
+        cls, timeout: float, confirmed_by: str | None = None, plan: str | None = None
+    ) -> ToolContext:
+        return cls(timeout=timeout, deadline=time.monotonic() + timeout, confirmed_by=confirmed_by, plan=plan)
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
@@ -86,6 +94,7 @@ class FunctionTool(Generic[ArgsT]):
         timeout: float = 30.0,
         preview: ToolFunction[ArgsT] | None = None,
         parameters: dict[str, Any] | None = None,
+        command: CommandFunction[ArgsT] | None = None,
     ) -> None:
         self.name = name or func.__name__
         if not _TOOL_NAME_RE.fullmatch(self.name):
@@ -100,6 +109,7 @@ class FunctionTool(Generic[ArgsT]):
             raise ToolConfigError(f"tool {self.name}: timeout must be positive")
         self._func = func
         self._preview = preview
+        self._command = command
         self._args_model = args_model
         self._category = category
         self._parallel = parallel
@@ -129,9 +139,11 @@ class FunctionTool(Generic[ArgsT]):
     def execute(self, arguments: str, *, timeout: float) -> ToolResult:
         """Validate the arguments and run the tool; every failure is an ``Error: ...`` result."""
         try:
-            args, confirmed_by = self._parse(arguments)
+            args, confirmed_by, plan = self._parse(arguments)
         except ToolCallError as exc:
             return error_result(str(exc))
+        if self._category is not ToolCategory.DESTRUCTIVE:
+            plan = None  # only a destructive call's approval carries a plan
         if not self._category.requires_confirmation:
             confirmed_by = None  # nobody approves a read-only call; ignore a value the model made up
         elif confirmed_by is None:
@@ -139,11 +151,14 @@ class FunctionTool(Generic[ArgsT]):
                 f"{self.name} changes the system and runs only after a person approves it "
                 "(no confirmed_by in the arguments)"
             )
-        ctx = ToolContext.starting_now(self._effective_timeout(timeout), confirmed_by)
+        ctx = ToolContext.starting_now(self._effective_timeout(timeout), confirmed_by, plan)
         result = self._call(self._func, args, ctx)
         if confirmed_by is not None:
-            result = ToolResult(
-                output=f"{result.output}\n(approved by {confirmed_by})", is_error=result.is_error
+            # The note is decoration: loop detection keeps hashing what the tool itself returned.
+            result = dataclasses.replace(
+                result,
+                output=f"{result.output}\n(approved by {confirmed_by})",
+                stable_output=result.output if result.stable_output is None else result.stable_output,
             )
         return result
 
@@ -152,20 +167,40 @@ class FunctionTool(Generic[ArgsT]):
         if self._preview is None:
             return None
         try:
-            args, _ = self._parse(arguments)
+            args, _, _ = self._parse(arguments)
         except ToolCallError as exc:
             return error_result(str(exc))
         ctx = ToolContext.starting_now(self._effective_timeout(timeout))
         return self._call(self._preview, args, ctx)
 
+    def describe(self, arguments: str) -> str | None:
+        """The exact command or request ``execute(arguments)`` would run, for the approval card.
+
+        ``None`` when the tool cannot say (no ``command`` given) or the arguments are invalid (the
+        call will fail with that error; there is nothing to describe).
+        """
+        if self._command is None:
+            return None
+        try:
+            args, _, _ = self._parse(arguments)
+            return self._command(args) or None
+        except ToolCallError:
+            return None
+        except Exception:  # a bug in a describer must not kill the run: the card shows the arguments
+            log.exception("tool %s: describing a call failed", self.name)
+            return None
+
     def _effective_timeout(self, timeout: float) -> float:
         return max(0.001, min(self._timeout, timeout))
 
-    def _parse(self, arguments: str) -> tuple[ArgsT, str | None]:
+    def _parse(self, arguments: str) -> tuple[ArgsT, str | None, str | None]:
         payload = _load_arguments(arguments)
         confirmed_by = _pop_confirmed_by(payload)
+        plan = payload.pop(APPROVED_PLAN, None)
+        if plan is not None and not isinstance(plan, str):
+            raise ToolArgumentError(f"{APPROVED_PLAN} must be the dry run's plan")
         try:
-            return self._args_model.model_validate(payload), confirmed_by
+            return self._args_model.model_validate(payload), confirmed_by, plan
         except ValidationError as exc:
             raise ToolArgumentError(
                 f"invalid arguments for {self.name}: {describe_validation_error(exc)}"
@@ -257,15 +292,11 @@ def _clean_schema(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_arguments(arguments: str) -> dict[str, Any]:
+    """The arguments object, within ``agent.arguments``' limits: a tool called directly is bounded too."""
     try:
-        payload = json.loads(arguments or "{}")
-    except json.JSONDecodeError as exc:
-        raise ToolArgumentError(
-            f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-        ) from exc
-    if not isinstance(payload, dict):
-        raise ToolArgumentError("the arguments must be a JSON object")
-    return payload
+        return parse_arguments(arguments, trusted=(APPROVED_PLAN,))
+    except ArgumentsRejected as exc:
+        raise ToolArgumentError(str(exc)) from exc
 
 
 def _pop_confirmed_by(payload: dict[str, Any]) -> str | None:

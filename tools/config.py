@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from tools.egress import EgressPolicy, protected_endpoints
 from tools.errors import ToolConfigError
+from tools.resolver import Resolver, SystemResolver
 
 SERVICE_BACKENDS = ("systemd", "docker", "kubernetes")
 BOT_SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY")
@@ -36,13 +37,22 @@ class ToolSettings(Protocol):
     def chatops_kube_context(self) -> str | None: ...
 
     @property
-    def chatops_tool_state_dir(self) -> Path | None: ...
-
-    @property
     def chatops_approval_timeout_seconds(self) -> int: ...
 
     @property
     def chatops_redact_env(self) -> Sequence[str]: ...
+
+    @property
+    def chatops_egress_allow(self) -> Sequence[str]: ...
+
+    @property
+    def redis_url(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def web_host(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -56,13 +66,21 @@ class ToolsConfig:
     service_backend: str = "systemd"
     kube_namespace: str = "default"
     kube_context: str | None = None
-    state_dir: Path | None = None
-    """Where destructive built-ins keep their dry-run plans; default: a private dir under /tmp."""
     plan_ttl_seconds: float = 1800 + _PLAN_TTL_MARGIN_SECONDS
+    """The oldest dry-run plan an approved destructive built-in still executes."""
     env: Mapping[str, str] | None = None
     """The environment for commands and catalog ``${NAME}`` headers; ``None`` is ``os.environ``."""
     hidden_env: tuple[str, ...] = field(default=BOT_SECRET_ENV)
     """Variables removed from the environment of every command (the bot's own secrets)."""
+    egress_allow: tuple[str, ...] = ()
+    """``CHATOPS_EGRESS_ALLOW``: what network tools may reach (see ``tools.egress``); empty: nothing."""
+    redis_url: str | None = None
+    """The bot's own Redis: never reachable through a tool unless an entry names its port."""
+    web_port: int | None = None
+    web_host: str = "0.0.0.0"
+    """The bot's own web and metrics port (``PORT`` on ``WEB_HOST``), protected like Redis."""
+    resolver: Resolver | None = None
+    """Name lookups for the network tools; ``None`` is the system resolver (tests inject one)."""
 
     def __post_init__(self) -> None:
         if self.service_backend not in SERVICE_BACKENDS:
@@ -78,11 +96,26 @@ class ToolsConfig:
             service_backend=settings.chatops_service_backend,
             kube_namespace=settings.chatops_kube_namespace,
             kube_context=settings.chatops_kube_context,
-            state_dir=settings.chatops_tool_state_dir,
             plan_ttl_seconds=settings.chatops_approval_timeout_seconds + _PLAN_TTL_MARGIN_SECONDS,
             env=env,
             hidden_env=tuple(settings.chatops_redact_env),
+            egress_allow=tuple(settings.chatops_egress_allow),
+            redis_url=settings.redis_url,
+            web_port=settings.port,
+            web_host=settings.web_host,
         )
+
+    def egress_policy(self) -> EgressPolicy:
+        """The policy every network tool (built-in or catalog) connects through.
+
+        Today the operator's list alone. When the inventory lands (``CHATOPS_INVENTORY_FILE``),
+        add each target's host here as an exact entry: its targets are what tools should reach.
+        """
+        resolver = self.resolver or SystemResolver()
+        protected = protected_endpoints(
+            redis_url=self.redis_url, web_port=self.web_port, web_host=self.web_host, resolver=resolver
+        )
+        return EgressPolicy.parse(self.egress_allow, protected=protected, resolver=resolver)
 
     def environment(self) -> Mapping[str, str]:
         """The environment as given (``os.environ`` by default)."""
@@ -92,8 +125,3 @@ class ToolsConfig:
         """The environment for commands: ours, less the hidden secrets."""
         hidden = set(self.hidden_env)
         return {name: value for name, value in self.environment().items() if name not in hidden}
-
-    def resolved_state_dir(self) -> Path:
-        if self.state_dir is not None:
-            return self.state_dir
-        return Path(tempfile.gettempdir()) / f"chatops-tools-{os.getuid()}"

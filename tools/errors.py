@@ -16,7 +16,8 @@ Tree::
     │   └── CatalogError                the YAML catalog is wrong (file, tool and field named)
     └── ToolCallError               one call cannot run; becomes an ``Error: ...`` result
         ├── ToolArgumentError           the arguments fail validation (the field is named)
-        └── PathNotAllowedError         a path escapes the configured directories
+        ├── PathNotAllowedError         a path escapes the configured directories
+        └── EgressRefusedError          a network tool was asked to reach a host it may not
 """
 
 from __future__ import annotations
@@ -54,3 +55,19 @@ class ToolArgumentError(ToolCallError):
 
 class PathNotAllowedError(ToolCallError):
     """A path lies outside the directories a tool may touch (``..``, absolute escapes, symlinks)."""
+
+
+class EgressRefusedError(ToolCallError):
+    """A network tool was asked to reach a host or address the egress policy does not allow.
+
+    Typed, so a caller can tell a refusal from a failure; ``target`` is what was refused
+    (``host`` or ``host:port``) and ``reason`` why, when more than "not listed".
+    """
+
+    def __init__(self, target: str, reason: str = "") -> None:
+        self.target = target
+        self.reason = reason
+        detail = f": {reason}" if reason else ""
+        super().__init__(
+            f"egress to {target} is not allowed (CHATOPS_EGRESS_ALLOW){detail}; ask a human to add it"
+        )

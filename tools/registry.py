@@ -71,13 +71,15 @@ def build_registry(config: ToolsConfig | None = None) -> ToolRegistry:
     bad configuration stops start-up instead of half-loading.
     """
     config = config or ToolsConfig()
-    registry = ToolRegistry(builtin_tools(config))
+    egress = config.egress_policy()  # one policy for built-in and catalog network tools
+    registry = ToolRegistry(builtin_tools(config, egress))
     if config.tools_file is not None:
         catalog = load_catalog(
             config.tools_file,
             env=config.environment(),
             command_env=config.command_env(),
             builtin_names=set(registry.names()),
+            egress=egress,
         )
         for tool in catalog.tools:
             registry.register(tool, replace=tool.definition.name in catalog.overrides)

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from tools.errors import ToolConfigError
+from tools.patterns import SafePattern, compile_safe
+from tools.secret_forms import secrets_pattern
 
 REDACTED = "[REDACTED]"
 DEFAULT_MAX_CHARS = 4000
@@ -47,6 +49,9 @@ _SECRET_WORD = re.compile(
     r"|credential|authorization|cookie"
 )
 _PAIR_VALUE = re.compile(r"(?i)\"[^\"\n]*\"|'[^'\n]*'|(?:(?:Bearer|Basic|Token|Digest)[ \t]+)?[^\s,;&\"'<>]+")
+# A count, not a credential: ``Tokens: 48,213``, ``max_tokens: 4096``. Kept only under keys whose one
+# secret word is "token" (the bot's own usage lines); ``password=1234`` is still redacted.
+_PLAIN_NUMBER = re.compile(r"[+-]?\d+(?:[.,_]\d+)*[}\])]*")  # closers: the end of a JSON object
 _ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -69,18 +74,15 @@ class Redactor:
 
     Built-in rules: private key blocks, Slack tokens and webhook URLs, AWS access keys (and the
     secret key next to one), bearer tokens, passwords in URLs, and ``key=value`` / ``key: value``
-    pairs whose key looks secret. On top: literal ``secrets`` (e.g. the values of configured
-    environment variables) and extra regex ``patterns`` (each whole match is replaced).
+    pairs whose key looks secret (a plain number under a ``token`` key is a count and kept). On
+    top: known ``secrets`` (e.g. the values of configured environment variables), matched raw and
+    in their encoded forms (``tools.secret_forms``: spaced, URL- and JSON-escaped, hex, base64),
+    and extra ``patterns`` (RE2 syntax; each whole match is replaced).
     """
 
     def __init__(self, secrets: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
         values = {value for value in secrets if len(value) >= MIN_SECRET_VALUE_CHARS}
-        # Longest first, so a secret that contains another is replaced whole.
-        self._literal = (
-            re.compile("|".join(re.escape(value) for value in sorted(values, key=len, reverse=True)))
-            if values
-            else None
-        )
+        self._known = secrets_pattern(values)
         self._extra = [_compile_pattern(pattern) for pattern in patterns]
 
     @classmethod
@@ -105,6 +107,9 @@ class Redactor:
         """
         source = os.environ if env is None else env
         secrets = list(extra_secrets)
+        own = getattr(settings, "secret_values", None)  # bot.settings.Settings: its own secrets
+        if callable(own):
+            secrets.extend(value for value in own() if isinstance(value, str))
         for name in settings.chatops_redact_env:
             secrets.append(source.get(name, ""))
             loaded = getattr(settings, name.lower(), None)
@@ -116,8 +121,8 @@ class Redactor:
         """``text`` with every secret it recognises replaced."""
         text = _PRIVATE_KEY_BLOCK.sub(f"{REDACTED} (private key)", text)
         text = _redact_key_tails(text)
-        if self._literal is not None:
-            text = self._literal.sub(REDACTED, text)
+        if self._known is not None:
+            text = self._known.sub(REDACTED, text)
         text = _SLACK_TOKEN.sub(REDACTED, text)
         text = _SLACK_WEBHOOK.sub(rf"\g<1>{REDACTED}", text)
         text = _AWS_KEY_PAIR.sub(rf"{REDACTED}\g<sep>{REDACTED}", text)
@@ -128,6 +133,20 @@ class Redactor:
         for pattern in self._extra:
             text = pattern.sub(REDACTED, text)
         return text
+
+    def redact_json(self, node: object) -> object:
+        """A JSON value redacted so it stays valid JSON: every string (keys too) redacted, and the
+        whole value of a key that looks secret replaced (``{"password": "..."}``; counts kept)."""
+        if isinstance(node, str):
+            return self.redact(node)
+        if isinstance(node, dict):
+            return {
+                self.redact(str(key)): REDACTED if _secret_value(str(key), item) else self.redact_json(item)
+                for key, item in node.items()
+            }
+        if isinstance(node, list | tuple):
+            return [self.redact_json(item) for item in node]
+        return node
 
 
 def _redact_key_tails(text: str) -> str:
@@ -164,7 +183,7 @@ def _redact_secret_pairs(text: str) -> str:
         if key.start() < done or not _SECRET_WORD.search(key.group("name")):
             continue  # inside a value already replaced, or an ordinary key
         value = _PAIR_VALUE.match(text, key.end())
-        if value is None:
+        if value is None or _is_count(key.group("name"), value.group(0)):
             continue
         quote = value.group(0)[0] if value.group(0)[0] in "\"'" else ""
         pieces.append(text[done : key.end()])
@@ -174,11 +193,25 @@ def _redact_secret_pairs(text: str) -> str:
     return "".join(pieces)
 
 
-def _compile_pattern(pattern: str) -> re.Pattern[str]:
+def _secret_value(key: str, value: object) -> bool:
+    """Whether a JSON object's ``key: value`` is a credential (containers are searched instead)."""
+    if value is None or isinstance(value, bool | dict | list) or not _SECRET_WORD.search(key):
+        return False
+    return not _is_count(key, str(value))
+
+
+def _is_count(key: str, value: str) -> bool:
+    words = {word.lower() for word in _SECRET_WORD.findall(key)}
+    return words == {"token"} and _PLAIN_NUMBER.fullmatch(value.strip("\"'")) is not None
+
+
+def _compile_pattern(pattern: str) -> SafePattern:
+    # RE2: these run over tool output, which an attacker can shape; a backtracking pattern would
+    # let a log line freeze every worker.
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise ToolConfigError(f"redaction pattern {pattern!r} is not a valid regex: {exc}") from exc
+        compiled = compile_safe(pattern)
+    except ValueError as exc:
+        raise ToolConfigError(f"redaction pattern {pattern!r} is not a valid regex: {exc}") from None
     if compiled.search(""):
         raise ToolConfigError(f"redaction pattern {pattern!r} matches the empty string")
     return compiled

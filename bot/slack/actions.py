@@ -9,20 +9,28 @@ double click, or two approvers at once, decide exactly once.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.approvals import Approval, ApprovalStatus
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.approvals import Approval, ApprovalStatus, DecideOutcome
 from bot.errors import ApprovalNotFoundError
 from bot.logs import redactor_for
+from bot.runs import RunRecord
 from bot.slack.render import slack_date, transcript_messages
 from bot.slack.runtime import WebRuntime
 from bot.transcript import load_transcript, to_markdown
 
 NOTHING_CHANGED = "Nothing changed."
+NOT_THIS_CARD = f"This button does not belong to that approval's card. {NOTHING_CHANGED}"
+Card = tuple[str, str]  # the (channel, message ts) a click came from
+_APPROVAL_ID = re.compile(r"[0-9a-f]{32}")  # uuid4 hex (``Approvals.draft``); anything else names none
 NO_REASON = "no reason given"
-TRANSCRIPT_COOLDOWN_SECONDS = 60  # a second click within this posts nothing (double clicks, two readers)
+TRANSCRIPT_COOLDOWN_SECONDS = 60  # a second click by the same person within this sends nothing again
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,12 @@ class Reply:
     note: str | None = None
     approval: Approval | None = None
     open_modal: bool = False
+
+
+def send_privately(client: WebClient, record: RunRecord, user: str, messages: list[str]) -> None:
+    """``messages`` in the run's thread as ephemerals only ``user`` sees (Slack refuses a non-member)."""
+    for text in messages:
+        client.chat_postEphemeral(channel=record.channel, user=user, text=text, thread_ts=record.thread_ts)
 
 
 def late_note(approval: Approval) -> str:
@@ -55,37 +69,37 @@ class Interactions:
         self._rt = runtime
         self._clock = clock
 
-    def approve(self, approval_id: str, user: str) -> Reply:
-        approval, late = self._pending(approval_id)
+    def approve(self, approval_id: str, user: str, card: Card) -> Reply:
+        approval, late = self._pending(approval_id, card)
         if late is not None:
             return late
         assert approval is not None
-        verdict = self._rt.policy.may_approve(user, approval.requester, approval.category)
+        verdict = self._rt.policy.may_approve(user, approval)
         if not verdict.allowed:
             return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
-        return self._decide(approval_id, user, approve=True)
+        return self._decide(approval_id, user, card, approve=True)
 
-    def decline_clicked(self, approval_id: str, user: str) -> Reply:
+    def decline_clicked(self, approval_id: str, user: str, card: Card) -> Reply:
         """The Decline button: allowed and still pending -> open the reason modal."""
-        approval, late = self._pending(approval_id)
+        approval, late = self._pending(approval_id, card)
         if late is not None:
             return late
         assert approval is not None
-        verdict = self._rt.policy.may_decline(user, approval.requester)
+        verdict = self._rt.policy.may_decline(user, approval)
         if not verdict.allowed:
             return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
         return Reply(approval=approval, open_modal=True)
 
-    def decline(self, approval_id: str, user: str, reason: str | None) -> Reply:
+    def decline(self, approval_id: str, user: str, card: Card, reason: str | None) -> Reply:
         """The modal's submission (or a Decline whose modal could not open)."""
-        approval, late = self._pending(approval_id)
+        approval, late = self._pending(approval_id, card)
         if late is not None:
             return late
         assert approval is not None
-        verdict = self._rt.policy.may_decline(user, approval.requester)
+        verdict = self._rt.policy.may_decline(user, approval)
         if not verdict.allowed:
             return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
-        return self._decide(approval_id, user, approve=False, reason=reason or NO_REASON)
+        return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON)
 
     def stop(self, run_id: str, user: str) -> Reply:
         service = self._rt.service()
@@ -101,45 +115,63 @@ class Interactions:
             return Reply(f"This run already ended. {NOTHING_CHANGED}")
         return Reply("Stopping the run; it ends after the step in progress.")
 
-    def transcript(self, run_id: str, user: str) -> Reply:
-        """The Transcript button of a finished run card: post the Markdown transcript in the thread."""
+    def transcript(self, run_id: str, user: str, channel: str = "") -> Reply:
+        """The Transcript button of a finished run card: the Markdown transcript, to the clicker alone.
+
+        It holds every tool output (log lines, customer data), so it goes only to someone who may
+        decide (``ApproverPolicy.may_read_transcript``), as ephemeral messages in the run's thread,
+        and never to the channel. ``channel``: where the click came from; it must be the run's.
+        """
+        verdict = self._rt.policy.may_read_transcript(user)
+        if not verdict.allowed:
+            return Reply(f"{verdict.reason} The transcript was not sent.")
         service = self._rt.service()
         record = service.get(run_id)
         if record is None:
             return Reply("This run no longer exists (its retention has expired).")
+        if channel and channel != record.channel:
+            return Reply("This button does not belong to a run of this channel. The transcript was not sent.")
         if not record.status.terminal:
-            return Reply("The transcript is posted once the run has ended.")
-        flag = self._rt.keys.slack("transcript", run_id)
-        if not service.redis.set(flag, user, nx=True, ex=TRANSCRIPT_COOLDOWN_SECONDS):
-            return Reply("This run's transcript was just posted in the thread.")
+            return Reply("The transcript is available once the run has ended.")
+        flag = self._rt.keys.slack("transcript", run_id, user)
+        if not service.redis.set(flag, "1", nx=True, ex=TRANSCRIPT_COOLDOWN_SECONDS):
+            return Reply("This run's transcript was just sent to you (only you can see it).")
         markdown = to_markdown(load_transcript(service, run_id, redactor_for(self._rt.settings).redact))
-        client = self._rt.client()
-        for text in transcript_messages(markdown, run_id):
-            client.chat_postMessage(channel=record.channel, thread_ts=record.thread_ts, text=text)
+        try:
+            send_privately(self._rt.client(), record, user, transcript_messages(markdown, run_id))
+        except SlackApiError:
+            service.redis.delete(flag)  # nothing (or not all) arrived: a new click may try again
+            raise
         return Reply()
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _pending(self, approval_id: str) -> tuple[Approval | None, Reply | None]:
-        """The approval if a decision may still be made, else the reply explaining why not."""
+    def _pending(self, approval_id: str, card: Card) -> tuple[Approval | None, Reply | None]:
+        """The approval if this click may still decide it, else the reply explaining why not.
+
+        A click decides only its own card: an approval id on another message (another run's
+        card, another channel, a forged payload) decides nothing and redraws nothing.
+        """
         service = self._rt.service()
-        approval = service.approvals.get(approval_id)
+        approval = service.approvals.get(approval_id) if _APPROVAL_ID.fullmatch(approval_id) else None
         if approval is None:
             return None, Reply(f"This approval no longer exists. {NOTHING_CHANGED}")
+        if not approval.card_ts or (approval.card_channel, approval.card_ts) != card:
+            return None, Reply(NOT_THIS_CARD)
         if approval.status is not ApprovalStatus.PENDING:
             return None, Reply(late_note(approval), approval)
-        if self._clock() >= approval.expires_at:
-            # The scheduled expiry has not run yet; a click must not beat the deadline.
-            result = service.expire(approval_id)
-            settled = result.approval if result is not None else approval
-            return None, Reply(late_note(settled), settled)
         return approval, None
 
-    def _decide(self, approval_id: str, user: str, *, approve: bool, reason: str = "") -> Reply:
+    def _decide(self, approval_id: str, user: str, card: Card, *, approve: bool, reason: str = "") -> Reply:
+        """The atomic decision; expiry is judged by Redis's clock inside it, never this host's."""
         try:
-            result = self._rt.service().decide(approval_id, user=user, approve=approve, reason=reason)
+            result = self._rt.service().decide(
+                approval_id, user=user, approve=approve, reason=reason, card=card
+            )
         except ApprovalNotFoundError:
             return Reply(f"This approval no longer exists. {NOTHING_CHANGED}")
+        if result.outcome is DecideOutcome.MISMATCH:
+            return Reply(NOT_THIS_CARD)
         if not result.won:
             return Reply(late_note(result.approval), result.approval)
         return Reply(approval=result.approval)

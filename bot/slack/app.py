@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from slack_bolt import Ack, App, BoltContext, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -68,6 +69,11 @@ class Click:
             thread_ts=_text(container.get("thread_ts")) or _text(message.get("thread_ts")) or None,
             trigger_id=_text(body.get("trigger_id")),
         )
+
+    @property
+    def card(self) -> tuple[str, str]:
+        """The message the click came from: an approval is decided only from its own card."""
+        return (self.channel, self.message_ts)
 
 
 def _object(value: object) -> dict[str, Any]:
@@ -170,21 +176,38 @@ def channel_notice(runtime: WebRuntime) -> str:
 
 
 def _register_actions(app: App, runtime: WebRuntime) -> None:
+    """Approve and Decline are decided before the answer (a Redis script, milliseconds; Slack
+    does not retry clicks, so a 200 must mean "decided"). If deciding fails, the answer is an
+    error and Slack shows the clicker that the click did not go through. The Slack calls that
+    follow (redraw, ephemeral note, the modal) run afterwards on a pool."""
     interactions = Interactions(runtime)
+    after = ThreadPoolExecutor(LAZY_THREADS, thread_name_prefix="chatops-click")
 
     def acknowledge(ack: Ack) -> None:
         ack()
 
-    def approve(body: dict[str, Any]) -> None:
-        click = Click.from_body(body)
-        _show(runtime, interactions.approve(click.value, click.user), click)
+    def decided(ack: Ack, click: Click, reply: Reply) -> None:
+        ack()
+        after.submit(_show_logged, runtime, reply, click)
 
-    def decline(body: dict[str, Any]) -> None:
+    def approve(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
         click = Click.from_body(body)
-        reply = interactions.decline_clicked(click.value, click.user)
-        if reply.open_modal and reply.approval is not None:
-            reply = _open_decline_modal(runtime, interactions, click, reply)
-        _show(runtime, reply, click)
+        try:
+            reply = interactions.approve(click.value, click.user, click.card)
+        except redis.RedisError:
+            return _click_failed(click)
+        decided(ack, click, reply)
+        return None
+
+    def decline(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
+        click = Click.from_body(body)
+        try:
+            reply = interactions.decline_clicked(click.value, click.user, click.card)
+        except redis.RedisError:
+            return _click_failed(click)
+        ack()
+        after.submit(_decline_follow_up, runtime, interactions, click, reply)
+        return None
 
     def stop(body: dict[str, Any]) -> None:
         click = Click.from_body(body)
@@ -193,11 +216,11 @@ def _register_actions(app: App, runtime: WebRuntime) -> None:
     def transcript(body: dict[str, Any]) -> None:
         click = Click.from_body(body)
         try:
-            _show(runtime, interactions.transcript(click.value, click.user), click)
+            _show(runtime, interactions.transcript(click.value, click.user, click.channel), click)
         except SlackApiError as error:
             log.warning("transcript of run %s not posted: %s", click.value, error)
 
-    def declined(body: dict[str, Any]) -> None:
+    def declined(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
         view = body.get("view") or {}
         meta = render.modal_metadata(view)
         user = str((body.get("user") or {}).get("id") or "")
@@ -209,14 +232,38 @@ def _register_actions(app: App, runtime: WebRuntime) -> None:
             meta.get("thread_ts") or None,
             "",
         )
-        reply = interactions.decline(click.value, user, render.modal_reason(view))
-        _show(runtime, reply, click)
+        try:
+            reply = interactions.decline(click.value, user, click.card, render.modal_reason(view))
+        except redis.RedisError:
+            return _click_failed(click)
+        decided(ack, click, reply)
+        return None
 
-    app.action(render.ACTION_APPROVE)(ack=acknowledge, lazy=[approve])
-    app.action(render.ACTION_DECLINE)(ack=acknowledge, lazy=[decline])
+    app.action(render.ACTION_APPROVE)(approve)
+    app.action(render.ACTION_DECLINE)(decline)
     app.action(render.ACTION_STOP)(ack=acknowledge, lazy=[stop])
     app.action(render.ACTION_TRANSCRIPT)(ack=acknowledge, lazy=[transcript])
-    app.view(render.VIEW_DECLINE)(ack=acknowledge, lazy=[declined])
+    app.view(render.VIEW_DECLINE)(declined)  # a submission is decided before its answer too
+
+
+def _click_failed(click: Click) -> BoltResponse:
+    """Redis could not decide the click: an error answer, so Slack tells the clicker it failed
+    (never a 200 for a click that changed nothing). Nothing was decided; they may click again."""
+    log.error("click by %s on %s could not be decided: Redis is unavailable", click.user, click.value)
+    return BoltResponse(status=503, body="the decision could not be stored; try again")
+
+
+def _decline_follow_up(runtime: WebRuntime, interactions: Interactions, click: Click, reply: Reply) -> None:
+    if reply.open_modal and reply.approval is not None:
+        reply = _open_decline_modal(runtime, interactions, click, reply)
+    _show_logged(runtime, reply, click)
+
+
+def _show_logged(runtime: WebRuntime, reply: Reply, click: Click) -> None:
+    try:
+        _show(runtime, reply, click)
+    except Exception:
+        log.exception("the answer to a click by %s was not shown", click.user)
 
 
 def _open_decline_modal(runtime: WebRuntime, interactions: Interactions, click: Click, reply: Reply) -> Reply:
@@ -231,7 +278,7 @@ def _open_decline_modal(runtime: WebRuntime, interactions: Interactions, click: 
         return Reply()
     except SlackApiError as error:
         log.info("decline modal did not open (%s); declining without a reason", error)
-        return interactions.decline(approval.id, click.user, None)
+        return interactions.decline(approval.id, click.user, click.card, None)
 
 
 def _show(runtime: WebRuntime, reply: Reply, click: Click) -> None:
@@ -253,8 +300,8 @@ def _redraw(client: WebClient, click: Click, reply: Reply, redact: Callable[[str
     assert approval is not None
     try:
         client.chat_update(
-            channel=click.channel,
-            ts=click.message_ts,
+            channel=approval.card_channel or click.channel,
+            ts=approval.card_ts or click.message_ts,
             text=redact(render.approval_text(approval)),
             blocks=redacted_blocks(render.approval_blocks(approval), redact),
         )

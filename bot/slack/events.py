@@ -230,11 +230,33 @@ class EventHandler:
         The inbox claims the message itself, atomically with storing it.
         """
         delivery = self._rt.service().deliver(
-            where.channel, where.thread_ts, user=where.user, text=text, ts=where.ts
+            where.channel,
+            where.thread_ts,
+            user=where.user,
+            text=text,
+            ts=where.ts,
+            may_supersede=self._may_supersede(where),
         )
         if delivery.status is DeliveryStatus.NO_ACTIVE_RUN:
             return None
         return replace(where, kind="injected", run_id=delivery.run_id or "")
+
+    def _may_supersede(self, where: Outcome) -> bool:
+        """Whether this reply may cancel the run's pending approval (``ApproverPolicy.may_supersede``).
+
+        Asked for every reply to an active run, not only one that waits for an approval: a run
+        that starts waiting right after the reply was stored still finds the answer on the inbox
+        item (``InboxItem.may_supersede``) and supersedes only for someone who may decide.
+        """
+        service = self._rt.service()
+        run_id = service.active_run(where.channel, where.thread_ts)
+        record = service.get(run_id) if run_id else None
+        if record is None or record.status.terminal:
+            return False
+        verdict = self._rt.policy.may_supersede(where.user, record.requester)
+        if not verdict.allowed:
+            log.info("reply %s by %s cannot cancel an approval: %s", where.ts, where.user, verdict.reason)
+        return verdict.allowed
 
     # -- helpers --------------------------------------------------------------------------------
 

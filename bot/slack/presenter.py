@@ -35,7 +35,7 @@ from agent.types import Message, RunStatus
 from bot.approvals import Approval
 from bot.presenter import CardView, RunRef, StopNotice
 from bot.slack import render
-from bot.slack.mrkdwn import split_mrkdwn
+from bot.slack.mrkdwn import split_mrkdwn, truncate
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +61,17 @@ def redacted_blocks(blocks: list[render.Block], redact: Callable[[str], str]) ->
     def scrub(node: Any) -> Any:
         if isinstance(node, dict):
             return {
-                key: redact(value) if key == "text" and isinstance(value, str) else scrub(value)
+                key: redact_within(value) if key == "text" and isinstance(value, str) else scrub(value)
                 for key, value in node.items()
             }
         if isinstance(node, list):
             return [scrub(item) for item in node]
         return node
+
+    def redact_within(text: str) -> str:
+        # A marker can be longer than what it hides: never past the length render cut the text to.
+        redacted = redact(text)
+        return truncate(redacted, len(text)) if len(redacted) > len(text) else redacted
 
     scrubbed: list[render.Block] = scrub(blocks)
     return scrubbed
@@ -193,10 +198,39 @@ class SlackPresenter:
 
     # -- approvals ----------------------------------------------------------------------------
 
+    def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
+        """Why the card could not show this call completely (``None``: it can), for the model.
+
+        Checked on the card as it will reach Slack: redaction runs first and may lengthen text
+        (a redacted copy rendered whole, and the rendered blocks redacted afterwards).
+        """
+        problem = render.approval_card_problem(self._redacted_approval(approval))
+        if problem is not None:
+            return problem
+        return render.card_limits_problem(redacted_blocks(render.approval_blocks(approval), self._redact))
+
+    def _redacted_approval(self, approval: Approval) -> Approval:
+        """The approval with every text the model or a tool wrote redacted, before it is laid out."""
+        return approval.model_copy(
+            update={
+                "args_json": self._redact(approval.args_json),
+                "command": self._redact(approval.command),
+                "preview": self._redact(approval.preview),
+            }
+        )
+
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
-        response = self._post_blocks(run, render.approval_text(approval), render.approval_blocks(approval))
+        # Whole or not at all: a plainer fallback would be a card that hides what executes.
+        text = self._redact(render.approval_text(approval))
+        blocks = redacted_blocks(render.approval_blocks(approval), self._redact)
+        response = self._client.chat_postMessage(
+            channel=run.channel, thread_ts=run.thread_ts, text=text, blocks=blocks
+        )
         ts = response.get("ts")
         return str(ts) if ts else None
+
+    def post_notice(self, run: RunRef, text: str) -> None:
+        self._post_text(run, text)
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         if not approval.card_ts:

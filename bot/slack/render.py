@@ -1,46 +1,96 @@
 """Block Kit for everything the bot posts: the run card, approval cards, the decline modal, notices.
 
 Rendering is a pure function of the presenter's view models (``bot.presenter``) and approval records,
-so it is unit-tested against Slack's limits without a server. Every text is cut to its field's
-limit here, once, instead of trusting callers: a message Slack rejects (``invalid_blocks``) is a
-lost update, and model or tool output can be any length.
+so it is unit-tested against Slack's limits without a server. Every text of the run card and the
+notices is cut to its field's limit here, once, instead of trusting callers: a message Slack rejects
+(``invalid_blocks``) is a lost update, and model or tool output can be any length. Approval cards
+are the exception (``bot.slack.approval_card``): they are never cut, a call too long for one is refused.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from agent.tooling import ToolCategory
-from bot.approvals import Approval, ApprovalStatus
 from bot.presenter import CardView, Step, StepStatus, StopNotice
+
+# The approval card lives in its own module; these names are part of ``render``'s interface.
+from bot.slack.approval_card import (
+    ApprovalCard,
+    approval_blocks,
+    approval_card,
+    approval_card_problem,
+    approval_text,
+    card_limits_problem,
+    decision_line,
+)
+from bot.slack.blockkit import (
+    ACTION_APPROVE,
+    ACTION_DECLINE,
+    ACTION_STOP,
+    ACTION_TRANSCRIPT,
+    BUTTON_TEXT,
+    BUTTON_VALUE,
+    CARD_TEXT,
+    CONFIRM_BUTTON,
+    CONFIRM_TEXT,
+    CONFIRM_TITLE,
+    CONTEXT_TEXT,
+    MAX_BLOCKS,
+    MESSAGE_TEXT,
+    MODAL_TITLE,
+    PRIVATE_METADATA,
+    SECTION_FIELD,
+    SECTION_TEXT,
+    VIEW_DECLINE,
+    Block,
+    context,
+    mrkdwn,
+    plain,
+    section,
+    slack_date,
+)
 from bot.slack.mrkdwn import escape, one_line, split_mrkdwn, to_mrkdwn, truncate
 
-Block = dict[str, Any]
+__all__ = [
+    "ACTION_APPROVE",
+    "ACTION_DECLINE",
+    "ACTION_STOP",
+    "ACTION_TRANSCRIPT",
+    "BUTTON_TEXT",
+    "BUTTON_VALUE",
+    "CARD_TEXT",
+    "CONFIRM_BUTTON",
+    "CONFIRM_TEXT",
+    "CONFIRM_TITLE",
+    "CONTEXT_TEXT",
+    "MAX_BLOCKS",
+    "MESSAGE_TEXT",
+    "MODAL_TITLE",
+    "PRIVATE_METADATA",
+    "SECTION_FIELD",
+    "SECTION_TEXT",
+    "VIEW_DECLINE",
+    "ApprovalCard",
+    "Block",
+    "approval_blocks",
+    "approval_card",
+    "approval_card_problem",
+    "approval_text",
+    "card_limits_problem",
+    "context",
+    "decision_line",
+    "mrkdwn",
+    "plain",
+    "section",
+    "slack_date",
+]
 
-# Slack's limits (Block Kit reference; chat.postMessage).
-MAX_BLOCKS = 50
-SECTION_TEXT = 3000
-SECTION_FIELD = 2000
-CONTEXT_TEXT = 3000
-BUTTON_TEXT = 75
-BUTTON_VALUE = 2000
-CONFIRM_TITLE, CONFIRM_TEXT, CONFIRM_BUTTON = 100, 300, 30
-MODAL_TITLE = 24
-PRIVATE_METADATA = 3000
-MESSAGE_TEXT = 40_000
 # Slack advises keeping a message's text under 4,000 characters; longer answers become several posts.
 ANSWER_CHUNK = 3900
 NOTIFICATION_TEXT = 300  # the ``text`` fallback shown in notifications; short is better
 
-# action_id / callback_id values the app routes on.
-ACTION_APPROVE = "chatops_approve"
-ACTION_DECLINE = "chatops_decline"
-ACTION_STOP = "chatops_stop"
-ACTION_TRANSCRIPT = "chatops_transcript"
-VIEW_DECLINE = "chatops_decline_reason"
 REASON_BLOCK = "reason"
 REASON_ACTION = "reason_input"
 REASON_MAX = 1000
@@ -66,44 +116,6 @@ _STEP_ICON = {
     StepStatus.ERROR: ":x:",
     StepStatus.REFUSED: ":no_entry_sign:",
 }
-
-# -- text objects ------------------------------------------------------------------------------
-
-
-def mrkdwn(text: str, limit: int = SECTION_TEXT) -> dict[str, str]:
-    return {"type": "mrkdwn", "text": truncate(text, limit) or " "}
-
-
-def plain(text: str, limit: int) -> dict[str, Any]:
-    return {"type": "plain_text", "text": truncate(text, limit) or " ", "emoji": True}
-
-
-def section(text: str) -> Block:
-    return {"type": "section", "text": mrkdwn(text)}
-
-
-def context(text: str) -> Block:
-    return {"type": "context", "elements": [mrkdwn(text, CONTEXT_TEXT)]}
-
-
-def slack_date(epoch: float) -> str:
-    """A date Slack shows in each reader's own time zone, with a UTC fallback."""
-    fallback = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
-    return f"<!date^{int(epoch)}^{{date_short_pretty}} at {{time}}|{fallback}>"
-
-
-def code_block(text: str, limit: int) -> str:
-    """Text in a ``` block, escaped and cut so the whole block fits ``limit``."""
-    body = escape(text.replace("```", "'''")) or " "
-    return f"```{truncate(body, limit - 6)}```"
-
-
-def pretty_arguments(arguments: str) -> str:
-    """Arguments JSON indented for reading; anything unparsable is shown as sent."""
-    try:
-        return json.dumps(json.loads(arguments or "{}"), indent=2, ensure_ascii=False, sort_keys=True)
-    except ValueError:
-        return arguments
 
 
 def short_arguments(arguments: str, limit: int = STEP_ARGS) -> str:
@@ -235,94 +247,6 @@ def transcript_messages(markdown: str, run_id: str, max_messages: int = 12) -> l
 
 def _flush(chunks: list[str], current: str) -> list[str]:
     return [*chunks, current] if current else chunks
-
-
-# -- approval cards -----------------------------------------------------------------------------
-
-
-def approval_text(approval: Approval) -> str:
-    """The notification fallback for an approval card."""
-    pending = approval.status is ApprovalStatus.PENDING
-    verb = "Approval needed" if pending else f"Approval {approval.status.value}"
-    summary = f"{verb}: {approval.tool} ({approval.category.value}) for <@{approval.requester}>"
-    return truncate(summary, NOTIFICATION_TEXT)
-
-
-def approval_blocks(approval: Approval) -> list[Block]:
-    """The call to approve; buttons while pending, the decision once made."""
-    destructive = approval.category is ToolCategory.DESTRUCTIVE
-    badge = ":rotating_light:" if destructive else ":raised_hand:"
-    tool = escape(one_line(approval.tool, 100))
-    blocks: list[Block] = [
-        section(f"{badge} *Approval needed* · `{tool}`"),
-        {
-            "type": "section",
-            "fields": [
-                mrkdwn(f"*Tool*\n`{tool}`", SECTION_FIELD),
-                mrkdwn(f"*Category*\n{approval.category.value}", SECTION_FIELD),
-                mrkdwn(f"*Requested by*\n<@{approval.requester}>", SECTION_FIELD),
-            ],
-        },
-        section("*Arguments*\n" + code_block(pretty_arguments(approval.args_json), SECTION_TEXT - 20)),
-    ]
-    if destructive and approval.preview:
-        blocks.append(section("*Dry run*\n" + code_block(approval.preview, SECTION_TEXT - 20)))
-    if approval.status is ApprovalStatus.PENDING:
-        blocks.append(_approval_controls(approval, destructive))
-    else:
-        blocks.append(context(decision_line(approval)))
-    return blocks
-
-
-def decision_line(approval: Approval) -> str:
-    """``Approved by @x at <time>`` and its relatives."""
-    when = f" at {slack_date(approval.decided_at)}" if approval.decided_at else ""
-    who = f" by <@{approval.decided_by}>" if _is_person(approval.decided_by) else ""
-    status = approval.status
-    if status is ApprovalStatus.APPROVED:
-        return f":white_check_mark: Approved{who}{when}"
-    if status is ApprovalStatus.DECLINED:
-        reason = f": {escape(one_line(approval.reason, 500))}" if approval.reason else ""
-        return f":no_entry: Declined{who}{when}{reason}"
-    if status is ApprovalStatus.EXPIRED:
-        return f":hourglass: Expired{when}: nobody decided in time"
-    if status is ApprovalStatus.SUPERSEDED:
-        return f":leftwards_arrow_with_hook: Superseded{when}: a newer message{who} redirected the run"
-    return f"Pending since {slack_date(approval.created_at)}"
-
-
-def _is_person(user: str) -> bool:
-    """Slack user IDs start with U or W; decisions the bot itself makes carry another marker."""
-    return user[:1] in ("U", "W")
-
-
-def _approval_controls(approval: Approval, destructive: bool) -> Block:
-    approve: Block = {
-        "type": "button",
-        "action_id": ACTION_APPROVE,
-        "style": "primary",
-        "text": plain("Approve", BUTTON_TEXT),
-        "value": approval.id[:BUTTON_VALUE],
-    }
-    if destructive:
-        approve["confirm"] = {
-            "title": plain("Run a destructive tool?", CONFIRM_TITLE),
-            "text": mrkdwn(
-                f"`{escape(one_line(approval.tool, 60))}` may not be undone. Check the dry run first.",
-                CONFIRM_TEXT,
-            ),
-            "confirm": plain("Approve", CONFIRM_BUTTON),
-            "deny": plain("Cancel", CONFIRM_BUTTON),
-            "style": "danger",
-        }
-    decline: Block = {
-        "type": "button",
-        "action_id": ACTION_DECLINE,
-        "style": "danger",
-        "text": plain("Decline", BUTTON_TEXT),
-        "value": approval.id[:BUTTON_VALUE],
-    }
-    return {"type": "actions", "block_id": "approval_controls", "elements": [approve, decline]}
 
 
 # -- the decline modal ---------------------------------------------------------------------------

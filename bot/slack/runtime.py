@@ -27,6 +27,7 @@ from bot.slack.identity import IdentityCache
 
 REDIS_CONNECT_TIMEOUT = 1.0
 REDIS_TIMEOUT = 2.0
+LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 
 
 @dataclass
@@ -52,7 +53,12 @@ class WebRuntime:
     def __post_init__(self) -> None:
         self.keys = Keys(self.settings.chatops_redis_prefix)
         self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
-        self.policy = ApproverPolicy(self.settings.chatops_approvers, self.client)
+        self.policy = ApproverPolicy(
+            self.settings.chatops_approvers,
+            self._lookup_client,
+            bot_team=self._bot_team,
+            ttl=self.settings.chatops_approver_cache_seconds,
+        )
         self.redact = redactor_for(self.settings).redact
 
     def _current(self) -> _ProcessState:
@@ -88,6 +94,16 @@ class WebRuntime:
 
     def _identity_client(self) -> WebClient:
         return make_client(self.settings, timeout=5, retries=False)
+
+    def _lookup_client(self) -> WebClient:
+        """For ``users.info`` / ``usergroups.users.list`` while a person waits: no retries, a
+        short timeout (a click must be decided within Slack's 3 s; a failure denies)."""
+        return make_client(self.settings, timeout=LOOKUP_TIMEOUT, retries=False)
+
+    def _bot_team(self) -> str | None:
+        """The bot's workspace (``auth.test``'s ``team_id``), which deciders must belong to."""
+        identity = self.identity.lookup()
+        return identity.team_id if identity is not None else None
 
     def channel_allowed(self, channel: str) -> bool:
         allowed = self.settings.chatops_channels

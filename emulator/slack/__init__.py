@@ -9,7 +9,7 @@ It talks to the bot only over HTTP, as Slack does; production code never imports
 """
 
 from emulator.slack.client import ControlApiError, SlackEmulatorClient
-from emulator.slack.config import UserGroupSpec, WorkspaceConfig
+from emulator.slack.config import UserGroupSpec, UserSpec, WorkspaceConfig
 from emulator.slack.delivery import signature
 from emulator.slack.server import SlackEmulator
 
@@ -18,6 +18,7 @@ __all__ = [
     "SlackEmulator",
     "SlackEmulatorClient",
     "UserGroupSpec",
+    "UserSpec",
     "WorkspaceConfig",
     "signature",
 ]

@@ -75,7 +75,9 @@ def build_config(args: argparse.Namespace) -> WorkspaceConfig:
         event_timeout=args.event_timeout,
         retry_delays=tuple(float(d) for d in args.retry_delays.split(",") if d.strip()),
     )
-    config.users = _pairs(args.user, "--user") or config.users
+    users = _pairs(args.user, "--user")
+    if users:
+        config.users = dict(users.items())
     config.channels = _pairs(args.channel, "--channel") or config.channels
     if args.bot_channel:
         config.bot_channels = tuple(args.bot_channel)

@@ -108,6 +108,11 @@ class SlackEmulatorClient:
         result: dict[str, Any] = self._request("POST", "/faults", body)
         return result
 
+    def set_usergroup_members(self, group: str, users: list[str]) -> dict[str, Any]:
+        """Replace the members of a user group (``usergroups.users.list`` answers them from now on)."""
+        result: dict[str, Any] = self._request("POST", f"/usergroups/{group}", {"users": users})
+        return result
+
     def faults(self) -> list[dict[str, Any]]:
         """Faults still armed, with the calls ``remaining`` for each."""
         result: list[dict[str, Any]] = self._request("GET", "/faults")["faults"]

@@ -3,6 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+GuestKind = Literal["", "multi_channel", "single_channel"]
+
+
+@dataclass(frozen=True)
+class UserSpec:
+    """An account that is not a plain full member: a guest, a bot, a deactivated or external user.
+
+    Slack marks a multi-channel guest ``is_restricted`` and a single-channel guest both
+    ``is_restricted`` and ``is_ultra_restricted``. A user of another team (Slack Connect) carries
+    that team's ``team_id``. ``channels`` lists the channel IDs the account is in (``None``: every
+    channel, as for the plain members); a deactivated account is in none and cannot post or click.
+    """
+
+    name: str
+    guest: GuestKind = ""
+    is_bot: bool = False
+    is_app_user: bool = False
+    deleted: bool = False
+    team_id: str = ""  # "" = the workspace's own team
+    channels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.guest == "single_channel" and (self.channels is None or len(self.channels) != 1):
+            raise ValueError(f"a single-channel guest ({self.name}) is in exactly one channel")
 
 
 @dataclass(frozen=True)
@@ -15,7 +41,7 @@ class UserGroupSpec:
     name: str = ""
 
 
-def _default_users() -> dict[str, str]:
+def _default_users() -> dict[str, str | UserSpec]:
     return {"U_ALICE": "alice", "U_BOB": "bob"}
 
 
@@ -61,7 +87,8 @@ class WorkspaceConfig:
     bot_user_id: str = "U_OPS"
     bot_name: str = "ops"
     scopes: tuple[str, ...] = DEFAULT_SCOPES
-    users: dict[str, str] = field(default_factory=_default_users)
+    # ID -> name (a full member of the workspace) or a ``UserSpec`` (guests, bots, external users...).
+    users: dict[str, str | UserSpec] = field(default_factory=_default_users)
     channels: dict[str, str] = field(default_factory=_default_channels)
     bot_channels: tuple[str, ...] = ("C_INCIDENT",)
     usergroups: tuple[UserGroupSpec, ...] = field(default_factory=_default_groups)

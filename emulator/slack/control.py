@@ -10,6 +10,7 @@ import re
 import secrets
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from emulator.slack.core import ControlError, Core
@@ -117,7 +118,18 @@ class Control:
                     "name": cfg.bot_name,
                     "app_id": cfg.app_id,
                 },
-                "users": [{"id": u.id, "name": u.name, "is_bot": u.is_bot} for u in self.ws.users.values()],
+                "users": [
+                    {
+                        "id": u.id,
+                        "name": u.name,
+                        "is_bot": u.is_bot,
+                        "is_restricted": u.is_restricted,
+                        "is_ultra_restricted": u.is_ultra_restricted,
+                        "deleted": u.deleted,
+                        "team_id": u.home_team(cfg.team_id),
+                    }
+                    for u in self.ws.users.values()
+                ],
                 "channels": [
                     {"id": c.id, "name": c.name, "bot_member": cfg.bot_user_id in c.members}
                     for c in self.ws.channels.values()
@@ -215,6 +227,22 @@ class Control:
             self.ws.faults.append(fault)
         return {"ok": True, "fault": fault.to_json()}
 
+    def set_usergroup(self, params: dict[str, str], body: dict[str, Any], _a: dict[str, str]) -> Any:
+        """Replace a user group's members: ``{users: [ID, ...]}`` (someone joins or leaves @oncall)."""
+        users = body["users"]
+        if not isinstance(users, list) or not all(isinstance(u, str) for u in users):
+            raise ControlError(400, "users_must_be_a_list_of_ids")
+        with self.ws.lock:
+            group = self.ws.groups.get(params["group"])
+            if group is None:
+                raise ControlError(404, "no_such_subteam")
+            unknown = [u for u in users if u not in self.ws.users]
+            if unknown:
+                raise ControlError(400, f"user_not_found: {', '.join(unknown)}")
+            self.ws.groups[group.id] = replace(group, users=tuple(users))
+        self.ws.publish({"type": "config"})
+        return {"ok": True, "usergroup": {"id": group.id, "handle": group.handle, "users": users}}
+
     def clear_faults(self, _p: dict[str, str], _b: dict[str, Any], _a: dict[str, str]) -> Any:
         """Disarm every fault."""
         with self.ws.lock:
@@ -270,6 +298,7 @@ ROUTES: list[tuple[str, re.Pattern[str], Route]] = [
     _route("GET", "/faults", Control.faults),
     _route("POST", "/faults", Control.add_fault),
     _route("DELETE", "/faults", Control.clear_faults),
+    _route("POST", r"/usergroups/(?P<group>[A-Za-z0-9_]+)", Control.set_usergroup),
     _route("POST", "/reset", Control.reset),
     _route("POST", "/url_verification", Control.verify_url),
 ]

@@ -66,10 +66,18 @@ class Core:
     # --- lookups ---------------------------------------------------------------------------------
 
     def _user(self, ref: str) -> User:
+        """A person who can act: no bot, and no deactivated account (it can neither post nor click)."""
         user = self.ws.user_ref(ref) if ref else None
         if user is None or user.is_bot:
             raise ControlError(404, "user_not_found")
+        if user.deleted:
+            raise ControlError(403, "account_inactive")
         return user
+
+    def _in_channel(self, user: User, channel: str) -> None:
+        """Slack shows a channel (to post in, or a message to click) only to its members."""
+        if user.id not in self.ws.channels[channel].members:
+            raise ControlError(403, "not_in_channel")
 
     def _message(self, channel_ref: str | None, ts: str, viewer: User) -> Message:
         channels = [self.ws.channel(channel_ref)] if channel_ref else list(self.ws.channels.values())
@@ -103,6 +111,7 @@ class Core:
             if channel is None:
                 raise ControlError(404, "channel_not_found")
             user = self._user(user_ref)
+            self._in_channel(user, channel.id)
             if thread_ts and self.ws.message(channel.id, thread_ts) is None:
                 raise ControlError(404, "thread_not_found")
             names, groups = self.ws.mention_names()
@@ -139,6 +148,7 @@ class Core:
         with self.ws.lock:
             user = self._user(user_ref)
             msg = self._message(channel_ref, message_ts, user)
+            self._in_channel(user, msg.channel)
             try:
                 block, button = find_button(msg, action_id, value)
             except InteractionError as exc:

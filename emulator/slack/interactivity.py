@@ -19,7 +19,12 @@ class InteractionError(ValueError):
 
 
 def _user(ws: Workspace, user: User) -> dict[str, Any]:
-    return {"id": user.id, "username": user.name, "name": user.name, "team_id": ws.config.team_id}
+    return {
+        "id": user.id,
+        "username": user.name,
+        "name": user.name,
+        "team_id": user.home_team(ws.config.team_id),
+    }
 
 
 def _team(ws: Workspace) -> dict[str, Any]:

@@ -108,8 +108,15 @@ def conversations_history(ws: Workspace, p: Params) -> ApiResult:
     return ApiResult(body)
 
 
+def _require_scope(ws: Workspace, scope: str) -> None:
+    """``missing_scope`` as Slack answers a token installed without ``scope``."""
+    if scope not in ws.config.scopes:
+        raise SlackError("missing_scope", needed=scope, provided=",".join(ws.config.scopes))
+
+
 def users_info(ws: Workspace, p: Params) -> ApiResult:
-    """``users.info``."""
+    """``users.info``: ``user_not_found`` for an ID this workspace does not know (as Slack)."""
+    _require_scope(ws, "users:read")
     user = ws.users.get(p.text("user"))
     if user is None:
         raise SlackError("user_not_found")
@@ -118,6 +125,7 @@ def users_info(ws: Workspace, p: Params) -> ApiResult:
 
 def usergroups_users_list(ws: Workspace, p: Params) -> ApiResult:
     """``usergroups.users.list``: the member IDs of a user group."""
+    _require_scope(ws, "usergroups:read")
     group = ws.groups.get(p.text("usergroup"))
     if group is None:
         raise SlackError("no_such_subteam")

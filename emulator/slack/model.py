@@ -9,16 +9,26 @@ from typing import Any
 
 @dataclass
 class User:
-    """A member of the workspace; the bot's user is one too (``is_bot``)."""
+    """An account ``users.info`` knows: a member, a guest, a bot (the app's own user too), a
+    deactivated account, or a user of another team (``team_id`` set)."""
 
     id: str
     name: str
     real_name: str
     is_bot: bool = False
     bot_id: str | None = None
+    is_app_user: bool = False
+    is_restricted: bool = False  # a guest (multi- or single-channel)
+    is_ultra_restricted: bool = False  # a single-channel guest
+    deleted: bool = False
+    team_id: str = ""  # "" = the workspace's own team
+
+    def home_team(self, workspace_team: str) -> str:
+        return self.team_id or workspace_team
 
     def to_slack(self, team_id: str) -> dict[str, Any]:
-        """The ``user`` object of ``users.info``."""
+        """The ``user`` object of ``users.info`` (``team_id``: the workspace's team)."""
+        team_id = self.home_team(team_id)
         profile: dict[str, Any] = {
             "real_name": self.real_name,
             "real_name_normalized": self.real_name,
@@ -34,7 +44,7 @@ class User:
             "id": self.id,
             "team_id": team_id,
             "name": self.name,
-            "deleted": False,
+            "deleted": self.deleted,
             "color": "9f69e7",
             "real_name": self.real_name,
             "tz": "Etc/UTC",
@@ -44,10 +54,10 @@ class User:
             "is_admin": False,
             "is_owner": False,
             "is_primary_owner": False,
-            "is_restricted": False,
-            "is_ultra_restricted": False,
+            "is_restricted": self.is_restricted,
+            "is_ultra_restricted": self.is_ultra_restricted,
             "is_bot": self.is_bot,
-            "is_app_user": False,
+            "is_app_user": self.is_app_user,
             "updated": 1700000000,
         }
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from emulator.slack.config import WorkspaceConfig
+from emulator.slack.config import UserSpec, WorkspaceConfig
 from emulator.slack.ids import TsClock, new_trigger_id, random_id
 from emulator.slack.model import Channel, Fault, Message, Trigger, User, View, thread_fields
 
@@ -37,16 +37,12 @@ class Workspace:
         """Back to the configured workspace: no messages, modals, calls, deliveries or faults."""
         cfg = self.config
         with self.lock:
-            self.users: dict[str, User] = {
-                uid: User(id=uid, name=name, real_name=name.capitalize()) for uid, name in cfg.users.items()
-            }
+            self.users: dict[str, User] = {uid: make_user(uid, spec) for uid, spec in cfg.users.items()}
             self.users[cfg.bot_user_id] = User(
                 id=cfg.bot_user_id, name=cfg.bot_name, real_name=cfg.bot_name, is_bot=True, bot_id=cfg.bot_id
             )
-            humans = set(cfg.users)
             self.channels: dict[str, Channel] = {
-                cid: Channel(cid, name, humans | ({cfg.bot_user_id} if cid in cfg.bot_channels else set()))
-                for cid, name in cfg.channels.items()
+                cid: Channel(cid, name, members_of(cfg, cid)) for cid, name in cfg.channels.items()
             }
             self.groups = {group.id: group for group in cfg.usergroups}
             self.messages: dict[str, dict[str, Message]] = {cid: {} for cid in self.channels}
@@ -101,6 +97,10 @@ class Workspace:
     def render(self, msg: Message) -> dict[str, Any]:
         """``msg`` as Slack's API returns it: thread fields, reactions, bot profile, broadcast root."""
         body = msg.core(self.config.team_id)
+        author = self.users.get(msg.user)
+        if author is not None and author.team_id:
+            # A Slack Connect user's message names their own team (and where it was posted).
+            body.update(team=author.team_id, user_team=author.team_id, source_team=self.config.team_id)
         if msg.bot_id:
             body["bot_profile"] = self.bot_profile()
         if msg.is_reply and msg.thread_ts:
@@ -282,6 +282,36 @@ class Workspace:
         with self.lock:
             view.is_open = False
         self.publish({"type": "view", "view_id": view.id, "user": view.user})
+
+
+def make_user(uid: str, spec: str | UserSpec) -> User:
+    """The account a configured user describes (a plain name is a full member of the workspace)."""
+    if isinstance(spec, str):
+        return User(id=uid, name=spec, real_name=spec.capitalize())
+    return User(
+        id=uid,
+        name=spec.name,
+        real_name=spec.name.capitalize(),
+        is_bot=spec.is_bot,
+        bot_id=random_id("B") if spec.is_bot else None,
+        is_app_user=spec.is_app_user,
+        is_restricted=bool(spec.guest),
+        is_ultra_restricted=spec.guest == "single_channel",
+        deleted=spec.deleted,
+        team_id=spec.team_id,
+    )
+
+
+def members_of(cfg: WorkspaceConfig, channel: str) -> set[str]:
+    """Who is in ``channel``: plain members everywhere, others where their spec says, nobody deactivated."""
+    members = {cfg.bot_user_id} if channel in cfg.bot_channels else set()
+    for uid, spec in cfg.users.items():
+        if isinstance(spec, str):
+            members.add(uid)  # a plain member is in every channel
+            continue
+        if not spec.deleted and (spec.channels is None or channel in spec.channels):
+            members.add(uid)
+    return members
 
 
 def view_hash(definition: dict[str, Any]) -> str:

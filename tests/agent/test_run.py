@@ -150,15 +150,22 @@ def test_pending_decision_suspends_and_resume_runs_each_remaining_call_once() ->
     confirm = PendingThenApproved()
     memory = InMemoryMemory([Message.user("fix web-03")])
     first = run(make_config(model, [check, restart, after], memory=memory, confirm=confirm))
-    assert first.status is RunStatus.AWAITING_APPROVAL and first.pending_call_id == "c2"
+    # Calls carry the runtime's own ids; the model's are kept as provider_id.
+    stored = next(m for m in memory.load_messages() if m.tool_calls).tool_calls
+    assert [(c.id, c.provider_id) for c in stored] == [
+        ("x00000001", "c1"),
+        ("x00000002", "c2"),
+        ("x00000003", "c3"),
+    ]
+    assert first.status is RunStatus.AWAITING_APPROVAL and first.pending_call_id == "x00000002"
     assert (check.executions, restart.executions, after.executions) == (1, 0, 0)
     assert memory.load_state().status is RunStatus.AWAITING_APPROVAL  # type: ignore[union-attr]
 
-    confirm.decisions["c2"] = Decision.approve("U_ALICE")
+    confirm.decisions["x00000002"] = Decision.approve("U_ALICE")
     second = run(make_config(model, [check, restart, after], memory=memory, confirm=confirm))
     assert second.status is RunStatus.COMPLETED and second.output == "All good."
     assert (check.executions, restart.executions, after.executions) == (1, 1, 1)
-    assert [m.tool_call_id for m in tool_messages(memory)] == ["c1", "c2", "c3"]
+    assert [m.tool_call_id for m in tool_messages(memory)] == ["x00000001", "x00000002", "x00000003"]
     assert len(model.requests) == 2  # resuming did not ask the model again before the turn was answered
 
 

@@ -246,7 +246,7 @@ def test_an_empty_choices_list_is_a_response_without_a_message() -> None:
         ('{"choices": {"index": 0}}', "not a list"),
         ('{"choices": [{"index": 0}]}', "message is not a JSON object"),
         ('{"choices": [{"message": {"content": 5}}]}', "'content' is a int"),
-        ('{"choices": [{"message": {"tool_calls": [{"function": {"name": "f"}}]}}]}', "has no id"),
+        ('{"choices": [{"message": {"tool_calls": [{"id": 7, "function": {"name": "f"}}]}}]}', "id is a int"),
         ('{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {}}]}}]}', "no function name"),
         (
             '{"choices": [{"message": {"tool_calls": [{"id": "c", "function": {"name": "f", "arguments": 3}}]}}]}',

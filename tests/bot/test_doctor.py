@@ -15,10 +15,12 @@ from rq import Queue, Worker
 
 from bot.cli import build_parser
 from bot.doctor import run_cli
+from bot.durability import read_persistence
 from bot.settings import Settings
 from emulator.openai_server import OpenAIServer, Reply
 from emulator.slack import SlackEmulator, WorkspaceConfig
 from tests.bot.conftest import WorkerProcess
+from tests.reliability.redis_proc import DURABLE, RDB_DEFAULT, RedisProcess
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +36,34 @@ tools:
     category: mutating
     run: ["echo", "restarted"]
 """
+
+
+@pytest.fixture(scope="module")
+def durable_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """A Redis configured as docs/OPERATIONS.md requires, so a healthy set-up passes ``persist`` too."""
+    server = RedisProcess(tmp_path_factory.mktemp("durable-redis"), config=DURABLE).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(durable_server: RedisProcess) -> str:
+    """This module's Redis (the shared one's persistence is whatever the machine has)."""
+    return durable_server.url
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[Callable[..., RedisProcess]]:
+    """``own_redis(config)``: a ``redis-server`` with those settings, for one persistence check."""
+    started: list[RedisProcess] = []
+
+    def start(config: dict[str, str]) -> RedisProcess:
+        started.append(RedisProcess(tmp_path / f"redis-{len(started)}", config=config).start())
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture
@@ -110,20 +140,24 @@ def test_a_healthy_setup_passes_every_check(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert [line.split()[:2] for line in lines[:5]] == [
+    assert [line.split()[:2] for line in lines[:6]] == [
         ["PASS", "settings"],
         ["PASS", "redis"],
+        ["PASS", "persist"],
         ["PASS", "slack"],
         ["PASS", "llm"],
         ["PASS", "tools"],
     ]
     assert f"1 worker(s) on queue {healthy['chatops_queue']!r}" in lines[1]
+    assert lines[2].endswith(
+        "AOF with appendfsync always; maxmemory-policy noeviction; 0 replica(s): a crash keeps every executing mark"
+    )
     assert (
         f"token works for @ops in Emulated Workspace (T_EMULATOR); it has all {len(SCOPES)} scopes"
-        in lines[2]
+        in lines[3]
     )
-    assert f"model gpt-doctor answered at {healthy['llm_base_url']}" in lines[3]
-    assert f"14 tools (13 built-in, 1 from {healthy['chatops_tools_file']})" in lines[4]
+    assert f"model gpt-doctor answered at {healthy['llm_base_url']}" in lines[4]
+    assert f"14 tools (13 built-in, 1 from {healthy['chatops_tools_file']})" in lines[5]
     assert lines[-1] == "All checks passed."
 
 
@@ -174,10 +208,11 @@ def test_a_wrong_llm_key_is_a_401(healthy: dict[str, object], capsys: pytest.Cap
 def test_a_fallback_model_is_checked_too(
     healthy: dict[str, object], llm: OpenAIServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    status, _, out = doctor({**healthy, "llm_fallback_models": ["gpt-backup"]}, capsys)
+    status, _, out = doctor({**healthy, "llm_fallbacks": "gpt-backup"}, capsys)
     assert status == 0
     assert [r.body["model"] for r in llm.requests] == ["gpt-doctor", "gpt-backup"]
-    assert [r.body["max_tokens"] for r in llm.requests] == [1, 1]
+    # No max_tokens: o-series and gpt-5 refuse it, and one token makes a reasoning model answer nothing.
+    assert ["max_tokens" in r.body for r in llm.requests] == [False, False]
     assert "model gpt-backup answered" in out
 
 
@@ -228,3 +263,55 @@ def test_missing_settings_are_listed(healthy: dict[str, object], capsys: pytest.
     )
     assert "CHATOPS_RUNTIME: cannot load the runtime factory 'nope:build'" in out
     assert "CHATOPS_REDACT_PATTERNS: redaction pattern '(' is not a valid regex" in out
+
+
+FIX = "fix: set appendonly yes, appendfsync always and maxmemory-policy noeviction (docs/OPERATIONS.md, Redis persistence)"
+
+
+def test_rdb_only_persistence_is_a_warning_naming_the_window(
+    healthy: dict[str, object], own_redis: Callable[..., RedisProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = own_redis(dict(RDB_DEFAULT))
+    status, first, out = doctor({**healthy, "redis_url": server.url}, capsys)
+    assert status == 0
+    assert first["persist"] == (
+        "WARN  persist   RDB snapshots only (save 3600 1 300 100 60 10000): a crash loses up to 3600 s of writes"
+    )
+    assert FIX in out
+
+
+def test_everysec_without_waitaof_is_a_warning_of_one_second(
+    healthy: dict[str, object], own_redis: Callable[..., RedisProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = own_redis({**DURABLE, "appendfsync": "everysec"})
+    if read_persistence(server.client()).has_waitaof:
+        pytest.skip("WAITAOF (7.2+) makes everysec durable")
+    status, first, _ = doctor({**healthy, "redis_url": server.url}, capsys)
+    assert status == 0
+    assert first["persist"].startswith("WARN  persist   AOF with appendfsync everysec and Redis 7.")
+    assert first["persist"].endswith(
+        "has no WAITAOF (7.2+): a crash loses up to 1 s of writes (2 s if fsync stalls)"
+    )
+
+
+def test_an_evicting_redis_is_a_warning(
+    healthy: dict[str, object], own_redis: Callable[..., RedisProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = own_redis({**DURABLE, "maxmemory-policy": "volatile-lru"})
+    status, first, _ = doctor({**healthy, "redis_url": server.url}, capsys)
+    assert status == 0
+    assert first["persist"] == (
+        "WARN  persist   maxmemory-policy is volatile-lru: "
+        "under memory pressure Redis may evict an approval or an executing mark"
+    )
+
+
+def test_strict_durability_on_rdb_only_fails_the_check(
+    healthy: dict[str, object], own_redis: Callable[..., RedisProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = own_redis(dict(RDB_DEFAULT))
+    status, first, out = doctor({**healthy, "redis_url": server.url, "chatops_durability": "strict"}, capsys)
+    assert status == 1
+    assert first["persist"].startswith("FAIL  persist   RDB snapshots only")
+    assert "CHATOPS_DURABILITY=strict: every mutating tool is refused until this is fixed" in out
+    assert out.splitlines()[-1] == "1 check(s) failed: persist."

@@ -51,9 +51,27 @@ def test_a_reply_supersedes_a_pending_approval(redis_client: redis.Redis, keys: 
     approval, _ = approvals.create(
         "r1", tool_call("restart", "c1"), ToolCategory.MUTATING, requester="U1", timeout_seconds=60
     )
-    delivery = Inbox(redis_client, keys).deliver("C1", "1.0", user="U2", text="wait, not web", ts="3.0")
+    delivery = Inbox(redis_client, keys).deliver(
+        "C1", "1.0", user="U2", text="wait, not web", ts="3.0", may_supersede=True
+    )
     assert delivery.status is DeliveryStatus.STORED and delivery.superseded == [approval.id]
     stored = approvals.get(approval.id)
     assert stored is not None and stored.status is ApprovalStatus.SUPERSEDED and stored.decided_by == "U2"
     late = approvals.decide(approval.id, ApprovalStatus.APPROVED, "U3")
     assert late is not None and not late.won and late.approval.decided_by == "U2"
+
+
+def test_a_reply_by_someone_who_may_not_decide_is_stored_and_leaves_the_approval_pending(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    active_run(redis_client, keys, "r1", status="awaiting_approval")
+    approvals = Approvals(redis_client, keys, retention_seconds=60)
+    approval, _ = approvals.create(
+        "r1", tool_call("restart", "c1"), ToolCategory.MUTATING, requester="U1", timeout_seconds=60
+    )
+    inbox = Inbox(redis_client, keys)
+    delivery = inbox.deliver("C1", "1.0", user="U_GUEST", text="cancel it", ts="3.0")  # the default: no
+    assert delivery.status is DeliveryStatus.STORED and delivery.superseded == []
+    assert [m.content for m in inbox.messages("r1")] == ["cancel it"]
+    stored = approvals.get(approval.id)
+    assert stored is not None and stored.status is ApprovalStatus.PENDING and not stored.decided_by

@@ -112,7 +112,9 @@ def test_an_unanswered_approval_expires_through_the_scheduler(harness: Harness) 
 def test_a_reply_supersedes_the_pending_approval_and_the_model_reads_it(harness: Harness) -> None:
     run_id = harness.submit("plan: restart_service")
     harness.work()
-    delivery = harness.service.deliver("C1", "100.1", user="U_REQ", text="wait, it recovered", ts="100.5")
+    delivery = harness.service.deliver(
+        "C1", "100.1", user="U_REQ", text="wait, it recovered", ts="100.5", may_supersede=True
+    )
     assert delivery.status is DeliveryStatus.STORED and len(delivery.superseded) == 1
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED

@@ -56,7 +56,9 @@ def test_sigkill_during_a_mutating_tool_never_runs_it_twice(
     os.kill(horse, signal.SIGKILL)  # the work horse running the tool ...
     first.kill()  # ... and the worker (with its scheduler): the whole worker is gone
     state = RedisMemory(service.redis, service.keys, run_id).load_state()
-    assert state is not None and state.status is RunStatus.RUNNING and state.executing_call_id == "call_0"
+    assert (
+        state is not None and state.status is RunStatus.RUNNING and state.executing_call_id == "x00000001"
+    )  # the runtime's id of the plan's call_0
 
     worker_processes()  # a fresh worker finds the run once the dead one's lease expired
     wait_until(lambda: status(service, run_id) is RunStatus.COMPLETED, timeout=30, what="recovery")

@@ -7,7 +7,7 @@ Every test runs on its own key prefix and RQ queue (and, when it stops or wipes 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +17,35 @@ from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 from tests.bot.conftest import keys, queue_name
 from tests.bot.slack.conftest import SECRET, TOKEN, bot, control, emulator, make_bot
 from tests.reliability.cluster import Cluster, cluster_settings, worker_environment
-from tests.reliability.redis_proc import RedisProcess
+from tests.reliability.redis_proc import DURABLE, RedisProcess
 
 __all__ = ["bot", "control", "emulator", "keys", "make_bot", "queue_name"]
 
 
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[Callable[..., RedisProcess]]:
-    """``own_redis(persist=False)``: a throwaway ``redis-server`` of this test (stopped at the end)."""
+    """``own_redis(persist=False, config={...})``: a throwaway ``redis-server`` of this test (stopped at the end)."""
     started: list[RedisProcess] = []
 
-    def start(persist: bool = False) -> RedisProcess:
-        server = RedisProcess(tmp_path / f"redis-{len(started)}", persist=persist).start()
+    def start(persist: bool = False, config: Mapping[str, str] | None = None) -> RedisProcess:
+        directory = tmp_path / f"redis-{len(started)}"
+        server = RedisProcess(directory, persist=persist, config=dict(config or {})).start()
         started.append(server)
         return server
 
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def durable_redis(own_redis: Callable[..., RedisProcess]) -> RedisProcess:
+    """A ``redis-server`` configured as docs/OPERATIONS.md requires (AOF, ``appendfsync always``).
+
+    ``durable_redis.kill()`` crashes it (SIGKILL) and ``durable_redis.start()`` brings it back on
+    the same directory from its AOF; ``durable_redis.url`` is for worker processes, ``client()`` for the test.
+    """
+    return own_redis(config=DURABLE)
 
 
 @pytest.fixture

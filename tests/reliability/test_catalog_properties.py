@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.arguments import unshowable_character
 from tests.tools.fakes import FakeCommands
 from tools.base import FunctionTool
 from tools.catalog import load_catalog
@@ -99,6 +100,11 @@ tools:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def _refused_text(value: str) -> bool:
+    """A control character the catalog refuses, or one no approval card could show (agent.arguments)."""
+    return bool(_CONTROL.search(value)) or unshowable_character(value) is not None
+
+
 @pytest.fixture(scope="module")
 def catalog_tool(
     tmp_path_factory: pytest.TempPathFactory,
@@ -126,12 +132,14 @@ def test_the_command_receives_each_value_as_one_argument_or_nothing_runs(
         re.fullmatch(r"[a-z0-9@._-]+", unit) is not None
         and not unit.startswith("-")
         and not text.startswith("-")
-        and not _CONTROL.search(text)
-        and (note is None or (not note.startswith("-") and not _CONTROL.search(note)))
+        and not _refused_text(text)
+        and (note is None or (not note.startswith("-") and not _refused_text(note)))
     )
     calls = fakes.calls("journal")
     if not valid:
-        assert result.is_error and "invalid arguments" in result.output, result.output
+        # Refused with the reason: a bad value, or a character an approval card could not show.
+        reasons = ("invalid arguments", "cannot be shown on an approval card")
+        assert result.is_error and any(r in result.output for r in reasons), result.output
         assert len(calls) == before  # refused before anything ran
         return
     assert not result.is_error, result.output

@@ -108,7 +108,31 @@ def approval_status(bot: SlackBot, card: dict[str, Any]) -> ApprovalStatus | Non
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-@pytest.mark.parametrize("method", ["usergroups.users.list", "chat.postEphemeral", "chat.update"])
+def test_while_the_approver_group_cannot_be_read_nobody_in_it_decides(
+    make_bot: Callable[..., SlackBot], kind: str
+) -> None:
+    """Membership lookups fail closed: during the burst a click is refused with a reason (never
+    decided on a stale or empty answer); after it, the member's click decides once."""
+    bot = make_bot(chatops_approvers="S_ONCALL")  # the on-call group: U_ALICE
+    _ts, run_id, card = pending(bot, "U_BOB", "restart_service")
+    arm(bot, "usergroups.users.list", kind)
+    for _ in range(BURST):
+        bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_APPROVE)
+    notes = wait_for(
+        lambda: [c for c in bot.calls("chat.postEphemeral") if c["ok"]][:BURST] or None, what="the notes"
+    )
+    assert all("Could not read the approver group" in n["params"]["text"] for n in notes)
+    assert approval_status(bot, card) is ApprovalStatus.PENDING
+    bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_APPROVE)
+    wait_for(lambda: approval_status(bot, card) is ApprovalStatus.APPROVED, what="the approval")
+    bot.work()
+    [run] = bot.executions("restart_service")
+    assert run["arguments"]["confirmed_by"] == "U_ALICE" and bot.status(run_id) is RunStatus.COMPLETED
+    assert len(failed_calls(bot, "usergroups.users.list")) == BURST and faults_left(bot) == 0
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("method", ["chat.postEphemeral", "chat.update"])
 def test_clicks_are_decided_once_and_shown_despite_a_burst(
     make_bot: Callable[..., SlackBot], method: str, kind: str
 ) -> None:

@@ -59,7 +59,7 @@ def test_a_duplicate_name_is_an_error() -> None:
 
 
 def test_the_default_registry_holds_every_built_in_with_a_clean_schema(tmp_path: Path) -> None:
-    registry = build_registry(ToolsConfig(log_dirs=(tmp_path,), state_dir=tmp_path / "state"))
+    registry = build_registry(ToolsConfig(log_dirs=(tmp_path,)))
     assert registry.names() == BUILT_INS
     for item in registry.tools():
         schema = json.dumps(item.definition.parameters)
@@ -73,7 +73,7 @@ def test_the_default_registry_holds_every_built_in_with_a_clean_schema(tmp_path:
 
 
 def test_the_tool_list_is_byte_identical_across_builds(tmp_path: Path) -> None:
-    config = ToolsConfig(log_dirs=(tmp_path,), state_dir=tmp_path / "state")
+    config = ToolsConfig(log_dirs=(tmp_path,))
 
     def dump() -> str:
         return json.dumps([d.model_dump() for d in build_registry(config).definitions()])
@@ -92,7 +92,6 @@ def test_build_from_settings_uses_the_tools_settings(tmp_path: Path) -> None:
         chatops_log_dirs=[str(tmp_path)],
         chatops_service_backend="kubernetes",
         chatops_kube_namespace="payments",
-        chatops_tool_state_dir=tmp_path / "state",
     )
     registry = build_registry_from_settings(settings)
     assert registry.names() == sorted([*BUILT_INS, "uptime"])

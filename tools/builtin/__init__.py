@@ -5,28 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from tools.base import FunctionTool
-from tools.builtin.cleanup import PlanStore, cleanup_tools
+from tools.builtin.cleanup import cleanup_tools
 from tools.builtin.files import file_tools
 from tools.builtin.logs import log_tools
 from tools.builtin.network import network_tools
 from tools.builtin.services import make_backend, service_tools
 from tools.builtin.system import system_tools
 from tools.config import ToolsConfig
+from tools.egress import EgressPolicy
 from tools.paths import AllowedDirs
 
 
-def builtin_tools(config: ToolsConfig) -> list[FunctionTool[Any]]:
-    """Every built-in tool, configured (log directories, service backend, plan store)."""
+def builtin_tools(config: ToolsConfig, egress: EgressPolicy | None = None) -> list[FunctionTool[Any]]:
+    """Every built-in tool, configured (log directories, service backend, plan lifetime)."""
     log_dirs = AllowedDirs(config.log_dirs)
-    store = PlanStore(config.resolved_state_dir(), config.plan_ttl_seconds)
     backend = make_backend(
         config.service_backend, config.command_env(), config.kube_namespace, config.kube_context
     )
     return [
         *system_tools(),
         *log_tools(log_dirs),
-        *cleanup_tools(log_dirs, store),
+        *cleanup_tools(log_dirs, config.plan_ttl_seconds),
         *file_tools(),
-        *network_tools(),
+        *network_tools(egress or config.egress_policy()),
         *service_tools(backend),
     ]

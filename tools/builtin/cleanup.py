@@ -1,18 +1,19 @@
 """``clean_old_logs``: delete old rotated log files, bound to the dry run the approver saw.
 
 The dry run computes a plan (each file with its inode, size and mtime, and its directory's inode)
-and stores it under a key made of the arguments. The approved run deletes only the files of that
-stored plan, and only those still exactly as planned: a file that grew, was replaced, or whose
-directory was swapped is skipped and reported. A new file that matches the criteria after the dry
-run is never touched. Without a stored plan (expired, or made on another host) the run refuses.
-A plan is used once. A repeated dry run for the same arguments shows the stored plan again,
-so an approval resumed later by another worker matches what the approver saw.
+and returns it as the result's ``plan``: the loop stores it with that one approval and hands it
+back, in the approved call's arguments, to the one execution. The execution deletes only the files
+of that plan, and only those still exactly as planned *and* still matching the call's criteria
+(under the log directories and the call's path, the name pattern, older than the age): a file that
+grew, was replaced, whose directory was swapped, or that a tampered plan slipped in, is skipped and
+reported. A new file that matches the criteria after the dry run is never touched. Without a plan
+(a call nobody approved with a dry run) or with one older than the plan lifetime, it refuses. A
+dry run that finds nothing says so, and nobody is asked to approve it.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 import re
@@ -80,77 +81,30 @@ class Plan:
         return sum(item.size for item in self.files)
 
 
-class PlanStore:
-    """Plans on disk (a private directory), so any worker on this host can run an approved plan."""
-
-    def __init__(self, directory: Path, ttl_seconds: float) -> None:
-        self.directory = directory
-        self.ttl_seconds = ttl_seconds
-
-    def key(self, args: BaseModel, roots: tuple[Path, ...]) -> str:
-        canonical = json.dumps([args.model_dump(mode="json"), [str(root) for root in roots]], sort_keys=True)
-        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-    def save(self, key: str, plan: Plan) -> None:
-        self._ensure_private_dir()
-        payload = {"version": _PLAN_VERSION, **asdict(plan)}
-        temporary = self.directory / f".{key}.{os.getpid()}.tmp"
-        temporary.write_text(json.dumps(payload))
-        os.replace(temporary, self._file(key))
-
-    def load(self, key: str) -> Plan | None:
-        """The stored plan, or ``None`` when there is none or it has expired."""
-        try:
-            payload = json.loads(self._file(key).read_text())
-        except (OSError, ValueError):
-            return None
-        if payload.get("version") != _PLAN_VERSION or time.time() - payload["created"] > self.ttl_seconds:
-            self.discard(key)
-            return None
-        files = tuple(PlannedFile(**item) for item in payload["files"])
-        return Plan(payload["created"], payload["cutoff"], files, payload["matched"], payload["complete"])
-
-    def discard(self, key: str) -> None:
-        self._file(key).unlink(missing_ok=True)
-
-    def _file(self, key: str) -> Path:
-        return self.directory / f"clean_old_logs-{key}.json"
-
-    def _ensure_private_dir(self) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = self.directory.lstat()
-        # Another user's (or a world-writable) directory could feed us a forged plan.
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-            raise ToolCallError(f"the tool state directory {self.directory} is not private to this user")
-
-
-def cleanup_tools(log_dirs: AllowedDirs, store: PlanStore) -> list[FunctionTool[Any]]:
-    """``clean_old_logs`` bound to the log directories and the plan store."""
-
-    def plan_key(args: CleanOldLogsArgs) -> str:
-        return store.key(args, log_dirs.real_roots())
+def cleanup_tools(log_dirs: AllowedDirs, plan_ttl_seconds: float) -> list[FunctionTool[Any]]:
+    """``clean_old_logs`` bound to the log directories; plans older than ``plan_ttl_seconds`` are refused."""
 
     def dry_run(args: CleanOldLogsArgs, ctx: ToolContext) -> ToolResult:
-        key = plan_key(args)
-        plan = store.load(key)
-        reused = plan is not None
-        if plan is None:
-            plan = _make_plan(args, log_dirs, ctx)
-            store.save(key, plan)
-        return ToolResult(output=_describe_plan(plan, args, reused))
+        plan = _make_plan(args, log_dirs, ctx)
+        return ToolResult(
+            output=_describe_plan(plan, args),
+            plan=json.dumps({"version": _PLAN_VERSION, **asdict(plan)}),
+            nothing_to_do=not plan.files,
+        )
 
     def clean_old_logs(args: CleanOldLogsArgs, ctx: ToolContext) -> ToolResult:
-        key = plan_key(args)
-        plan = store.load(key)
+        plan = _load_plan(ctx.plan)
         if plan is None:
-            minutes = store.ttl_seconds / 60
             return error_result(
-                "no dry run is on record for these arguments on this host (plans expire after "
-                f"{minutes:.0f} min); nothing was deleted. Call clean_old_logs again so a fresh dry run "
-                "is shown for approval."
+                "no approved dry run came with this call; nothing was deleted. Call clean_old_logs "
+                "again so a fresh dry run is shown for approval."
             )
-        store.discard(key)  # used once, before acting: a crash half-way never replays it
-        return _execute_plan(plan, log_dirs)
+        if time.time() - plan.created > plan_ttl_seconds:
+            return error_result(
+                f"the approved dry run is older than {plan_ttl_seconds / 60:.0f} min; nothing was "
+                "deleted. Call clean_old_logs again so a fresh dry run is shown for approval."
+            )
+        return _execute_plan(plan, args, log_dirs)
 
     return [
         FunctionTool(
@@ -165,8 +119,28 @@ def cleanup_tools(log_dirs: AllowedDirs, store: PlanStore) -> list[FunctionTool[
             category=ToolCategory.DESTRUCTIVE,
             timeout=120,
             preview=dry_run,
+            command=lambda args: "delete exactly the files the dry run below lists, each only if unchanged",
         )
     ]
+
+
+def _load_plan(raw: str | None) -> Plan | None:
+    if not raw:
+        return None
+    try:
+        payload = json.loads(raw)
+        if payload.get("version") != _PLAN_VERSION:
+            return None
+        files = tuple(PlannedFile(**item) for item in payload["files"])
+        return Plan(
+            float(payload["created"]),
+            float(payload["cutoff"]),
+            files,
+            int(payload["matched"]),
+            bool(payload["complete"]),
+        )
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def _make_plan(args: CleanOldLogsArgs, log_dirs: AllowedDirs, ctx: ToolContext) -> Plan:
@@ -207,8 +181,27 @@ def _name_matches(name: str, glob: str | None) -> bool:
     return bool(_ROTATED_NAME.search(name))
 
 
-def _describe_plan(plan: Plan, args: CleanOldLogsArgs, reused: bool) -> str:
-    names = f"named {args.name_glob!r}" if args.name_glob else "with rotated or compressed log names"
+def shown_name(name: str) -> str:
+    """A file name as one inert line of text: as it is when plain, else a Python-style quoted escape.
+
+    File names are chosen by whoever can write to the log directories. Raw, a newline in one would
+    start a line of its own in the dry run ("NOTE: preview only"), a backtick run would end the
+    card's code block, and bidi or zero-width characters would make it read as another name. Any
+    such name is shown quoted with escapes (``'app\\nNOTE.log'``); a backslash or a leading quote
+    forces the quoted form too, so an escape shown is never mistaken for characters a name really has.
+    """
+    if name.isprintable() and "\\" not in name and "`" not in name and not name.startswith(("'", '"')):
+        return name
+    return _quoted(name)
+
+
+def _quoted(text: str) -> str:
+    """``repr(text)`` (every non-printable escaped) with backticks escaped as well."""
+    return repr(text).replace("`", "\\x60")
+
+
+def _describe_plan(plan: Plan, args: CleanOldLogsArgs) -> str:
+    names = f"named {_quoted(args.name_glob)}" if args.name_glob else "with rotated or compressed log names"
     criteria = f"last modified before {format_mtime(plan.cutoff)} ({args.older_than_days} days), {names}"
     if not plan.files:
         return f"Dry run: nothing to delete: no file {criteria}."
@@ -216,7 +209,10 @@ def _describe_plan(plan: Plan, args: CleanOldLogsArgs, reused: bool) -> str:
         f"Dry run: clean_old_logs would delete {len(plan.files)} files ({human_bytes(plan.total_bytes)}), "
         f"{criteria}:"
     ]
-    rows = [[human_bytes(item.size), format_mtime(item.mtime_ns / 1e9), item.path] for item in plan.files]
+    rows = [
+        [human_bytes(item.size), format_mtime(item.mtime_ns / 1e9), shown_name(item.path)]
+        for item in plan.files
+    ]
     lines.append(table(["size", "modified", "path"], rows, right=(0,)))
     if plan.matched > len(plan.files):
         lines.append(
@@ -224,17 +220,21 @@ def _describe_plan(plan: Plan, args: CleanOldLogsArgs, reused: bool) -> str:
         )
     if not plan.complete:
         lines.append("(the search stopped at its time limit; only the files listed)")
-    if reused:
-        lines.append(f"(this is the dry run made at {format_mtime(plan.created)})")
     lines.append("Approving deletes only these files; any that changes before then is skipped.")
     return "\n".join(lines)
 
 
-def _execute_plan(plan: Plan, log_dirs: AllowedDirs) -> ToolResult:
+def _execute_plan(plan: Plan, args: CleanOldLogsArgs, log_dirs: AllowedDirs) -> ToolResult:
     deleted: list[PlannedFile] = []
     skipped: list[str] = []
     failed: list[str] = []
-    for item in plan.files:
+    roots = [log_dirs.resolve(args.path)] if args.path else list(log_dirs.real_roots())
+    cutoff = time.time() - args.older_than_days * 86400
+    for item in plan.files[: args.max_files]:
+        outside = _outside_criteria(item, args, roots, cutoff)
+        if outside is not None:
+            skipped.append(f"{item.path} ({outside})")
+            continue
         try:
             reason = _delete_if_unchanged(item, log_dirs)
         except OSError as exc:
@@ -253,6 +253,24 @@ def _execute_plan(plan: Plan, log_dirs: AllowedDirs) -> ToolResult:
         lines.append(f"Failed {len(failed)}:")
         lines.extend(f"  {entry}" for entry in failed)
     return ToolResult(output="\n".join(lines), is_error=bool(failed) and not deleted)
+
+
+def _outside_criteria(
+    item: PlannedFile, args: CleanOldLogsArgs, roots: list[Path], cutoff: float
+) -> str | None:
+    """Why a planned file no longer fits the approved call's own criteria (``None``: it does).
+
+    The plan comes back through Redis: whatever it lists, only files the call itself would have
+    chosen can be deleted.
+    """
+    path = Path(item.path)
+    if not any(path.is_relative_to(root) for root in roots):
+        return "not under the approved path"
+    if not _name_matches(path.name, args.name_glob):
+        return "its name does not match"
+    if item.mtime_ns / 1e9 >= cutoff:
+        return f"not older than {args.older_than_days} days"
+    return None
 
 
 def _delete_if_unchanged(item: PlannedFile, log_dirs: AllowedDirs) -> str | None:

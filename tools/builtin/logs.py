@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 import stat
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,15 @@ from agent.tooling import ToolCategory
 from tools.base import FunctionTool, ToolContext
 from tools.errors import ToolCallError
 from tools.paths import AllowedDirs
+from tools.patterns import SafePattern, compile_safe
 from tools.text import human_bytes, shorten, table
 
 _BLOCK = 64 * 1024
 _MAX_SCAN_BYTES = 32 * 1024 * 1024  # how far back a filtered tail searches
 _MAX_LINE_CHARS = 1000
+# A compressed line is read in pieces of at most this many bytes: a gzip bomb without newlines
+# must not be decompressed into memory whole. Only a line's first piece is matched and shown.
+_MAX_GZIP_LINE_BYTES = 64 * 1024
 _MAX_LISTED = 100
 _MAX_DEPTH = 3
 
@@ -41,7 +44,7 @@ class TailLogArgs(BaseModel):
     filter: str | None = Field(
         default=None,
         max_length=200,
-        description="Only lines matching this regular expression (case-insensitive).",
+        description="Only lines matching this regular expression (RE2 syntax, case-insensitive).",
     )
 
 
@@ -113,21 +116,22 @@ def _tail(path: Path, args: TailLogArgs, ctx: ToolContext) -> str:
     return f"{heading}, last {len(lines)} {what}{note}:\n{shown}"
 
 
-def _compile_filter(text: str | None) -> re.Pattern[str] | None:
+def _compile_filter(text: str | None) -> SafePattern | None:
+    # RE2: linear in the line whatever the pattern, so the deadline checks between lines hold.
     if not text:
         return None
     try:
-        return re.compile(text, re.IGNORECASE)
-    except re.error as exc:
-        raise ToolCallError(f"filter is not a valid regular expression: {exc}") from exc
+        return compile_safe(text, ignore_case=True)
+    except ValueError as exc:
+        raise ToolCallError(f"filter is not a valid regular expression: {exc}") from None
 
 
 def _plain_tail(
-    handle: Any, size: int, count: int, pattern: re.Pattern[str] | None, ctx: ToolContext
+    handle: Any, size: int, count: int, pattern: SafePattern | None, ctx: ToolContext
 ) -> tuple[list[str], bool]:
     """The last ``count`` (matching) lines, reading backwards; ``complete`` is False if cut short."""
     found: list[str] = []
-    for line, offset in _lines_backward(handle, size, _MAX_SCAN_BYTES):
+    for line, offset in _lines_backward(handle, size, _MAX_SCAN_BYTES, ctx.expired):
         if pattern is None or pattern.search(line):
             found.append(line)
             if len(found) == count:
@@ -139,50 +143,78 @@ def _plain_tail(
     return found[::-1], True
 
 
-def _lines_backward(handle: Any, size: int, max_bytes: int) -> Iterator[tuple[str, int]]:
+def _lines_backward(
+    handle: Any, size: int, max_bytes: int, expired: Callable[[], bool]
+) -> Iterator[tuple[str, int]]:
     """Lines of a file from the last to the first, with the offset where each starts.
 
-    Reads at most ``max_bytes`` from the end; the line cut by that limit comes last, with
-    offset -1.
+    Reads at most ``max_bytes`` from the end, and stops reading once ``expired()``; the line cut
+    by either limit comes last, with offset -1. A long line is kept as a list of blocks until
+    its start is found, so a file without newlines costs linear time, not quadratic.
     """
     position = size
-    remainder = b""
-    first_block = True
+    pending: list[bytes] = []  # the blocks of the line being read, the last block first
+    at_end = True  # no line yielded yet: a final newline there does not start a line
     while position > 0:
-        if size - position >= max_bytes:
-            yield remainder.decode("utf-8", errors="replace"), -1
+        if size - position >= max_bytes or expired():
+            yield _joined(pending), -1
             return
         step = min(_BLOCK, position)
         position -= step
         handle.seek(position)
-        chunk = handle.read(step) + remainder
-        parts = chunk.split(b"\n")
-        remainder = parts[0]
-        lines = parts[1:]
-        if first_block and lines and lines[-1] == b"":
-            lines = lines[:-1]  # the file's final newline does not start a line
-        first_block = False
-        offset = position + len(chunk)
-        for part in reversed(lines):
-            offset -= len(part) + 1
-            yield part.decode("utf-8", errors="replace"), offset
-    if remainder:
-        yield remainder.decode("utf-8", errors="replace"), 0
+        block = handle.read(step)
+        parts = block.split(b"\n")
+        if len(parts) == 1:
+            pending.append(block)  # no line starts in this block
+            continue
+        pending.append(parts[-1])
+        lines = [*parts[1:-1], b"".join(reversed(pending))]
+        starts = [position + len(parts[0]) + 1]
+        for part in parts[1:-1]:
+            starts.append(starts[-1] + len(part) + 1)
+        pending = [parts[0]]
+        if at_end and lines[-1] == b"":
+            lines.pop()
+            starts.pop()
+        at_end = False
+        for part, start in zip(reversed(lines), reversed(starts), strict=True):
+            yield part.decode("utf-8", errors="replace"), start
+    if any(pending):
+        yield _joined(pending), 0
+
+
+def _joined(pending: list[bytes]) -> str:
+    return b"".join(reversed(pending)).decode("utf-8", errors="replace")
 
 
 def _gzip_tail(
-    handle: Any, count: int, pattern: re.Pattern[str] | None, ctx: ToolContext
+    handle: Any, count: int, pattern: SafePattern | None, ctx: ToolContext
 ) -> tuple[list[str], bool]:
     """Compressed files can only be read forwards: keep a window of the last matching lines."""
     window: deque[str] = deque(maxlen=count)
     with gzip.GzipFile(fileobj=handle) as stream:
-        for raw in stream:
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+        for line in _bounded_lines(stream, ctx.expired):
             if pattern is None or pattern.search(line):
                 window.append(line)
             if ctx.expired():
                 return list(window), False
-    return list(window), True
+    return list(window), not ctx.expired()  # the lines can also stop inside an endless line
+
+
+def _bounded_lines(stream: Any, expired: Callable[[], bool]) -> Iterator[str]:
+    """Lines of a stream, each cut to its first ``_MAX_GZIP_LINE_BYTES`` (the rest is skipped).
+
+    Stops once ``expired()``, also while skipping the rest of one endless line.
+    """
+    continuing = False  # inside a long line whose first piece was already yielded
+    while True:
+        raw = stream.readline(_MAX_GZIP_LINE_BYTES)
+        if not raw or (continuing and expired()):
+            return
+        ends = raw.endswith(b"\n")
+        if not continuing:
+            yield raw.decode("utf-8", errors="replace").rstrip("\n")
+        continuing = not ends
 
 
 def _list(roots: list[Path], log_dirs: AllowedDirs, ctx: ToolContext) -> str:

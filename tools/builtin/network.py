@@ -1,29 +1,28 @@
 """Reachability checks: HTTP health, TCP port, DNS lookup.
 
 A check that ran answers ``OK: ...`` or ``FAIL: ...`` (not a tool error: a failing service is a
-finding); only bad arguments are ``Error: ...``.
+finding); bad arguments and hosts the egress policy refuses (``tools.egress``) are ``Error: ...``.
+Latencies are decoration (``stable_output`` leaves them out), so loop detection sees a repeated
+finding as repeated.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import socket
-import threading
 import time
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.tooling import ToolCategory
+from agent.tooling import ToolCategory, ToolResult
 from tools import http_client
 from tools.base import FunctionTool, ToolContext, tool
+from tools.egress import EgressPolicy, parse_address
 from tools.text import shorten
 
 _HOST_PATTERN = r"^[A-Za-z0-9._:\[\]-]+$"
 _BODY_EXCERPT_CHARS = 300
-T = TypeVar("T")
 
 
 class HttpCheckArgs(BaseModel):
@@ -57,19 +56,43 @@ class DnsLookupArgs(BaseModel):
     )
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15)
-def http_check(args: HttpCheckArgs, ctx: ToolContext) -> str:
-    """Check a URL: status, latency, and optionally whether the body contains some text."""
+def network_tools(egress: EgressPolicy) -> list[FunctionTool[Any]]:
+    """``http_check``, ``tcp_check`` and ``dns_lookup``, reaching only what ``egress`` allows."""
+
+    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15)
+    def http_check(args: HttpCheckArgs, ctx: ToolContext) -> ToolResult:
+        """Check a URL: status, latency, and optionally whether the body contains some text."""
+        return _http_check(args, ctx, egress)
+
+    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+    def tcp_check(args: TcpCheckArgs, ctx: ToolContext) -> ToolResult:
+        """Check whether a TCP port accepts connections."""
+        return _tcp_check(args, ctx, egress)
+
+    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+    def dns_lookup(args: DnsLookupArgs, ctx: ToolContext) -> ToolResult:
+        """Resolve a host name to its addresses (system resolver), or an IP address to its name."""
+        return _dns_lookup(args, ctx, egress)
+
+    return [http_check, tcp_check, dns_lookup]
+
+
+def _timed(line: str, elapsed_ms: float, template: str = "{line} ({ms:.0f} ms)") -> ToolResult:
+    """A result whose latency is decoration: loop detection hashes the line without it."""
+    return ToolResult(output=template.format(line=line, ms=elapsed_ms), stable_output=line)
+
+
+def _http_check(args: HttpCheckArgs, ctx: ToolContext, egress: EgressPolicy) -> ToolResult:
     http_client.check_url(args.url)
     target = f"{args.method} {args.url}"
     timeout = max(0.1, ctx.remaining())
     try:
         response = http_client.request(
-            args.method, args.url, timeout=timeout, follow_redirects=args.follow_redirects
+            args.method, args.url, timeout=timeout, egress=egress, follow_redirects=args.follow_redirects
         )
     except httpx.HTTPError as exc:
-        return f"FAIL: {target}: {http_client.describe_http_error(exc, ctx.timeout)}"
-    summary = f"{target} -> {response.status} {response.reason} in {response.elapsed * 1000:.0f} ms"
+        return ToolResult(f"FAIL: {target}: {http_client.describe_http_error(exc, ctx.timeout)}")
+    summary = f"{target} -> {response.status} {response.reason}"
     problems = []
     if args.expect_status is not None and response.status != args.expect_status:
         problems.append(f"expected status {args.expect_status}")
@@ -82,88 +105,62 @@ def http_check(args: HttpCheckArgs, ctx: ToolContext) -> str:
         details.append(f"redirects to {response.location}")
     if args.expect_text is not None and not problems:
         details.append(f"body contains {args.expect_text!r}")
-    line = f"{'FAIL' if problems else 'OK'}: {summary}"
-    if problems or details:
-        line += f" ({'; '.join(problems + details)})"
+    verdict = "FAIL" if problems else "OK"
+    notes = f" ({'; '.join(problems + details)})" if problems or details else ""
+    excerpt = ""
     if problems and response.body.strip():
-        line += f"\nbody: {shorten(' '.join(response.body.split()), _BODY_EXCERPT_CHARS)}"
-    return line
+        excerpt = f"\nbody: {shorten(' '.join(response.body.split()), _BODY_EXCERPT_CHARS)}"
+    latency = f" in {response.elapsed * 1000:.0f} ms"
+    return ToolResult(
+        output=f"{verdict}: {summary}{latency}{notes}{excerpt}",
+        stable_output=f"{verdict}: {summary}{notes}{excerpt}",
+    )
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
-def tcp_check(args: TcpCheckArgs, ctx: ToolContext) -> str:
-    """Check whether a TCP port accepts connections."""
+def _tcp_check(args: TcpCheckArgs, ctx: ToolContext, egress: EgressPolicy) -> ToolResult:
     host = args.host.strip("[]")
     target = f"{host}:{args.port}"
     started = time.perf_counter()
     try:
-        with socket.create_connection((host, args.port), timeout=max(0.1, ctx.remaining())) as sock:
-            peer = sock.getpeername()[0]
+        addresses = egress.vet(host, args.port, max(0.1, ctx.remaining()))
     except TimeoutError:
-        return f"FAIL: {target}: no answer within {ctx.timeout:g} s (filtered or down)"
+        return ToolResult(f"FAIL: {target}: the resolver did not answer within {ctx.timeout:g} s")
     except socket.gaierror as exc:
-        return f"FAIL: {target}: cannot resolve {host}: {exc.strerror}"
-    except OSError as exc:
-        return f"FAIL: {target}: {exc.strerror or exc}"
-    elapsed = (time.perf_counter() - started) * 1000
-    via = f" ({peer})" if peer != host else ""
-    return f"OK: {target}{via} accepts TCP connections ({elapsed:.0f} ms)"
+        return ToolResult(f"FAIL: {target}: cannot resolve {host}: {exc.strerror}")
+    failure = ""
+    for address in addresses:  # only vetted addresses: the name is never resolved again
+        try:
+            with socket.create_connection((address, args.port), timeout=max(0.1, ctx.remaining())):
+                pass
+        except TimeoutError:
+            failure = f"no answer within {ctx.timeout:g} s (filtered or down)"
+        except OSError as exc:
+            failure = str(exc.strerror or exc)
+        else:
+            via = f" ({address})" if address != host else ""
+            elapsed = (time.perf_counter() - started) * 1000
+            return _timed(f"OK: {target}{via} accepts TCP connections", elapsed)
+        if ctx.expired():
+            break
+    return ToolResult(f"FAIL: {target}: {failure}")
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
-def dns_lookup(args: DnsLookupArgs, ctx: ToolContext) -> str:
-    """Resolve a host name to its addresses (system resolver), or an IP address to its name."""
+def _dns_lookup(args: DnsLookupArgs, ctx: ToolContext, egress: EgressPolicy) -> ToolResult:
     name = args.name.strip("[]")
+    # Checked before any query leaves: the query itself would carry a name built from log text.
+    egress.check_lookup(name)
     started = time.perf_counter()
     try:
-        ipaddress.ip_address(name)
-        is_address = True
-    except ValueError:
-        is_address = False
-    try:
-        if is_address:
-            host, aliases, _ = _with_timeout(lambda: socket.gethostbyaddr(name), ctx.remaining())
+        if parse_address(name) is not None:
+            host, aliases = egress.resolver.reverse(name, ctx.remaining())
             answer = f"{name} is {host}" + (f" (aliases: {', '.join(aliases)})" if aliases else "")
         else:
-            answer = _forward(name, ctx)
+            resolution = egress.resolver.resolve(name, ctx.remaining())
+            canonical = resolution.canonical_name
+            alias = f" (canonical name {canonical})" if canonical and canonical != name else ""
+            answer = f"{name}{alias} resolves to {', '.join(resolution.addresses)}"
     except TimeoutError:
-        return f"FAIL: {name}: the resolver did not answer within {ctx.timeout:g} s"
+        return ToolResult(f"FAIL: {name}: the resolver did not answer within {ctx.timeout:g} s")
     except (socket.gaierror, socket.herror) as exc:
-        return f"FAIL: {name} does not resolve: {exc.strerror}"
-    return f"OK: {answer} ({(time.perf_counter() - started) * 1000:.0f} ms)"
-
-
-def _forward(name: str, ctx: ToolContext) -> str:
-    infos = _with_timeout(
-        lambda: socket.getaddrinfo(name, None, type=socket.SOCK_STREAM, flags=socket.AI_CANONNAME),
-        ctx.remaining(),
-    )
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    canonical = next((info[3] for info in infos if info[3]), "")
-    alias = f" (canonical name {canonical})" if canonical and canonical != name else ""
-    return f"{name}{alias} resolves to {', '.join(addresses)}"
-
-
-def _with_timeout(func: Callable[[], T], timeout: float) -> T:
-    """Run a blocking call (the resolver has no timeout of its own) and give up after ``timeout``."""
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = func()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(max(0.0, timeout))
-    if worker.is_alive():
-        raise TimeoutError
-    if "error" in outcome:
-        raise outcome["error"]
-    value: T = outcome["value"]
-    return value
-
-
-def network_tools() -> list[FunctionTool[Any]]:
-    return [http_check, tcp_check, dns_lookup]
+        return ToolResult(f"FAIL: {name} does not resolve: {exc.strerror}")
+    return _timed(f"OK: {answer}", (time.perf_counter() - started) * 1000)

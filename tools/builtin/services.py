@@ -12,6 +12,7 @@ Commands are argv lists run by ``tools.process``; the service name is validated 
 from __future__ import annotations
 
 import json
+import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -56,6 +57,10 @@ class ServiceBackend(Protocol):
 
     def restart(self, service: str, ctx: ToolContext) -> ToolResult: ...
 
+    def restart_argv(self, service: str) -> list[str]:
+        """The exact argv ``restart`` runs (raises ``ToolCallError`` for a name it refuses)."""
+        ...
+
 
 class _CommandBackend(ABC):
     """Runs commands with the configured environment; subclasses build argv and read output."""
@@ -68,6 +73,13 @@ class _CommandBackend(ABC):
 
     @abstractmethod
     def status(self, service: str, ctx: ToolContext) -> ToolResult: ...
+
+    @abstractmethod
+    def restart_argv(self, service: str) -> list[str]: ...
+
+    def restart(self, service: str, ctx: ToolContext) -> ToolResult:
+        # One argv, built once: the approval card shows ``restart_argv`` and this runs it.
+        return self._restart_then_status(self.restart_argv(service), service, ctx)
 
     def _run(self, argv: list[str], ctx: ToolContext) -> CommandResult:
         return run_command(argv, timeout=max(0.5, ctx.remaining()), env=self._env)
@@ -113,9 +125,9 @@ class SystemdBackend(_CommandBackend):
             line += f" - {props['Description']}"
         return ToolResult(output=line, is_error=props.get("ActiveState") == "failed")
 
-    def restart(self, service: str, ctx: ToolContext) -> ToolResult:
+    def restart_argv(self, service: str) -> list[str]:
         _refuse_slash(service)
-        return self._restart_then_status(["systemctl", "restart", "--no-ask-password", service], service, ctx)
+        return ["systemctl", "restart", "--no-ask-password", service]
 
 
 class DockerBackend(_CommandBackend):
@@ -147,9 +159,9 @@ class DockerBackend(_CommandBackend):
         unhealthy = not state.get("Running") or health == "unhealthy"
         return ToolResult(output=", ".join(parts), is_error=unhealthy)
 
-    def restart(self, service: str, ctx: ToolContext) -> ToolResult:
+    def restart_argv(self, service: str) -> list[str]:
         _refuse_slash(service)
-        return self._restart_then_status(["docker", "restart", service], service, ctx)
+        return ["docker", "restart", service]
 
 
 class KubernetesBackend(_CommandBackend):
@@ -174,9 +186,8 @@ class KubernetesBackend(_CommandBackend):
             return error_result(f"kubectl gave unreadable output: {result.stdout[:200]!r}")
         return _describe_workload(resource, self.namespace, info)
 
-    def restart(self, service: str, ctx: ToolContext) -> ToolResult:
-        resource = _kube_resource(service)
-        return self._restart_then_status([*self._prefix, "rollout", "restart", resource], service, ctx)
+    def restart_argv(self, service: str) -> list[str]:
+        return [*self._prefix, "rollout", "restart", _kube_resource(service)]
 
 
 def _describe_workload(resource: str, namespace: str, info: dict[str, Any]) -> ToolResult:
@@ -262,5 +273,6 @@ def service_tools(backend: ServiceBackend) -> list[FunctionTool[Any]]:
             description=f"Restart a {backend.noun} ({backend.name} backend), then report its status.",
             category=ToolCategory.MUTATING,
             timeout=120,
+            command=lambda args: shlex.join(backend.restart_argv(args.service)),
         ),
     ]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -15,21 +17,33 @@ from tools.base import CONFIRMED_BY, FunctionTool, ToolContext, error_result
 from tools.catalog.params import arguments_model, parameters_schema, value_text
 from tools.catalog.spec import HttpSpec, ToolSpec
 from tools.catalog.templates import env_references, expand_env, is_single_placeholder, placeholders, render
+from tools.egress import EgressPolicy, fixed_url_entry
 from tools.process import run_command
 from tools.text import shorten
 
 _BODY_EXCERPT_CHARS = 2000
 Step = Callable[[BaseModel, ToolContext], ToolResult]
+Describe = Callable[[BaseModel], str]
+# Stands for the approver's Slack user ID in a described command: it is known only at the click.
+APPROVER = "<approver>"
 
 
 def build_tool(
-    spec: ToolSpec, *, env: Mapping[str, str], command_env: Mapping[str, str]
+    spec: ToolSpec,
+    *,
+    env: Mapping[str, str],
+    command_env: Mapping[str, str],
+    egress: EgressPolicy | None = None,
 ) -> FunctionTool[Any]:
-    """The tool for ``spec`` (already checked by ``checks.check_tool``)."""
+    """The tool for ``spec`` (already checked by ``checks.check_tool``).
+
+    ``egress``: what its ``http`` requests may reach besides their own fixed host (default: nothing).
+    """
     argv_params = _argv_params(spec)
     model = arguments_model(spec.name, spec.params, argv_params)
-    main = _step(spec.run, spec.http, env, command_env)
-    preview = _step(spec.dry_run, None, env, command_env) if spec.dry_run is not None else None
+    policy = egress or EgressPolicy()
+    main = _step(spec.run, spec.http, env, command_env, policy)
+    preview = _step(spec.dry_run, None, env, command_env, policy) if spec.dry_run is not None else None
     return FunctionTool(
         main,
         model,
@@ -40,6 +54,7 @@ def build_tool(
         timeout=spec.timeout,
         preview=preview,
         parameters=parameters_schema(spec.params),
+        command=_describer(spec.run, spec.http, env),
     )
 
 
@@ -60,19 +75,50 @@ def _step(
     http: HttpSpec | None,
     env: Mapping[str, str],
     command_env: Mapping[str, str],
+    egress: EgressPolicy,
 ) -> Step:
     if isinstance(argv, list):
         return _run_step(argv, command_env)
     block = argv if isinstance(argv, HttpSpec) else http
     assert block is not None, "checked: a tool has run or http"
-    return _http_step(block, env)
+    return _http_step(block, env, egress)
 
 
 def _values(args: BaseModel, ctx: ToolContext) -> dict[str, str]:
+    return _filled(args, ctx.confirmed_by)
+
+
+def _filled(args: BaseModel, confirmed_by: str | None) -> dict[str, str]:
     values = {name: value_text(value) for name, value in args.model_dump().items() if value is not None}
-    if ctx.confirmed_by is not None:
-        values[CONFIRMED_BY] = ctx.confirmed_by
+    if confirmed_by is not None:
+        values[CONFIRMED_BY] = confirmed_by
     return values
+
+
+def _describer(argv: list[str] | None, http: HttpSpec | None, env: Mapping[str, str]) -> Describe:
+    """The approval card's exact command (``shlex.join`` of the argv) or request, for the main step.
+
+    Built by the same functions the step runs (``render_argv``, ``_build_request``), so what the
+    card shows is what executes; header values are never shown (they may hold secrets).
+    """
+    if argv is not None:
+        template = argv
+
+        def command(args: BaseModel) -> str:
+            return _with_approver_note(shlex.join(render_argv(template, _filled(args, APPROVER))))
+
+        return command
+    assert http is not None, "checked: a tool has run or http"
+    block, headers = http, _env_headers(http, env)
+
+    def request(args: BaseModel) -> str:
+        return _with_approver_note(_build_request(block, headers, _filled(args, APPROVER), args).describe())
+
+    return request
+
+
+def _with_approver_note(text: str) -> str:
+    return f"{text}\n({APPROVER} is the Slack ID of whoever approves)" if APPROVER in text else text
 
 
 def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
@@ -91,35 +137,32 @@ def _run_step(template: list[str], command_env: Mapping[str, str]) -> Step:
         )
         if not result.ok:
             return error_result(result.failure_message())
+        # The elapsed time is decoration: loop detection hashes the command and its output only.
         return ToolResult(
-            output=f"`{result.command_line}` succeeded in {result.duration:.1f} s\n{result.output_text()}"
+            output=f"`{result.command_line}` succeeded in {result.duration:.1f} s\n{result.output_text()}",
+            stable_output=f"`{result.command_line}` succeeded\n{result.output_text()}",
         )
 
     return run
 
 
-def _http_step(block: HttpSpec, env: Mapping[str, str]) -> Step:
-    # ${NAME} is read once, at start-up; the values are also handed to the redactor.
-    headers = {name: expand_env(value, env) for name, value in block.headers.items()}
+def _http_step(block: HttpSpec, env: Mapping[str, str], egress: EgressPolicy) -> Step:
+    headers = _env_headers(block, env)
+    # A host the operator wrote into the URL is allowed by writing it there; a URL that comes
+    # from the model ("{url}") or has a placeholder in its host reaches only what egress allows.
+    own_host = fixed_url_entry(block.url)
+    policy = egress.allowing([own_host]) if own_host is not None else egress
 
     def call(args: BaseModel, ctx: ToolContext) -> ToolResult:
-        values = _values(args, ctx)
-        url = _render_url(block.url, values)
-        sent_headers = {
-            name: render(value, values)
-            for name, value in headers.items()
-            if all(placeholder in values for placeholder in placeholders(value))
-        }
-        body = None
-        if block.json_body is not None:
-            body = json.dumps(_render_json(block.json_body, values, args.model_dump()))
-            sent_headers.setdefault("Content-Type", "application/json")
+        request = _build_request(block, headers, _values(args, ctx), args)  # the card shows this request
+        url, sent_headers, body = request.url, request.headers, request.body
         timeout = max(0.1, ctx.remaining())
         try:
             response = http_client.request(
                 block.method,
                 url,
                 timeout=timeout,
+                egress=policy,
                 headers=sent_headers,
                 body=body,
                 follow_redirects=block.follow_redirects,
@@ -129,6 +172,46 @@ def _http_step(block: HttpSpec, env: Mapping[str, str]) -> Step:
         return _describe_response(block, url, response)
 
     return call
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One HTTP request of a catalog tool, fully rendered."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: str | None
+
+    def describe(self) -> str:
+        """Method, final URL, header names (never their values: they may hold secrets), body."""
+        lines = [f"{self.method} {self.url}"]
+        if self.headers:
+            lines.append(f"headers: {', '.join(self.headers)} (values not shown)")
+        if self.body is not None:
+            lines.append(f"body: {self.body}")
+        return "\n".join(lines)
+
+
+def _env_headers(block: HttpSpec, env: Mapping[str, str]) -> dict[str, str]:
+    # ${NAME} is read once, at start-up; the values are also handed to the redactor.
+    return {name: expand_env(value, env) for name, value in block.headers.items()}
+
+
+def _build_request(
+    block: HttpSpec, headers: Mapping[str, str], values: Mapping[str, str], args: BaseModel
+) -> _Request:
+    """The request ``block`` makes for these values: what runs, and what the approval card shows."""
+    sent_headers = {
+        name: render(value, values)
+        for name, value in headers.items()
+        if all(placeholder in values for placeholder in placeholders(value))
+    }
+    body = None
+    if block.json_body is not None:
+        body = json.dumps(_render_json(block.json_body, values, args.model_dump()))
+        sent_headers.setdefault("Content-Type", "application/json")
+    return _Request(block.method, _render_url(block.url, values), sent_headers, body)
 
 
 def _render_url(template: str, values: Mapping[str, str]) -> str:
@@ -154,9 +237,8 @@ def _render_json(node: Any, values: Mapping[str, str], typed: Mapping[str, Any])
 
 
 def _describe_response(block: HttpSpec, url: str, response: http_client.HttpResponse) -> ToolResult:
-    summary = (
-        f"{block.method} {url} -> {response.status} {response.reason} in {response.elapsed * 1000:.0f} ms"
-    )
+    outcome = f"{block.method} {url} -> {response.status} {response.reason}"
+    summary = f"{outcome} in {response.elapsed * 1000:.0f} ms"
     if isinstance(block.expect_status, list):
         status_ok = response.status in block.expect_status
     elif block.expect_status is not None:
@@ -168,6 +250,8 @@ def _describe_response(block: HttpSpec, url: str, response: http_client.HttpResp
         problems.append(f"body does not contain {block.expect_text!r}")
     body = shorten(response.body.strip(), _BODY_EXCERPT_CHARS)
     text = f"{summary}\n{body}" if body else summary
+    stable = f"{outcome}\n{body}" if body else outcome  # the latency is decoration
     if problems:
-        return error_result(f"{'; '.join(problems)}: {text}")
-    return ToolResult(output=text)
+        reason = "; ".join(problems)
+        return replace(error_result(f"{reason}: {text}"), stable_output=f"Error: {reason}: {stable}")
+    return ToolResult(output=text, stable_output=stable)

@@ -16,6 +16,7 @@ from tools.base import FunctionTool
 from tools.catalog.build import build_tool, secret_values
 from tools.catalog.checks import check_clashes, check_tool
 from tools.catalog.spec import HttpSpec, ParamSpec, ToolSpec
+from tools.egress import EgressPolicy
 from tools.errors import CatalogError, ToolConfigError
 
 _KNOWN_KEYS = sorted(
@@ -45,10 +46,12 @@ def load_catalog(
     env: Mapping[str, str],
     command_env: Mapping[str, str] | None = None,
     builtin_names: Collection[str] = (),
+    egress: EgressPolicy | None = None,
 ) -> Catalog:
     """Read, check and build every tool of ``path``; raises ``CatalogError`` listing each problem.
 
-    ``env`` resolves ``${NAME}`` in headers; ``command_env`` is the environment of ``run`` commands.
+    ``env`` resolves ``${NAME}`` in headers; ``command_env`` is the environment of ``run`` commands;
+    ``egress`` is what ``http`` tools may reach besides their own fixed host (default: nothing).
     """
     where = str(path)
     data = _read_yaml(path)
@@ -62,7 +65,9 @@ def load_catalog(
     catalog = Catalog(path=path)
     for spec in specs:
         try:
-            catalog.tools.append(build_tool(spec, env=env, command_env=command_env or env))
+            catalog.tools.append(
+                build_tool(spec, env=env, command_env=command_env or env, egress=egress or EgressPolicy())
+            )
         except (ToolConfigError, ValueError, TypeError) as exc:  # the checks above should prevent these
             raise CatalogError(where, [_problem(spec.name, "(tool)", str(exc))]) from exc
         catalog.secret_values.extend(secret_values(spec, env))

@@ -59,7 +59,10 @@ def arguments_model(tool_name: str, params: dict[str, ParamSpec], argv_params: s
             fields[name] = (annotation | None, None)
         else:
             fields[name] = (annotation, ...)
-    config = ConfigDict(extra="forbid", regex_engine="python-re")
+    # Rust's regex engine (pydantic's default) is linear in the value: a model-supplied value can
+    # never make an operator's pattern backtrack for minutes. Patterns it cannot compile
+    # (lookaround, backreferences) fail when the catalog loads, naming the tool.
+    config = ConfigDict(extra="forbid", regex_engine="rust-regex")
     model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
     return model
 

@@ -57,7 +57,7 @@
     $("#events-url").textContent = s.events_url ? `events → ${s.events_url}` : "events URL not set";
     const picker = $("#user-picker");
     const chosen = app.user || picker.value;
-    picker.replaceChildren(...s.users.filter((u) => !u.is_bot).map((u) => el("option", { value: u.id }, `@${SlackText.esc(u.name)}`)));
+    picker.replaceChildren(...s.users.filter((u) => !u.is_bot && !u.deleted).map((u) => el("option", { value: u.id }, `@${SlackText.esc(u.name)}`)));
     app.user = s.users.some((u) => u.id === chosen) ? chosen : picker.options[0] && picker.options[0].value;
     picker.value = app.user;
     const wanted = new URLSearchParams(location.search).get("channel");

@@ -15,6 +15,7 @@ SCOPES = {
     "chat_postEphemeral": "chat:write",
     "reactions_add": "reactions:write",
     "usergroups_users_list": "usergroups:read",
+    "users_info": "users:read",
     "assistant_threads_setStatus": "chat:write",  # Slack accepts chat:write (assistant:write is being retired)
     "views_open": None,
     "auth_test": None,

@@ -101,11 +101,12 @@ def test_a_mutating_call_has_no_confirmation_dialog_and_no_preview() -> None:
     assert "Dry run" not in json.dumps(blocks)
 
 
-def test_huge_arguments_and_preview_are_cut_to_fit() -> None:
-    blocks = render.approval_blocks(
-        approval(args_json=json.dumps({"blob": HUGE}), preview=HUGE, tool="t" * 300)
-    )
+def test_huge_arguments_and_preview_are_refused_yet_never_make_invalid_blocks() -> None:
+    huge = approval(args_json=json.dumps({"blob": HUGE}), preview=HUGE, tool="t" * 300)
+    assert render.approval_card_problem(huge) is not None  # never cut: the call is refused
+    blocks = render.approval_blocks(huge)
     assert block_errors(blocks) == []
+    assert render.ACTION_APPROVE not in json.dumps(blocks)
 
 
 def test_decided_cards_replace_the_buttons_with_who_and_when() -> None:

@@ -1,4 +1,4 @@
-"""The Transcript button on a finished run card posts the run's Markdown transcript in the thread."""
+"""The Transcript button on a finished run card sends the run's Markdown transcript to the clicker alone."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ from typing import Any
 
 from agent.types import RunStatus
 from bot.slack import render
-from tests.bot.slack.conftest import SlackBot, buttons
-from tests.bot.slack.test_clicks import notes_to, settle
+from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons
+from tests.bot.slack.test_clicks import notes_to
 from tests.support.waiting import wait_for
 
 
-def transcript_posts(bot: SlackBot, ts: str) -> list[dict[str, Any]]:
-    return [m for m in bot.bot_replies(ts) if "Transcript of run" in m.get("text", "")]
+def transcript_parts(bot: SlackBot) -> list[dict[str, Any]]:
+    """Every transcript part the bot sent (ephemerally or not), with its ``user`` when ephemeral."""
+    calls = bot.calls("chat.postEphemeral") + bot.calls("chat.postMessage")
+    return [c["params"] for c in calls if "Transcript of run" in str(c["params"].get("text"))]
 
 
-def test_the_transcript_button_posts_the_markdown_transcript_once(bot: SlackBot) -> None:
+def test_the_transcript_button_sends_the_markdown_transcript_to_the_clicker_once(bot: SlackBot) -> None:
     ts = bot.mention("plan: check_health restart_service", user="U_ALICE")
     run_id = bot.run_id(ts)
     bot.work()
@@ -38,7 +40,8 @@ def test_the_transcript_button_posts_the_markdown_transcript_once(bot: SlackBot)
     assert (button["action_id"], button["value"]) == (render.ACTION_TRANSCRIPT, run_id)
 
     bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_TRANSCRIPT)
-    [post] = wait_for(lambda: transcript_posts(bot, ts), what="the transcript in the thread")
+    [post] = wait_for(lambda: transcript_parts(bot), what="the transcript, to bob")
+    assert (post["user"], post["channel"], post["thread_ts"]) == ("U_BOB", CHANNEL, ts)  # ephemeral
     text = post["text"]
     assert text.startswith(f":scroll: *Transcript of run `{run_id[:12]}`*\n```# Run {run_id}\n")
     assert text.endswith("```") and text.count("```") == 2
@@ -50,11 +53,13 @@ def test_the_transcript_button_posts_the_markdown_transcript_once(bot: SlackBot)
     assert "  - Approval: approved by U_BOB after " in text
     assert re.search(r"### \d+\. Reply injected from U_ALICE", text)
     assert "password=[REDACTED]" in text and "hunter2hunter2" not in text
+    assert not any("Transcript of run" in m.get("text", "") for m in bot.thread(ts))  # nothing public
 
-    bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_TRANSCRIPT)  # again, within a minute
-    assert notes_to(bot, "U_ALICE") == ["This run's transcript was just posted in the thread."]
-    settle()
-    assert len(transcript_posts(bot, ts)) == 1
+    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_TRANSCRIPT)  # again, within a minute
+    assert (
+        notes_to(bot, "U_BOB", 2)[-1] == "This run's transcript was just sent to you (only you can see it)."
+    )
+    assert len(transcript_parts(bot)) == 1
 
 
 def test_a_long_transcript_is_split_into_code_blocks_within_slack_limits() -> None:

@@ -1,4 +1,8 @@
-"""http_check, tcp_check and dns_lookup against a local server and the system resolver."""
+"""http_check, tcp_check and dns_lookup against a local server and the system resolver.
+
+The tools are built with an egress policy that allows the loopback address and names used here
+(the default allows nothing; tests/tools/test_egress.py covers the policy itself).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tools.builtin.network import dns_lookup, http_check, tcp_check
+from tools.builtin.network import network_tools
+from tools.egress import EgressPolicy
+
+http_check, tcp_check, dns_lookup = network_tools(EgressPolicy.parse(["127.0.0.1", "localhost", "*.invalid"]))
 
 
 @pytest.fixture

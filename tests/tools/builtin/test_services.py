@@ -24,7 +24,6 @@ def service_tools(fake: FakeCommands, tmp_path: Path, backend: str, **config: ob
     env = {**fake.env, "SLACK_BOT_TOKEN": "xoxb-must-not-leak"}
     settings = ToolsConfig(
         log_dirs=(tmp_path,),
-        state_dir=tmp_path / "state",
         service_backend=backend,
         env=env,
         hidden_env=("SLACK_BOT_TOKEN",),

@@ -13,6 +13,7 @@ from bot.settings import Settings
 from tools.base import FunctionTool
 from tools.catalog import load_catalog
 from tools.config import ToolsConfig
+from tools.egress import EgressPolicy
 from tools.registry import build_output_filter, build_registry
 
 TOKEN = "st-9f8e7d6c5b4a39281706"
@@ -56,7 +57,9 @@ def catalog_text(base: str) -> str:
 def tools(tmp_path: Path, http_server: str) -> dict[str, FunctionTool[Any]]:
     path = tmp_path / "tools.yaml"
     path.write_text(catalog_text(http_server))
-    return {tool.name: tool for tool in load_catalog(path, env={"STATUS_TOKEN": TOKEN}).tools}
+    # "{url}" comes from the model: it reaches only what egress allows (tests/tools/test_egress.py).
+    egress = EgressPolicy.parse(["127.0.0.1"])
+    return {tool.name: tool for tool in load_catalog(path, env={"STATUS_TOKEN": TOKEN}, egress=egress).tools}
 
 
 def test_a_get_tool_reports_status_latency_and_body(

@@ -1,0 +1,109 @@
+"""The native Anthropic Messages API client (``LLM_PROVIDER=anthropic``), behind ``ChatModel``.
+
+``POST {base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``, JSON or SSE, over
+``agent.http_model`` (so retries, budgets and streaming behave as for every other client): 429
+and 529 ("overloaded") are retried with the provider's wait hints, "prompt is too long" is a
+context overflow. Prompt caching is on by default (see ``agent.anthropic_wire``); the cache
+reads and writes the API reports land in ``Usage``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+
+import httpx
+
+from agent.anthropic_stream import AnthropicStreamAssembler
+from agent.anthropic_wire import DEFAULT_MAX_TOKENS, encode_request, parse_response
+from agent.errors import ConfigurationError, LLMError
+from agent.http_model import HTTPChatModel, RetryNotice, StreamAssembly
+from agent.provider_errors import error_for_status
+from agent.retry import RetryPolicy, retry_after_hint
+from agent.types import Request, Response
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+def messages_url(base_url: str) -> httpx.URL:
+    """``{base_url}/v1/messages``; a base URL that already ends in ``/v1`` gets ``/messages``."""
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"base_url must start with http:// or https://, got {base_url!r}")
+    url = httpx.URL(base_url)
+    path = url.path.rstrip("/")
+    if not path.endswith("/v1/messages"):
+        path += "/messages" if path.endswith("/v1") else "/v1/messages"
+    return url.copy_with(path=path)
+
+
+class AnthropicClient(HTTPChatModel):
+    """A ``ChatModel`` for Anthropic's Messages API (and gateways that speak it).
+
+    ``max_tokens`` is sent when the request names none (the API requires it); ``cache=False``
+    sends no ``cache_control``. The retry options are those of ``agent.llm.LLMClient``.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        *,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        cache: bool = True,
+        anthropic_version: str = ANTHROPIC_VERSION,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+        max_attempts: int = 5,
+        backoff_base: float = 1.0,
+        backoff_max: float = 30.0,
+        max_retry_wait: float = 60.0,
+        retry_budget: float = 300.0,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        extra_headers: Mapping[str, str] | None = None,
+        on_retry: Callable[[RetryNotice], None] | None = None,
+    ) -> None:
+        if max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be at least 1, got {max_tokens}")
+        url = messages_url(base_url or DEFAULT_BASE_URL)
+        headers = {"anthropic-version": anthropic_version}
+        if api_key:
+            headers["x-api-key"] = api_key
+        headers.update(extra_headers or {})
+        self._max_tokens = max_tokens
+        self._cache = cache
+        super().__init__(
+            url,
+            model,
+            headers=headers,
+            source=f"anthropic:{url.copy_with(query=None)}",
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            transport=transport,
+            retry=RetryPolicy(max_attempts, backoff_base, backoff_max, max_retry_wait, retry_budget),
+            sleep=sleep,
+            rng=rng,
+            monotonic=monotonic,
+            on_retry=on_retry,
+        )
+
+    def encode(self, request: Request, *, stream: bool) -> bytes:
+        return encode_request(
+            request, stream=stream, source=self.source, max_tokens=self._max_tokens, cache=self._cache
+        )
+
+    def parse(self, body: bytes) -> Response:
+        return parse_response(body, model=self.model)
+
+    def new_assembler(self) -> StreamAssembly:
+        return AnthropicStreamAssembler(model=self.model)
+
+    def status_error(self, answer: httpx.Response) -> LLMError:
+        return error_for_status(
+            answer.status_code, answer.content, model=self.model, retry_after=retry_after_hint(answer.headers)
+        )

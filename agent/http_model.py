@@ -1,0 +1,300 @@
+"""What every HTTP model client shares: the connection pool, retries, streaming, transport errors.
+
+A subclass says how to put a ``Request`` on the wire (``encode``), how to read an answer
+(``parse``, ``new_assembler`` for a stream) and how to read an error answer (``status_error``);
+this class sends it, retries transient failures (``agent.retry``) and hands out ``TextPart``s and
+one ``DonePart``. A stream that fails after text was handed out is not retried (the caller has
+shown that text): it raises ``StreamInterruptedError``.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self
+
+import httpx
+
+from agent.chat import DonePart, StreamPart, TextPart
+from agent.errors import (
+    ConfigurationError,
+    EmptyResponseError,
+    LLMError,
+    LLMTimeoutError,
+    MalformedResponseError,
+    RetriesExhaustedError,
+    StreamInterruptedError,
+    TransientLLMError,
+)
+from agent.retry import RetryBudget, RetryPolicy
+from agent.sse import ServerSentEvent, SSEDecoder
+from agent.types import Request, Response
+
+USER_AGENT = "chatops/0.1"
+_MIN_ATTEMPT_SECONDS = 1.0  # an attempt's read timeout is cut to the time left, but not below this
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """Told to ``on_retry`` before each backoff: attempt ``attempt`` failed with ``error``."""
+
+    model: str
+    attempt: int
+    delay_seconds: float
+    error: TransientLLMError
+
+
+class StreamAssembly(Protocol):
+    """Turns the events of one streamed answer into text deltas and, at the end, a ``Response``."""
+
+    @property
+    def done(self) -> bool:
+        """True once the stream's own end marker arrived (nothing after it matters)."""
+        ...
+
+    def add(self, event: ServerSentEvent) -> str: ...
+
+    def finish(self) -> Response: ...
+
+
+class _StreamProgress:
+    """Whether any text of the current attempt reached the caller (then it cannot be retried)."""
+
+    def __init__(self) -> None:
+        self.text_yielded = False
+
+
+class HTTPChatModel:
+    """A ``ChatModel`` over HTTP ``POST url``; subclasses give the wire format.
+
+    ``source`` names the endpoint (provider and URL): assistant messages it produced carry it, so
+    their provider-specific fields go back to it and nowhere else. ``sleep``, ``rng`` and
+    ``monotonic`` are the backoff's clock and dice (inject them in tests); ``transport`` replaces
+    httpx's network layer; ``on_retry`` is told about every retry before its wait and must not raise.
+    """
+
+    def __init__(
+        self,
+        url: str | httpx.URL,
+        model: str,
+        *,
+        headers: Mapping[str, str],
+        source: str,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        on_retry: Callable[[RetryNotice], None] | None = None,
+    ) -> None:
+        if not model:
+            raise ConfigurationError("model must not be empty")
+        self._url = httpx.URL(url)
+        self._model = model
+        self._source = source
+        self._headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **headers}
+        self._retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._monotonic = monotonic
+        self._on_retry = on_retry
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._http = httpx.Client(transport=transport, timeout=self._timeout, follow_redirects=False)
+
+    @property
+    def model(self) -> str:
+        """The model every request of this client names (whatever ``Request.model`` says)."""
+        return self._model
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- the wire format (subclasses) ---------------------------------------------------------
+
+    def encode(self, request: Request, *, stream: bool) -> bytes:
+        raise NotImplementedError
+
+    def parse(self, body: bytes) -> Response:
+        raise NotImplementedError
+
+    def new_assembler(self) -> StreamAssembly:
+        raise NotImplementedError
+
+    def status_error(self, answer: httpx.Response) -> LLMError:
+        raise NotImplementedError
+
+    # --- complete -------------------------------------------------------------------------
+
+    def complete(self, request: Request) -> Response:
+        """One whole answer; transient failures retried, the rest raised as ``LLMError``."""
+        body = self.encode(self._for_me(request), stream=False)
+        budget = self._budget(request)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._complete_once(body, budget)
+            except TransientLLMError as exc:
+                self._wait_or_give_up(attempt, exc, budget)
+
+    def _complete_once(self, body: bytes, budget: RetryBudget) -> Response:
+        with self._transport_errors():
+            answer = self._http.post(
+                self._url,
+                content=body,
+                headers=self._request_headers(stream=False),
+                timeout=self._cut(budget),
+            )
+        if not answer.is_success:
+            raise self.status_error(answer)
+        return self._require_answer(self.parse(answer.content))
+
+    # --- stream ---------------------------------------------------------------------------
+
+    def stream(self, request: Request) -> Generator[StreamPart, None, None]:
+        """Text parts as they arrive, then one ``DonePart`` with the assembled response.
+
+        Closing the iterator early closes the HTTP response.
+        """
+        body = self.encode(self._for_me(request), stream=True)
+        budget = self._budget(request)
+        attempt = 0
+        while True:
+            attempt += 1
+            progress = _StreamProgress()
+            try:
+                yield from self._stream_once(body, progress, budget)
+                return
+            except TransientLLMError as exc:
+                if progress.text_yielded:
+                    raise StreamInterruptedError(
+                        f"the stream broke after text was shown: {exc.message}",
+                        model=self._model,
+                        status_code=exc.status_code,
+                    ) from exc
+                self._wait_or_give_up(attempt, exc, budget)
+
+    def _stream_once(
+        self, body: bytes, progress: _StreamProgress, budget: RetryBudget
+    ) -> Iterator[StreamPart]:
+        assembler = self.new_assembler()
+        outgoing = self._http.build_request(
+            "POST",
+            self._url,
+            content=body,
+            headers=self._request_headers(stream=True),
+            timeout=self._cut(budget),
+        )
+        with self._transport_errors():
+            answer = self._http.send(outgoing, stream=True)
+        # Closed on every way out, a consumer's early close (GeneratorExit at a yield) included.
+        try:
+            if not answer.is_success:
+                with self._transport_errors():
+                    answer.read()
+                raise self.status_error(answer)
+            events = self._events(answer)
+            for event in events:
+                text = assembler.add(event)
+                if text:
+                    progress.text_yielded = True
+                    yield TextPart(text)
+                if assembler.done:
+                    self._drain(events)
+                    break
+        finally:
+            answer.close()
+        yield DonePart(self._require_answer(assembler.finish()))
+
+    @staticmethod
+    def _drain(events: Iterator[ServerSentEvent]) -> None:
+        """Read what follows the end marker (normally just the end of the body) so the connection
+        goes back to the pool instead of being closed; the answer is whole, so errors here do
+        not matter."""
+        try:
+            for _ in events:
+                pass
+        except TransientLLMError:
+            pass
+
+    def _events(self, answer: httpx.Response) -> Iterator[ServerSentEvent]:
+        decoder = SSEDecoder()
+        chunks = answer.iter_bytes()
+        while True:
+            with self._transport_errors():
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            yield from decoder.feed(chunk)
+
+    # --- shared ---------------------------------------------------------------------------
+
+    def _for_me(self, request: Request) -> Request:
+        return request if request.model == self._model else request.model_copy(update={"model": self._model})
+
+    def _budget(self, request: Request) -> RetryBudget:
+        return RetryBudget(self._retry, rng=self._rng, monotonic=self._monotonic, time_left=request.time_left)
+
+    def _cut(self, budget: RetryBudget) -> httpx.Timeout:
+        """The attempt's timeouts, the read cut to what the request has left."""
+        left = max(_MIN_ATTEMPT_SECONDS, budget.remaining())
+        read = left if self._timeout.read is None else min(self._timeout.read, left)
+        return httpx.Timeout(read, connect=self._timeout.connect)
+
+    def _request_headers(self, *, stream: bool) -> dict[str, str]:
+        return {**self._headers, "Accept": "text/event-stream" if stream else "application/json"}
+
+    def _require_answer(self, response: Response) -> Response:
+        message = response.message
+        if message is None or (not message.content and not message.tool_calls):
+            raise EmptyResponseError(
+                "the model answered with neither text nor tool calls", model=self._model, status_code=200
+            )
+        if message.provider_source is None:
+            message.provider_source = self._source
+        return response
+
+    def _wait_or_give_up(self, attempt: int, failure: TransientLLMError, budget: RetryBudget) -> None:
+        delay, reason = budget.next_wait(attempt, failure)
+        if delay is None:
+            raise RetriesExhaustedError(
+                f"{self._model}: {reason}, the last with: {failure.message}"
+                if reason.startswith("all")
+                else f"{self._model}: {reason} (after {attempt} attempt(s), the last: {failure.message})",
+                model=self._model,
+                last=failure,
+            ) from failure
+        if self._on_retry is not None:
+            self._on_retry(RetryNotice(self._model, attempt, delay, failure))
+        self._sleep(delay)
+
+    @contextmanager
+    def _transport_errors(self) -> Iterator[None]:
+        """httpx's failures as ``LLMError``s naming the model: network ones are transient."""
+        try:
+            yield
+        except httpx.TimeoutException as exc:
+            raise LLMTimeoutError(f"{type(exc).__name__}: {exc}", model=self._model) from exc
+        except httpx.TransportError as exc:
+            raise TransientLLMError(f"{type(exc).__name__}: {exc}", model=self._model) from exc
+        except httpx.DecodingError as exc:  # a body that claims gzip (or another encoding) but is not
+            raise MalformedResponseError(f"the answer cannot be decoded: {exc}", model=self._model) from exc

@@ -1,0 +1,76 @@
+"""The run's chain of models, from the settings: the primary (``LLM_*``), then ``LLM_FALLBACKS``.
+
+Each model has its own endpoint (``agent.endpoints``); keys come from the environment variables
+the endpoints name, read from the process environment and the ``.env`` file alike.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from dotenv import dotenv_values
+
+from agent.chat import ChatModel
+from agent.endpoints import PRIMARY_KEY_ENV, ClientOptions, ModelEndpoint, build_model, parse_fallbacks
+from agent.http_model import RetryNotice
+
+if TYPE_CHECKING:
+    from bot.settings import Settings
+
+
+def primary_endpoint(settings: Settings) -> ModelEndpoint:
+    return ModelEndpoint(
+        provider=settings.llm_provider,  # type: ignore[arg-type]  # the settings pattern allows only these
+        model=settings.llm_model,
+        base_url=settings.llm_base_url,
+        api_key_env=PRIMARY_KEY_ENV,
+        api_version=settings.llm_api_version,
+    )
+
+
+def endpoints(settings: Settings) -> list[ModelEndpoint]:
+    """The primary first, then the fallbacks in order."""
+    primary = primary_endpoint(settings)
+    return [primary, *parse_fallbacks(settings.llm_fallbacks, primary)]
+
+
+def key_variables(settings: Settings) -> list[str]:
+    """The environment variables the fallbacks read their keys from (``LLM_API_KEY`` aside)."""
+    names = [endpoint.api_key_env for endpoint in endpoints(settings)[1:]]
+    return list(dict.fromkeys(name for name in names if name and name != PRIMARY_KEY_ENV))
+
+
+def model_keys(settings: Settings) -> dict[str, str]:
+    """Environment variable name -> value for the chain's keys (``.env``, then the environment)."""
+    from_file = {name: value for name, value in dotenv_values(".env").items() if value is not None}
+    keys: dict[str, str] = {**from_file, **os.environ}
+    keys[PRIMARY_KEY_ENV] = settings.llm_api_key
+    return keys
+
+
+def client_options(
+    settings: Settings, on_retry: Callable[[RetryNotice], None] | None = None
+) -> ClientOptions:
+    return ClientOptions(
+        connect_timeout=settings.llm_connect_timeout,
+        read_timeout=settings.llm_read_timeout,
+        max_attempts=settings.llm_max_attempts,
+        max_retry_wait=settings.llm_retry_max_wait_seconds,
+        max_tokens=settings.llm_max_tokens,
+        extra_headers=settings.llm_extra_headers,
+        on_retry=on_retry,
+    )
+
+
+def build_models(
+    settings: Settings,
+    *,
+    on_retry: Callable[[RetryNotice], None] | None = None,
+    keys: Mapping[str, str] | None = None,
+) -> list[ChatModel]:
+    """One client per endpoint of the chain."""
+    options = client_options(settings, on_retry)
+    keys = model_keys(settings) if keys is None else keys
+    return [build_model(endpoint, keys, options) for endpoint in endpoints(settings)]

@@ -1,0 +1,69 @@
+"""Block Kit building blocks and Slack's limits, shared by the cards (``render``, ``approval_card``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from bot.slack.mrkdwn import truncate
+
+Block = dict[str, Any]
+
+# Slack's limits (Block Kit reference; chat.postMessage).
+MAX_BLOCKS = 50
+SECTION_TEXT = 3000
+SECTION_FIELD = 2000
+SECTION_FIELDS = 10
+CONTEXT_TEXT = 3000
+BUTTON_TEXT = 75
+BUTTON_VALUE = 2000
+CONFIRM_TITLE, CONFIRM_TEXT, CONFIRM_BUTTON = 100, 300, 30
+MODAL_TITLE = 24
+PRIVATE_METADATA = 3000
+MESSAGE_TEXT = 40_000
+# Slack refuses a message whose blocks hold more than about 12,000 characters of text in all;
+# cards stay below this, with room for redaction to lengthen a secret's placeholder.
+CARD_TEXT = 11_000
+
+# action_id / callback_id values the app routes on.
+ACTION_APPROVE = "chatops_approve"
+ACTION_DECLINE = "chatops_decline"
+ACTION_STOP = "chatops_stop"
+ACTION_TRANSCRIPT = "chatops_transcript"
+VIEW_DECLINE = "chatops_decline_reason"
+
+
+def mrkdwn(text: str, limit: int = SECTION_TEXT) -> dict[str, str]:
+    return {"type": "mrkdwn", "text": truncate(text, limit) or " "}
+
+
+def plain(text: str, limit: int) -> dict[str, Any]:
+    return {"type": "plain_text", "text": truncate(text, limit) or " ", "emoji": True}
+
+
+def section(text: str) -> Block:
+    return {"type": "section", "text": mrkdwn(text)}
+
+
+def context(text: str) -> Block:
+    return {"type": "context", "elements": [mrkdwn(text, CONTEXT_TEXT)]}
+
+
+def slack_date(epoch: float) -> str:
+    """A date Slack shows in each reader's own time zone, with a UTC fallback."""
+    fallback = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+    return f"<!date^{int(epoch)}^{{date_short_pretty}} at {{time}}|{fallback}>"
+
+
+def texts(node: object) -> Iterator[str]:
+    """Every ``text`` string in ``node`` (blocks, a block, an element): what Slack counts."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "text" and isinstance(value, str):
+                yield value
+            else:
+                yield from texts(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from texts(item)
