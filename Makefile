@@ -72,5 +72,6 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench.ingress
 	$(BENCH_BIN)/python -m bench.approvals
 	$(BENCH_BIN)/python -m bench.e2e
+	$(BENCH_BIN)/python -m bench.burst
 	$(BENCH_BIN)/python -m bench.scaleout
 	$(BENCH_BIN)/python -m bench.report

@@ -20,6 +20,7 @@ Tree::
     │   │   ├── EmptyResponseError      no choices, or nothing in the message
     │   │   └── StreamInterruptedError  the stream broke after parts were yielded
     │   ├── RetriesExhaustedError   a model's transient retries are used up
+    │   ├── AnswerTooSlowError      the answer was still arriving when the request's time ran out
     │   ├── ProviderError           400/401/403/404 and other non-retryable answers
     │   │   └── ContextOverflowError    the request does not fit the context window
     │   └── MalformedResponseError  the body is not the Chat Completions format
@@ -114,6 +115,11 @@ class RetriesExhaustedError(LLMError):
     ) -> None:
         super().__init__(message, model=model, status_code=last.status_code if last else None)
         self.last = last
+
+
+class AnswerTooSlowError(LLMError):
+    """The answer was still arriving (a byte at a time, say) when the request's time ran out: the
+    run's deadline (or the retry budget) bounds a request in total, not only between two reads."""
 
 
 class ProviderError(LLMError):

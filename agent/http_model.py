@@ -21,6 +21,7 @@ import httpx
 
 from agent.chat import DonePart, StreamPart, TextPart
 from agent.errors import (
+    AnswerTooSlowError,
     ConfigurationError,
     EmptyResponseError,
     LLMError,
@@ -157,16 +158,40 @@ class HTTPChatModel:
                 self._wait_or_give_up(attempt, exc, budget)
 
     def _complete_once(self, body: bytes, budget: RetryBudget) -> Response:
+        outgoing = self._http.build_request(
+            "POST",
+            self._url,
+            content=body,
+            headers=self._request_headers(stream=False),
+            timeout=self._cut(budget),
+        )
         with self._transport_errors():
-            answer = self._http.post(
-                self._url,
-                content=body,
-                headers=self._request_headers(stream=False),
-                timeout=self._cut(budget),
-            )
-        if not answer.is_success:
-            raise self.status_error(answer)
-        return self._require_answer(self.parse(answer.content))
+            answer = self._http.send(outgoing, stream=True)
+        try:
+            if not answer.is_success:
+                with self._transport_errors():
+                    answer.read()
+                raise self.status_error(answer)
+            content = b"".join(self._chunks(answer, budget))  # bounded in total, not per read
+        finally:
+            answer.close()
+        return self._require_answer(self.parse(content))
+
+    def _chunks(self, answer: httpx.Response, budget: RetryBudget) -> Iterator[bytes]:
+        """The body's chunks, cut when the request's time runs out however slowly bytes trickle
+        in (each read already waits at most that long: ``_cut``)."""
+        chunks = answer.iter_bytes()
+        while True:
+            with self._transport_errors():
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
+            if budget.remaining() <= 0:
+                raise AnswerTooSlowError(
+                    "the model's answer was still arriving when the request's time ran out",
+                    model=self._model,
+                )
+            yield chunk
 
     # --- stream ---------------------------------------------------------------------------
 
@@ -212,7 +237,7 @@ class HTTPChatModel:
                 with self._transport_errors():
                     answer.read()
                 raise self.status_error(answer)
-            events = self._events(answer)
+            events = self._events(answer, budget)
             for event in events:
                 text = assembler.add(event)
                 if text:
@@ -236,14 +261,9 @@ class HTTPChatModel:
         except TransientLLMError:
             pass
 
-    def _events(self, answer: httpx.Response) -> Iterator[ServerSentEvent]:
+    def _events(self, answer: httpx.Response, budget: RetryBudget) -> Iterator[ServerSentEvent]:
         decoder = SSEDecoder()
-        chunks = answer.iter_bytes()
-        while True:
-            with self._transport_errors():
-                chunk = next(chunks, None)
-            if chunk is None:
-                return
+        for chunk in self._chunks(answer, budget):
             yield from decoder.feed(chunk)
 
     # --- shared ---------------------------------------------------------------------------

@@ -23,6 +23,11 @@ Shared:
 * ``{p}slack:{kind}:...``    the Slack layer's caches and flags
 * ``{p}limits:{kind}:{id}``  sorted sets of ``bot.limits``: recent runs per user and channel, a channel's runs
 * ``{p}durability:probe``   string: ``bot.durability``'s write that ``WAIT`` / ``WAITAOF`` wait on (PX 60 s)
+* ``{p}data_marker``        string: written once (``SET NX``, no TTL) by the lost-run sweep
+  (``bot/lost_runs.py``); finding it gone means Redis lost its data, so the sweep looks in Slack
+  for cards of runs Redis no longer knows
+* ``{p}lost:scan``          string: the lock of the one worker scanning Slack for lost cards (PX)
+* ``{p}lost:notice:{channel}:{thread_ts}``  string: the thread was told its run was lost (EX 2 days)
 
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
 primary (as RQ does); it does not use cluster hash tags.
@@ -121,6 +126,18 @@ class Keys:
     def durability_probe(self) -> str:
         """A connection's own write, so ``WAIT`` / ``WAITAOF`` cover everything written before it."""
         return f"{self.prefix}durability:probe"
+
+    def data_marker(self) -> str:
+        """Present while Redis keeps its data; its absence tells the lost-run sweep to look in Slack."""
+        return f"{self.prefix}data_marker"
+
+    def lost_scan(self) -> str:
+        """The lock of the worker scanning Slack for cards of lost runs."""
+        return f"{self.prefix}lost:scan"
+
+    def lost_notice(self, channel: str, thread_ts: str) -> str:
+        """Set once a thread has been told its run's state was lost (so it is told once)."""
+        return f"{self.prefix}lost:notice:{_part(channel, 'channel')}:{_part(thread_ts, 'thread ts')}"
 
     def slack(self, kind: str, *parts: str) -> str:
         """Caches and flags of the Slack layer (``identity``, ``no_status:{team}``, ...)."""

@@ -13,11 +13,11 @@ second approver or a fresh plan does not make the same call look new.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
 
+from agent.arguments import canonical_arguments, parse_arguments
 from agent.errors import ConfigurationError
 from agent.tooling import APPROVED_PLAN
 
@@ -39,13 +39,12 @@ class LoopVerdict(StrEnum):
 def call_signature(name: str, arguments: str, output: str) -> str:
     """SHA-256 over the tool name, the canonical arguments (without the runtime's) and the output."""
     try:
-        parsed = json.loads(arguments or "{}")
-    except ValueError:
+        parsed = parse_arguments(arguments, trusted=_RUNTIME_ARGUMENTS)
+    except ValueError:  # refused arguments (too deep, too large...): the text itself is the signature
         canonical = arguments
     else:
-        if isinstance(parsed, dict):
-            parsed = {key: value for key, value in parsed.items() if key not in _RUNTIME_ARGUMENTS}
-        canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+        kept = {key: value for key, value in parsed.items() if key not in _RUNTIME_ARGUMENTS}
+        canonical = canonical_arguments(kept)
     digest = hashlib.sha256()
     for part in (name, canonical, output):
         digest.update(part.encode())

@@ -12,11 +12,18 @@ from __future__ import annotations
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
+from agent.calls import number_calls
 from agent.chat import ChatModel, DonePart, TextPart
 from agent.condense import CondenseError, Condenser
 from agent.config import RunConfig
 from agent.context import RunContext
-from agent.errors import AgentError, ConfigurationError, EmptyResponseError, LLMError
+from agent.errors import (
+    AgentError,
+    AnswerTooSlowError,
+    ConfigurationError,
+    EmptyResponseError,
+    LLMError,
+)
 from agent.events import (
     Condensed,
     CondenseFailed,
@@ -40,7 +47,6 @@ from agent.types import (
     RunState,
     RunStatus,
     ToolCall,
-    runtime_call_id,
 )
 
 _STEP_STATUS = {
@@ -207,25 +213,7 @@ class Run:
             if recovered is not None:
                 # The text form never enters history: the structured call replaces it.
                 message = recovered
-        return self._number_calls(ctx, message)
-
-    @staticmethod
-    def _number_calls(ctx: RunContext, message: Message) -> Message:
-        """Give every tool call the runtime's own run-unique id before the message is stored.
-
-        The id is the identity of one execution (approvals are bound to it); the model's id is
-        kept as ``provider_id`` only. A model repeating an approved call's id, or sending five
-        calls under one id, gets five executions that each need their own approval.
-        """
-        if not message.tool_calls:
-            return message
-        calls = []
-        for call in message.tool_calls:
-            ctx.state.call_seq += 1
-            calls.append(
-                call.model_copy(update={"id": runtime_call_id(ctx.state.call_seq), "provider_id": call.id})
-            )
-        return message.model_copy(update={"tool_calls": calls})
+        return number_calls(message, ctx.state, self._config.limits.max_calls_per_turn)
 
     # -- requests and recovery -----------------------------------------------------------------
 
@@ -247,6 +235,10 @@ class Run:
             )
             try:
                 response = self._send(ctx, model, request)
+            except AnswerTooSlowError as error:
+                if ctx.deadline_passed():  # a model trickling bytes does not outlive the deadline
+                    raise _Stop(RunStatus.DEADLINE, f"model {model.model}: {error}") from error
+                raise _Stop(RunStatus.FAILED, f"model {model.model}: {error}") from error
             except LLMError as error:
                 action = self._recovery.decide(
                     error, condense_count=ctx.state.condense_count, empty_retries=empty_retries

@@ -120,7 +120,7 @@ class ToolStep:
             tool = self._tool(call)
             if tool is None or tool.category is not ToolCategory.READ_ONLY or not tool.parallel:
                 break
-            if not _valid_arguments(call):
+            if call.refused or not _valid_arguments(call):
                 break  # refused one by one, with the reason (``_run_one``)
             batch.append(call)
         return batch if len(batch) > 1 else []
@@ -146,6 +146,8 @@ class ToolStep:
     def _run_one(self, call: ToolCall) -> CallResult | None:
         """One call through the gate. ``None`` means a human has not decided yet."""
         tool = self._tool(call)
+        if call.refused:
+            return self._refused(call, tool.category if tool else None, f"Error: {call.refused}")
         if tool is None:
             available = ", ".join(self._ctx.tools) or "none"
             return self._refused(call, None, f"Error: unknown tool {call.name}. Available tools: {available}")

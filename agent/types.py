@@ -38,6 +38,9 @@ class ToolCall(BaseModel):
     provider_fields: dict[str, Any] = Field(default_factory=dict)
     """Fields of the call in its provider's wire format that the provider needs back (Gemini's
     ``extra_content`` with its thought signature); sent only to the source of its message."""
+    refused: str = ""
+    """The runtime's reason for not running this call at all (over the calls-per-turn cap, or
+    arguments too large to keep): set when the message is stored, answered as an error result."""
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict, within ``agent.arguments``' limits (size, depth, characters a
@@ -200,6 +203,7 @@ class Limits(BaseModel):
     max_iterations: int = 20
     deadline_seconds: float = 600.0
     token_budget: int | None = None
+    max_calls_per_turn: int = 32  # calls past this in one answer are not run (an error names the cap)
 
 
 class RunStatus(StrEnum):

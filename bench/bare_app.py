@@ -1,8 +1,8 @@
 """The comparison of the ingress benchmark: a bare Bolt app whose handler does nothing, on chatops's server.
 
-``python -m bench.bare_app`` serves it with ``bot.slack.web.GunicornServer`` (the same gunicorn
-configuration as ``chatops web``: gthread, ``WEB_WORKERS`` x ``WEB_THREADS``, keep-alive, access
-log) and the same Bolt options (signature verification, ``process_before_response``, an
+``python -m bench.bare_app`` serves it with ``bot.slack.web.serve_http`` (the same server as
+``chatops web``: ``WEB_WORKERS`` processes x ``WEB_THREADS`` threads, keep-alive, access log)
+and the same Bolt options (signature verification, ``process_before_response``, an
 ``authorize`` function instead of ``auth.test``). Its ``app_mention`` listener only acks.
 """
 
@@ -15,7 +15,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.authorization import AuthorizeResult
 
 from bot.settings import Settings
-from bot.slack.web import EVENTS_PATH, GunicornServer
+from bot.slack.web import EVENTS_PATH, serve_http
 
 
 def build_bare_app(settings: Settings) -> SlackRequestHandler:
@@ -43,14 +43,8 @@ def build_bare_app(settings: Settings) -> SlackRequestHandler:
     return SlackRequestHandler(app, path=EVENTS_PATH)
 
 
-class BareServer(GunicornServer):
-    def load(self) -> SlackRequestHandler:
-        return build_bare_app(self._settings)
-
-
 def main() -> int:
-    BareServer(Settings()).run()
-    return 0
+    return serve_http(Settings(), build_bare_app)
 
 
 if __name__ == "__main__":

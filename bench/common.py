@@ -281,7 +281,7 @@ def chatops_command() -> list[str]:
 
 @dataclass
 class Process:
-    """A subprocess we started, in its own process group (gunicorn and RQ fork children)."""
+    """A subprocess we started, in its own process group (chatops web and RQ fork children)."""
 
     name: str
     popen: subprocess.Popen[bytes]

@@ -1,6 +1,6 @@
 """End-to-end latency through the web process, a worker, Redis and the Slack emulator.
 
-``chatops web`` (gunicorn) and one ``chatops worker`` (forking) as deployed, the Slack emulator
+``chatops web`` (its production server) and one ``chatops worker`` (forking) as deployed, the Slack emulator
 delivering signed events and clicks and serving the Web API the ``SlackPresenter`` calls, and a
 zero-latency scripted model (``bench.runtimes:plan_runtime``) that stamps every request into Redis;
 the tools stamp when they start. Samples are taken one after another.

@@ -38,6 +38,7 @@ class _Connection:
         status = int(lines[0].split(" ", 2)[1])
         length = 0
         keep = True
+        chunked = False
         for line in lines[1:]:
             name, _, value = line.partition(":")
             name = name.strip().lower()
@@ -45,9 +46,23 @@ class _Connection:
                 length = int(value.strip())
             elif name == "connection" and value.strip().lower() == "close":
                 keep = False
-        if length:
+            elif name == "transfer-encoding" and "chunked" in value.lower():
+                chunked = True
+        if chunked:
+            await self._read_chunks()
+        elif length:
             await self.reader.readexactly(length)
         return status, keep
+
+    async def _read_chunks(self) -> None:
+        """A ``Transfer-Encoding: chunked`` body, to its last (empty) chunk and trailer."""
+        while True:
+            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while (await self.reader.readuntil(b"\r\n")) != b"\r\n":
+                    pass  # trailer fields, up to the empty line
+                return
+            await self.reader.readexactly(size + 2)  # the chunk and its CRLF
 
     def close(self) -> None:
         self.writer.close()

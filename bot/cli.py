@@ -27,7 +27,7 @@ from bot.settings import Settings
 # name -> (module implementing it, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("bot.worker", "run a worker: start and resume runs, expire approvals, recover dead runs"),
-    "web": ("bot.slack.web", "serve Slack over HTTP with gunicorn (Socket Mode when SLACK_APP_TOKEN is set)"),
+    "web": ("bot.slack.web", "serve Slack over HTTP (Socket Mode when SLACK_APP_TOKEN is set)"),
     "runs": ("bot.runs_cli", "list runs, show a run's transcript (text, Markdown, JSON), cancel a run"),
     "audit": ("bot.audit_cli", "print the newest audit entries; -f follows new ones"),
     "tools": ("bot.tools_cli", "list the tools the model is offered, with category and origin"),

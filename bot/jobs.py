@@ -54,8 +54,10 @@ from bot.errors import BotConfigurationError, DurabilityError
 from bot.lease import Lease
 from bot.limits import mutating_cap_reason
 from bot.logs import run_context
+from bot.lost_runs import claim_notice
 from bot.metrics import MeteredModel, RunMetrics
 from bot.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
+from bot.report_steps import Step, run_steps
 from bot.runs import RunOptions, RunRecord, RunService
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,7 @@ MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
 MAX_DEFERRALS = 6
 REPORTED_FIELD = "reported"  # in the run hash: the steps of a finished run's report already done
+REPORT_GIVE_UP_SECONDS = 3600.0  # a report Slack keeps failing is tried again by the sweep this long
 LOST_REASON = (
     "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
     "mention me again to start over"
@@ -397,11 +400,14 @@ class RunJob:
 
     def _report_lost(self, record: RunRecord) -> str:
         """The run's record vanished under this job (Redis came back empty): say so in the thread,
-        which otherwise shows a card working forever. Nothing is written to Redis for it."""
+        which otherwise shows a card working forever. Nothing is written to Redis for it but the
+        claim that the thread is told once (``bot.lost_runs``: the lost-run sweep may be first)."""
         ref, tracker = self._shown or (
             RunRef(self._run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None),
             CardTracker([]),
         )
+        if not claim_notice(self._rt.redis, self._rt.keys, record.channel, record.thread_ts):
+            return "lost"  # the sweep or a click has told the thread and redrawn the card
         log.error("run %s: its state is gone from Redis; telling the thread", self._run_id)
         present(self._rt.presenter.update_run_card, ref, tracker.view(RunStatus.FAILED, 0, 0))
         present(self._rt.presenter.post_stop_notice, ref, StopNotice(RunStatus.FAILED, LOST_REASON, 0, 0))
@@ -541,36 +547,47 @@ class RunJob:
         """
         rt, audit, presenter = self._rt, self._service.audit, self._rt.presenter
         rt.redis.hset(rt.keys.run(self._run_id), "attempts", 0)  # a clean end: the crash counter restarts
-        present(
-            presenter.update_run_card, ref, tracker.view(result.status, result.iterations, _tokens(result))
-        )
+        card = tracker.view(result.status, result.iterations, _tokens(result))
+        # First the card's final state (waited for here, after the run's state is saved, never in
+        # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
+        steps: list[Step] = [("card", lambda: presenter.update_run_card(ref, card))]
         if result.status is RunStatus.AWAITING_APPROVAL:
             audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=result.pending_call_id)
-            rt.redis.zrem(rt.keys.reporting(), self._run_id)
+            if run_steps(self._run_id, steps, [], lambda _done: None):  # the next segment has its own
+                rt.redis.zrem(rt.keys.reporting(), self._run_id)
             return
 
         def record_finish() -> None:
             audit.run_finished(self._run_id, result)
             self._metrics.run_finished(result)
 
-        steps: list[tuple[str, Callable[[], object]]] = [("audit", record_finish)]
-        if result.output:
+        steps.append(("audit", record_finish))
+        if result.output:  # a post that raised is not done: tried again (never lost to a log line)
             output = result.output
-            steps.append(("answer", lambda: present(presenter.post_answer, ref, output)))
+            steps.append(("answer", lambda: presenter.post_answer(ref, output)))
         if result.status is not RunStatus.COMPLETED:
             notice = StopNotice(
                 result.status, result.error, result.iterations, _tokens(result), tuple(result.tools_used)
             )
-            steps.append(("notice", lambda: present(presenter.post_stop_notice, ref, notice)))
+            steps.append(("notice", lambda: presenter.post_stop_notice(ref, notice)))
         steps.append(("unread", self._report_unread))
-        done = self._reported_steps()
-        for name, step in steps:
-            if name in done:
-                continue
-            step()
-            done.append(name)
-            hset_if_exists(rt.redis, rt.keys.run(self._run_id), {REPORTED_FIELD: ",".join(done)})
-        rt.redis.zrem(rt.keys.reporting(), self._run_id)
+
+        def mark(done: list[str]) -> None:
+            if done[-1] != "card":  # showing the card twice is harmless: the next step's mark has it
+                hset_if_exists(rt.redis, rt.keys.run(self._run_id), {REPORTED_FIELD: ",".join(done)})
+
+        if run_steps(self._run_id, steps, self._reported_steps(), mark) or self._give_up_report():
+            rt.redis.zrem(rt.keys.reporting(), self._run_id)
+
+    def _give_up_report(self) -> bool:
+        """True once a finished run's report has been tried for ``REPORT_GIVE_UP_SECONDS``: Slack
+        keeps failing for it (its output stays in the audit log)."""
+        rt = self._rt
+        since = rt.redis.zscore(rt.keys.reporting(), self._run_id)  # when its last job started
+        if since is None or rt.clock() - float(since) < REPORT_GIVE_UP_SECONDS:
+            return False
+        log.error("run %s: gave up telling the thread how it ended (see the audit log)", self._run_id)
+        return True
 
     def _reported_steps(self) -> list[str]:
         raw = as_text(self._rt.redis.hget(self._rt.keys.run(self._run_id), REPORTED_FIELD))

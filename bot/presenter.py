@@ -6,7 +6,10 @@ The Slack implementation renders these as messages and reactions; ``InMemoryPres
 records them for tests; ``LoggingPresenter`` writes them to the log (headless workers).
 
 Presenters are called outside Redis writes and may fail (Slack is down): the worker logs
-such failures and carries on, because the run's truth is in Redis, not in the thread.
+such failures and carries on, because the run's truth is in Redis, not in the thread. The loop's
+calls (card updates, acknowledgements, decisions) must not wait for the transport; the report at
+the end of a segment tells apart what is worth trying again (``NotDelivered``, any other error)
+from what never will be shown (``Undeliverable``).
 """
 
 from __future__ import annotations
@@ -22,8 +25,19 @@ from typing import Any, Protocol
 from agent.events import ToolEnd, ToolStart
 from agent.types import Message, RunStatus
 from bot.approvals import Approval
+from bot.errors import BotError
 
 log = logging.getLogger(__name__)
+
+
+class NotDelivered(BotError):
+    """A final state the transport did not take in time (rate limits, an outage): the job's report
+    leaves that step undone, and the recovery sweep has it tried again."""
+
+
+class Undeliverable(BotError):
+    """The transport refused a message for good (the bot is not in the channel, the message is
+    gone): trying again cannot help, so the report goes on without it (the audit log keeps it)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,10 @@ class Presenter(Protocol):
         """Post the run card in the thread; returns its message ts."""
         ...
 
-    def update_run_card(self, run: RunRef, card: CardView) -> None: ...
+    def update_run_card(self, run: RunRef, card: CardView) -> None:
+        """Show the card's new state. Never waits for the transport while the run works; a final
+        state (finished, awaiting approval) is delivered before it returns, or ``NotDelivered``."""
+        ...
 
     def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
         """Why the card could not show this call completely (``None``: it can). Asked before the

@@ -55,6 +55,7 @@ STOP_FIELD = "stop_requested_by"  # in the run hash: who pressed Stop (the loop'
 # Beyond the run's own deadline: the last tool's grace, Redis writes, the presenter.
 JOB_TIMEOUT_MARGIN_SECONDS = 120
 _LIVE_JOB = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED, JobStatus.STARTED}
+_SEGMENT_ENDED = {status for status in RunStatus if status.terminal} | {RunStatus.AWAITING_APPROVAL}
 # A scheduled job this late has no live scheduler: the one holding the queue's scheduler lock died,
 # and RQ frees that lock only after a minute. Every live scheduler polls once a second.
 OVERDUE_SCHEDULED_SECONDS = 5
@@ -107,6 +108,7 @@ class RunOptions:
                 max_iterations=settings.chatops_max_iterations,
                 deadline_seconds=settings.chatops_deadline_seconds,
                 token_budget=settings.chatops_token_budget,
+                max_calls_per_turn=settings.chatops_max_calls_per_turn,
             ),
             approvers=tuple(settings.chatops_approvers),
             max_mutating_actions=settings.chatops_max_mutating_actions,
@@ -410,13 +412,14 @@ class RunService:
             if not record.status.terminal and self._abandoned(record):
                 self.enqueue(run_id)
                 resumed.append(run_id)
-        # Finished runs whose job died before it told the thread how they ended.
+        # Runs whose segment ended but whose job did not tell the thread everything: it died, or
+        # Slack did not take the card's final state in time (also for a run awaiting approval).
         for raw_id in cast("list[bytes]", self.redis.zrange(self.keys.reporting(), 0, -1)):
             run_id = as_text(raw_id) or ""
             record = self.get(run_id)
             if record is None:
                 self.redis.zrem(self.keys.reporting(), run_id)
-            elif record.status.terminal and self._abandoned(record):
+            elif record.status in _SEGMENT_ENDED and self._abandoned(record):
                 self.enqueue(run_id)
                 resumed.append(run_id)
         return resumed

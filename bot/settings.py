@@ -90,6 +90,7 @@ class Settings(BaseSettings):
     chatops_max_iterations: int = Field(default=20, ge=1)
     chatops_deadline_seconds: float = Field(default=900.0, gt=0)
     chatops_token_budget: int | None = None
+    chatops_max_calls_per_turn: int = Field(default=32, ge=1)
 
     # Limits
     chatops_rate_window_seconds: int = Field(default=60, ge=1)
@@ -103,6 +104,12 @@ class Settings(BaseSettings):
     web_host: str = "0.0.0.0"
     web_workers: int = Field(default=2, ge=1)
     web_threads: int = Field(default=8, ge=1)
+    web_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    web_body_timeout_seconds: float = Field(default=10.0, gt=0)
+    web_keepalive_seconds: float = Field(default=5.0, ge=0)
+    web_max_connections: int = Field(default=1000, ge=1)
+    web_max_header_bytes: int = Field(default=32768, ge=1024)
+    web_graceful_timeout_seconds: float = Field(default=20.0, ge=0)
 
     # Operations
     chatops_log_format: str = Field(default="auto", pattern=r"^(auto|json|text)$")

@@ -33,6 +33,7 @@ from agent.keys import Keys
 from bot.durability import Durability
 from bot.errors import BotConfigurationError
 from bot.jobs import Runtime, RuntimeFactory, bound_runtime
+from bot.lost_runs import recovery_sweep
 from bot.metrics import RunMetrics
 from bot.presenter import LoggingPresenter, Presenter
 from bot.runs import RunOptions, RunService
@@ -178,7 +179,7 @@ def build_worker(
         connection=connection,
         name=name,
         runtime_factory=runtime_factory,
-        sweep=service.recover,
+        sweep=recovery_sweep(settings, connection, service),  # recover, and announce lost runs
         maintenance_interval=interval,
         worker_ttl=interval + _RQ_DEQUEUE_MARGIN,
     )

@@ -12,7 +12,7 @@ It starts, in order:
 4. The scripted model (``emulator.scenario``, ``--scenario demo``: the disk-full and high-cpu
    incidents), unless ``LLM_BASE_URL`` is set: then the real model is used with ``LLM_API_KEY``
    and ``LLM_MODEL``.
-5. ``chatops web`` (gunicorn) and ``chatops worker`` (RQ) as child processes, with a generated
+5. ``chatops web`` (its HTTP server) and ``chatops worker`` (RQ) as child processes, with a generated
    signing secret and bot token shared with the emulator; their logs go to ``DIR/logs``.
 
 It prints the page's URL and a line for each message in the workspace. Ctrl-C (SIGINT) or SIGTERM
@@ -400,7 +400,7 @@ class Demo:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.process.pid, signal.SIGKILL)
                 child.process.wait()
-        for child in self.children:  # anything a child left behind (a work horse, a gunicorn worker)
+        for child in self.children:  # anything a child left behind (a work horse, a web worker process)
             for process in child.descendants:
                 with contextlib.suppress(psutil.Error):
                     process.kill()

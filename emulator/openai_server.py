@@ -86,7 +86,9 @@ class Reply:
       ``delay``: seconds before anything is sent (to provoke a read timeout);
       ``fault``: answer with this HTTP error instead;
       ``malformed``: a 200 whose body (or, streamed, one event) is not valid JSON;
-      ``empty_choices``: ``choices: []`` (streamed: no choice chunk at all).
+      ``empty_choices``: ``choices: []`` (streamed: no choice chunk at all);
+      ``byte_delay``: a whole answer sent one byte at a time, this many seconds apart (a
+      server that keeps every read alive but never finishes).
     Streaming only:
       ``text_chunk_size`` / ``argument_chunk_size``: split text / tool arguments into deltas of
       that many characters (default: text by word, arguments whole);
@@ -104,6 +106,7 @@ class Reply:
     fault: Fault | None = None
     malformed: bool = False
     empty_choices: bool = False
+    byte_delay: float = 0.0
     text_chunk_size: int | None = None
     argument_chunk_size: int | None = None
     chunk_delay: float = 0.0
@@ -323,6 +326,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_stream(reply, completion)
         if reply.malformed:
             return self._send_bytes(200, b'{"id": "chatcmpl-broken", "choices": [{"index": 0, "mess', {})
+        if reply.byte_delay:
+            return self._send_trickle(json.dumps(completion.as_json()).encode(), reply.byte_delay)
         self._send_json(200, completion.as_json())
 
     # --- writing ------------------------------------------------------------------------
@@ -358,6 +363,21 @@ class _Handler(BaseHTTPRequestHandler):
             # Marked before the last write: a client may act on the answer before we get control back.
             self.current.outcome = "answered"
             self.wfile.write(body)
+        except OSError as exc:
+            raise _ClientGone from exc
+
+    def _send_trickle(self, body: bytes, delay: float) -> None:
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.flush()
+            for index in range(len(body)):
+                self._pause(delay)
+                self.wfile.write(body[index : index + 1])
+                self.wfile.flush()
+            self.current.outcome = "answered"
         except OSError as exc:
             raise _ClientGone from exc
 

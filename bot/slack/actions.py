@@ -2,7 +2,9 @@
 
 Each method answers a ``Reply``: what the clicker is told (ephemerally) and which approval card
 to redraw. A click that is not allowed, or comes late (the approval was decided, superseded or
-has expired), changes nothing and says why, naming who decided first and when. The decision
+has expired), changes nothing and says why, naming who decided first and when. A click naming a
+run or approval Redis does not know may come from the card of a run Redis lost: ``Reply.unknown``
+has the app check that in Slack after the ack (``bot.slack.lost_cards``), and redraw it as lost. The decision
 itself is the atomic transition in ``bot.approvals`` (through ``RunService.decide``), so a
 double click, or two approvers at once, decide exactly once.
 """
@@ -21,6 +23,7 @@ from bot.approvals import Approval, ApprovalStatus, DecideOutcome
 from bot.errors import ApprovalNotFoundError
 from bot.logs import redactor_for
 from bot.runs import RunRecord
+from bot.slack.mrkdwn import mention
 from bot.slack.render import slack_date, transcript_messages
 from bot.slack.runtime import WebRuntime
 from bot.transcript import load_transcript, to_markdown
@@ -35,12 +38,13 @@ TRANSCRIPT_COOLDOWN_SECONDS = 60  # a second click by the same person within thi
 
 @dataclass(frozen=True)
 class Reply:
-    """The clicker's ephemeral note (if any), the approval whose card to redraw, and whether to
-    open the decline modal."""
+    """The clicker's ephemeral note (if any), the approval whose card to redraw, whether to open
+    the decline modal, and the id the click named that Redis does not know (a lost run's card?)."""
 
     note: str | None = None
     approval: Approval | None = None
     open_modal: bool = False
+    unknown: str | None = None
 
 
 def send_privately(client: WebClient, record: RunRecord, user: str, messages: list[str]) -> None:
@@ -53,7 +57,7 @@ def late_note(approval: Approval) -> str:
     """Why a click on an approval that is no longer pending did nothing."""
     when = f" at {slack_date(approval.decided_at)}" if approval.decided_at else ""
     by = approval.decided_by
-    who = f" by <@{by}>" if by[:1] in ("U", "W") else ""
+    who = f" by {mention(by)}" if by[:1] in ("U", "W") else ""
     status = approval.status
     if status is ApprovalStatus.SUPERSEDED:
         return f"This card was superseded{when}: a newer message{who} redirected the run. {NOTHING_CHANGED}"
@@ -105,7 +109,7 @@ class Interactions:
         service = self._rt.service()
         record = service.get(run_id)
         if record is None:
-            return Reply(f"This run no longer exists. {NOTHING_CHANGED}")
+            return Reply(f"This run no longer exists. {NOTHING_CHANGED}", unknown=run_id)
         if record.status.terminal:
             return Reply(f"This run already ended ({record.status.value}). {NOTHING_CHANGED}")
         verdict = self._rt.policy.may_stop(user, record.requester)
@@ -155,7 +159,8 @@ class Interactions:
         service = self._rt.service()
         approval = service.approvals.get(approval_id) if _APPROVAL_ID.fullmatch(approval_id) else None
         if approval is None:
-            return None, Reply(f"This approval no longer exists. {NOTHING_CHANGED}")
+            unknown = approval_id if _APPROVAL_ID.fullmatch(approval_id) else None
+            return None, Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=unknown)
         if not approval.card_ts or (approval.card_channel, approval.card_ts) != card:
             return None, Reply(NOT_THIS_CARD)
         if approval.status is not ApprovalStatus.PENDING:
@@ -169,7 +174,7 @@ class Interactions:
                 approval_id, user=user, approve=approve, reason=reason, card=card
             )
         except ApprovalNotFoundError:
-            return Reply(f"This approval no longer exists. {NOTHING_CHANGED}")
+            return Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=approval_id)
         if result.outcome is DecideOutcome.MISMATCH:
             return Reply(NOT_THIS_CARD)
         if not result.won:

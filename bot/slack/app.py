@@ -29,11 +29,13 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.errors import BotConfigurationError
+from bot.lost_runs import LOST_NOTICE
 from bot.slack import render
 from bot.slack.actions import Interactions, Reply
 from bot.slack.client import make_client
 from bot.slack.events import EventHandler, Outcome
 from bot.slack.identity import Authorizer, remember_authorizations
+from bot.slack.lost_cards import clicked_lost_card
 from bot.slack.presenter import EYES, add_reaction, redacted_blocks
 from bot.slack.runtime import WebRuntime
 
@@ -286,10 +288,15 @@ def _show(runtime: WebRuntime, reply: Reply, click: Click) -> None:
     client = runtime.client()
     if reply.approval is not None and click.channel and click.message_ts:
         _redraw(client, click, reply, runtime.redact)
-    if reply.note and click.channel and click.user:
+    note = reply.note
+    if reply.unknown and click.channel and click.message_ts:  # a lost run's card? (bot.slack.lost_cards)
+        where = (click.channel, click.thread_ts, click.message_ts, reply.unknown)
+        if clicked_lost_card(client, runtime.service(), runtime.identity.lookup, where):
+            note = LOST_NOTICE
+    if note and click.channel and click.user:
         try:
             client.chat_postEphemeral(
-                channel=click.channel, user=click.user, text=reply.note, thread_ts=click.thread_ts
+                channel=click.channel, user=click.user, text=note, thread_ts=click.thread_ts
             )
         except SlackApiError as error:
             log.warning("ephemeral note to %s failed: %s", click.user, error)

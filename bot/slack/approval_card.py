@@ -15,7 +15,6 @@ characters as escapes); only the bot's own formatting, dates and the people it n
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 from agent.arguments import check_depth
@@ -24,6 +23,7 @@ from bot.approvals import Approval, ApprovalStatus
 from bot.slack.blockkit import (
     ACTION_APPROVE,
     ACTION_DECLINE,
+    APPROVAL_CONTROLS,
     BUTTON_TEXT,
     BUTTON_VALUE,
     CARD_TEXT,
@@ -41,12 +41,11 @@ from bot.slack.blockkit import (
     slack_date,
     texts,
 )
-from bot.slack.mrkdwn import escape, one_line, truncate
+from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, truncate
 from bot.slack.verbatim import FENCE, code_block, code_pieces, slack_length, visible_json, visible_text
 
 NOTIFICATION_TEXT = 300
 TARGET_ARGUMENT = "target"
-_SLACK_USER = re.compile(r"[UW][A-Z0-9_]+")  # the emulator's IDs have underscores
 _RENDER_DEPTH = 64  # deeper arguments never reach a card (agent.arguments refuses them); shown raw
 
 
@@ -78,7 +77,8 @@ def approval_text(approval: Approval) -> str:
     """The notification fallback for an approval card."""
     pending = approval.status is ApprovalStatus.PENDING
     verb = "Approval needed" if pending else f"Approval {approval.status.value}"
-    summary = f"{verb}: {approval.tool} ({approval.category.value}) for {_person(approval.requester)}"
+    tool = inert(one_line(approval.tool, 100))
+    summary = f"{verb}: {tool} ({approval.category.value}) for {mention(approval.requester)}"
     return truncate(summary, NOTIFICATION_TEXT)
 
 
@@ -130,12 +130,12 @@ def card_limits_problem(blocks: list[Block]) -> str | None:
 def decision_line(approval: Approval) -> str:
     """``Approved by @x at <time>`` and its relatives."""
     when = f" at {slack_date(approval.decided_at)}" if approval.decided_at else ""
-    who = f" by <@{approval.decided_by}>" if _is_person(approval.decided_by) else ""
+    who = f" by {mention(approval.decided_by)}" if _is_person(approval.decided_by) else ""
     status = approval.status
     if status is ApprovalStatus.APPROVED:
         return f":white_check_mark: Approved{who}{when}"
     if status is ApprovalStatus.DECLINED:
-        reason = f": {escape(one_line(approval.reason, 500))}" if approval.reason else ""
+        reason = f": {inert(one_line(approval.reason, 500))}" if approval.reason else ""
         return f":no_entry: Declined{who}{when}{reason}"
     if status is ApprovalStatus.EXPIRED:
         return f":hourglass: Expired{when}: nobody decided in time"
@@ -149,15 +149,15 @@ def decision_line(approval: Approval) -> str:
 
 def _headline(approval: Approval) -> str:
     badge = ":rotating_light:" if approval.category is ToolCategory.DESTRUCTIVE else ":raised_hand:"
-    return f"{badge} *Approval needed* · `{_tool(approval)}`"
+    return f"{badge} *Approval needed* · {_tool(approval)}"
 
 
 def _facts(approval: Approval) -> tuple[Block, str | None]:
     """Tool, category, who asked, expiry, target, dry-run age; and a problem with the target."""
     fields = [
-        f"*Tool*\n`{_tool(approval)}`",
+        f"*Tool*\n{_tool(approval)}",
         f"*Category*\n{approval.category.value}",
-        f"*Requested by*\n{_person(approval.requester)}",
+        f"*Requested by*\n{mention(approval.requester)}",
         f"*Expires*\n{slack_date(approval.expires_at)}",
     ]
     problem = None
@@ -247,7 +247,7 @@ def _incomplete(
     approval: Approval, head: list[Block], part_sections: list[list[Block]], problem: str
 ) -> list[Block]:
     """What fits, then a warning; no Approve button: nobody approves what they could not see."""
-    warning = section(f":warning: *Not shown completely:* {escape(problem)}. This card cannot approve it.")
+    warning = section(f":warning: *Not shown completely:* {inert(problem)}. This card cannot approve it.")
     footer = _footer(approval, False)
     blocks = list(head)
     room = CARD_TEXT - _text_length([*head, warning, footer])
@@ -270,7 +270,7 @@ def _exact_section(text: str) -> Block:
     # refusal, so it is a bug here, not something to truncate quietly.
     if slack_length(text) > SECTION_TEXT:
         raise AssertionError(f"a verbatim section of {slack_length(text)} characters")
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text, "verbatim": True}}
 
 
 # -- buttons and decisions -----------------------------------------------------------------------
@@ -289,7 +289,7 @@ def _footer(approval: Approval, complete: bool) -> Block:
         "value": approval.id[:BUTTON_VALUE],
     }
     elements.append(decline)
-    return {"type": "actions", "block_id": "approval_controls", "elements": elements}
+    return {"type": "actions", "block_id": APPROVAL_CONTROLS, "elements": elements}
 
 
 def _approve_button(approval: Approval, destructive: bool) -> Block:
@@ -316,14 +316,7 @@ def _approve_button(approval: Approval, destructive: bool) -> Block:
 
 
 def _tool(approval: Approval) -> str:
-    return escape(one_line(approval.tool, 100)).replace("`", "'")
-
-
-def _person(user: str) -> str:
-    """A mention for a Slack user ID (people the bot names are real mentions); other text, inert."""
-    if _SLACK_USER.fullmatch(user):
-        return f"<@{user}>"
-    return escape(one_line(user, 80)) or "unknown"
+    return inline_code(approval.tool)
 
 
 def _is_person(user: str) -> bool:

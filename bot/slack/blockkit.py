@@ -32,10 +32,15 @@ ACTION_DECLINE = "chatops_decline"
 ACTION_STOP = "chatops_stop"
 ACTION_TRANSCRIPT = "chatops_transcript"
 VIEW_DECLINE = "chatops_decline_reason"
+# block_id values of the cards' button rows: how a card is recognised in Slack (``bot.slack.lost_cards``).
+RUN_CONTROLS = "run_controls"
+APPROVAL_CONTROLS = "approval_controls"
 
 
-def mrkdwn(text: str, limit: int = SECTION_TEXT) -> dict[str, str]:
-    return {"type": "mrkdwn", "text": truncate(text, limit) or " "}
+def mrkdwn(text: str, limit: int = SECTION_TEXT) -> dict[str, Any]:
+    """A mrkdwn text object. ``verbatim``: Slack links no bare URL, channel name or handle in it
+    (its automatic parsing); the bot's own ``<@U…>``, ``<!date…>`` and emphasis still render."""
+    return {"type": "mrkdwn", "text": truncate(text, limit) or " ", "verbatim": True}
 
 
 def plain(text: str, limit: int) -> dict[str, Any]:

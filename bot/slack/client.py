@@ -9,6 +9,8 @@ first); a duplicated line in a thread is the lesser evil next to a lost answer.
 
 from __future__ import annotations
 
+import copy
+
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
@@ -52,6 +54,15 @@ def retry_handlers(*, rate_limit_retries: int = 4, error_retries: int = 3) -> li
         AnyServerErrorRetryHandler(max_retry_count=error_retries),
         ConnectionErrorRetryHandler(max_retry_count=error_retries),
     ]
+
+
+def without_rate_limit_retries(client: WebClient) -> WebClient:
+    """``client`` answering a 429 at once instead of sleeping out its ``Retry-After`` in the call:
+    for the background sender (``bot.slack.sender``), which waits without holding a thread and
+    sends only the newest state when the wait is over. Its other retries stay."""
+    quick = copy.copy(client)
+    quick.retry_handlers = [h for h in client.retry_handlers if not isinstance(h, RateLimitErrorRetryHandler)]
+    return quick
 
 
 def api_base_url(url: str) -> str:

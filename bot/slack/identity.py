@@ -3,7 +3,7 @@
 Bolt's single-workspace mode calls ``auth.test`` when the ``App`` is built, so a process that
 starts while Slack is unreachable dies. chatops builds the ``App`` with an ``authorize``
 function instead, which never calls Slack (an ack must not wait for it). It answers from this
-process's memory, then Redis (shared by every process and gunicorn worker), then the event's own
+process's memory, then Redis (shared by every web and worker process), then the event's own
 ``authorizations`` block (Slack names the bot user there). ``auth.test`` runs in the background
 at startup (``IdentityCache.lookup``) and fills the cache; a failed lookup is not cached and the
 app works without the bot's IDs meanwhile (the handlers ignore every bot message anyway).

@@ -1,19 +1,39 @@
-"""Markdown (what models write) to Slack ``mrkdwn``, escaping, truncation and safe splitting.
+"""Markdown (what models write) to Slack ``mrkdwn``, the escaping rule, truncation and safe splitting.
 
 Slack's ``mrkdwn`` is not Markdown: bold is ``*x*``, italic ``_x_``, strike ``~x~``, links are
 ``<url|text>``, there are no headings, and ``&``, ``<`` and ``>`` must be escaped as entities.
 Everything here is pure text processing, so it is tested without Slack.
+
+**The escaping rule** (one rule, here, for every text the model or a tool produced; the
+invariant "text from the model or a tool is inert in Slack"):
+
+* ``&``, ``<`` and ``>`` become entities everywhere, inside code too (``escape``). Slack parses
+  ``<@U…>``, ``<#C…>``, ``<!subteam^…>``, ``<!here>`` and ``<url|label>`` only from raw angle
+  brackets, so no mention, broadcast or labelled link can come out of escaped text.
+* The bare words ``@here``, ``@channel`` and ``@everyone`` are broken with an invisible word
+  joiner after the ``@`` (``inert``): Slack's automatic parsing (``link_names``, ``parse=full``,
+  text objects without ``verbatim``) would turn them into broadcasts. This holds inside the
+  model's code spans and blocks too, whose ends the model's own backticks could move. The one
+  exception is the approval card's verbatim code (``bot.slack.verbatim``): it must be exactly
+  what will run, its fences cannot be moved (backtick runs are escaped) and Slack parses no bare
+  word inside code, so there only ``escape`` applies. Every mrkdwn text object is also sent with
+  ``verbatim: true`` (``bot.slack.blockkit``), so no bare channel name or handle is linked either.
+* A link the model writes is shown as its real URL, never under another label: ``[label](url)``
+  becomes ``label (url)`` (just the URL when the label is the URL), and the URL is a link whose
+  text is the URL itself (``<url>``, a ``|`` in it percent-encoded so it cannot start a label).
+
+Only the bot's own formatting is live: emphasis, emoji, dates, and the people it names itself
+(``mention``: requesters and approvers, Slack user IDs taken from events and clicks).
 """
 
 from __future__ import annotations
 
 import re
 
-# Slack tokens a model may legitimately write and that must survive escaping: user and channel
-# mentions. Broadcasts (<!here>, <!channel>) are deliberately NOT kept, so a model cannot page a room.
-_KEEP_TOKEN = re.compile(r"<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+(?:\|[^<>|]*)?)>")
 _LINK = re.compile(r"\[([^\[\]]+)\]\((https?://[^\s()]+(?:\([^\s()]*\))?[^\s()]*)\)")
-_AUTOLINK = re.compile(r"<(https?://[^\s<>]+)>")
+# A URL the model wrapped in angle brackets. No ``|``: ``<https://evil|https://good>`` is a
+# labelled (disguised) link and stays escaped text.
+_AUTOLINK = re.compile(r"<(https?://[^\s<>|]+)>")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
@@ -23,15 +43,46 @@ _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC_STAR = re.compile(r"(?<![*\w])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![*\w])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _ENTITY = re.compile(r"&(?:amp|lt|gt);")
-_PROTECTED = re.compile("|".join(f"(?:{p.pattern})" for p in (_CODE_SPAN, _LINK, _AUTOLINK, _KEEP_TOKEN)))
+_PROTECTED = re.compile("|".join(f"(?:{p.pattern})" for p in (_CODE_SPAN, _LINK, _AUTOLINK)))
 _BOLD_MARK = "\x00"  # a placeholder for ``*`` so single-star italics are not confused with bold
+# Any ``@`` before a broadcast word, whatever follows (stricter than Slack, which wants a word end).
+_BROADCAST_WORD = re.compile(r"@(?=(?:here|channel|everyone))", re.IGNORECASE)
+WORD_JOINER = "\u2060"  # invisible, not a space: ``@here`` still reads as written
+_SLACK_USER = re.compile(r"[UW][A-Z0-9_]+")  # the emulator's IDs have underscores
+# Characters a URL shown as ``<url>`` must not carry raw: ``|`` would start a label.
+_URL_UNSAFE = {"|": "%7C"}
 
 ELLIPSIS = "…"
 
 
 def escape(text: str) -> str:
-    """Escape the three characters Slack's text fields reserve."""
+    """Slack's three reserved characters as entities: the rule inside code whose fences cannot move."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def inert(text: str) -> str:
+    """The rule for prose the model or a tool wrote: escaped, and no bare broadcast word left."""
+    return _BROADCAST_WORD.sub("@" + WORD_JOINER, escape(text))
+
+
+def inline_code(text: str, limit: int = 100) -> str:
+    """``text`` on one line as inline code that cannot end early (its backticks become ``'``)."""
+    return "`" + inert(one_line(text, limit)).replace("`", "'") + "`"
+
+
+def mention(user: str) -> str:
+    """A person the bot names itself, as a live mention when ``user`` is a Slack user ID
+    (anything else is shown as inert text: never a mention made of text)."""
+    if _SLACK_USER.fullmatch(user):
+        return f"<@{user}>"
+    return inert(" ".join(user.split())[:80]) or "unknown"
+
+
+def link(url: str) -> str:
+    """``url`` as a link whose text is the URL itself (escaped, a ``|`` percent-encoded)."""
+    for char, encoded in _URL_UNSAFE.items():
+        url = url.replace(char, encoded)
+    return f"<{escape(url)}>"
 
 
 def truncate(text: str, limit: int) -> str:
@@ -49,7 +100,7 @@ def one_line(text: str, limit: int) -> str:
 
 
 def to_mrkdwn(markdown: str) -> str:
-    """Convert common Markdown to Slack ``mrkdwn`` (code blocks kept verbatim, only escaped)."""
+    """Convert common Markdown to Slack ``mrkdwn`` (code blocks kept as they are, but inert)."""
     out: list[str] = []
     in_code = False
     for line in markdown.replace("\r\n", "\n").split("\n"):
@@ -58,7 +109,7 @@ def to_mrkdwn(markdown: str) -> str:
             out.append("```")
             in_code = not in_code
             continue
-        out.append(escape(line) if in_code else _convert_line(line))
+        out.append(inert(line) if in_code else _convert_line(line))
     if in_code:
         out.append("```")  # an unclosed fence would swallow the rest of the message
     return "\n".join(out)
@@ -79,31 +130,32 @@ def _convert_line(line: str) -> str:
 
 
 def _inline(text: str) -> str:
-    """Inline Markdown to mrkdwn; code spans, links and kept tokens are protected from formatting."""
+    """Inline Markdown to mrkdwn; code spans and links are protected from formatting."""
     pieces: list[str] = []
     pos = 0
     for match in _PROTECTED.finditer(text):
-        pieces.append(_format(escape(text[pos : match.start()])))
+        pieces.append(_format(inert(text[pos : match.start()])))
         pieces.append(_protected_piece(match))
         pos = match.end()
-    pieces.append(_format(escape(text[pos:])))
+    pieces.append(_format(inert(text[pos:])))
     return "".join(pieces)
 
 
 def _protected_piece(match: re.Match[str]) -> str:
-    """A code span, link or mention, rendered as Slack expects."""
+    """A code span or a link, rendered by the rule: code inert, a link as its real URL."""
     token = match.group(0)
     code = _CODE_SPAN.fullmatch(token)
     if code:
-        return f"`{escape(code.group(2))}`"
-    link = _LINK.fullmatch(token)
-    if link:
-        label = _format(escape(link.group(1))).replace("|", "¦")
-        return f"<{escape(link.group(2))}|{label}>"
+        return f"`{inert(code.group(2))}`"
+    labelled = _LINK.fullmatch(token)
+    if labelled:
+        label, url = labelled.group(1), labelled.group(2)
+        if label.strip() == url:
+            return link(url)
+        return f"{_format(inert(label))} ({link(url)})"
     autolink = _AUTOLINK.fullmatch(token)
-    if autolink:
-        return f"<{escape(autolink.group(1))}>"
-    return token
+    assert autolink is not None  # _PROTECTED has no other alternative
+    return link(autolink.group(1))
 
 
 def _format(text: str) -> str:

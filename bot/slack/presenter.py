@@ -1,14 +1,20 @@
 """``SlackPresenter``: the ``bot.presenter.Presenter`` that shows a durable run in its Slack thread.
 
-* The run card is one message, updated in place at most once per ``min_interval`` seconds: a
-  newer state that arrives sooner waits on a timer and replaces anything still waiting, so the
-  card never lags by more than the interval. Final states (finished, awaiting approval) are
-  always written, after whatever was in flight, and close the run's throttle.
+* Presentation never blocks the agent loop. Card updates, the "is working…" status, decision
+  redraws and :eyes: go to the process's background sender (``bot.slack.sender``): coalesced
+  per message (only a card's newest state is sent), intermediate states at most once per
+  ``min_interval`` seconds, within Slack's rate tier, 429s waited out there and not in the call.
+* Final states (finished, awaiting approval) are always written: ``update_run_card`` waits for
+  them (and the run's other deliveries) up to ``final_wait`` seconds, at the end of the job only,
+  and raises ``NotDelivered`` if Slack did not take them in that time; the job's report then
+  has them sent again (from Redis, by the recovery sweep). A refusal for good is logged.
 * While a run works, the thread shows the "is working…" status (``assistant.threads.setStatus``).
   Workspaces or threads where that method is not allowed answer with an error once; the failure
   is remembered in Redis per workspace for a day and the status is skipped silently meanwhile.
-* Answers are converted to Slack mrkdwn and split below Slack's limits. Every call goes through
-  the retrying ``WebClient`` (429 ``Retry-After``, 5xx, connection errors).
+* The run card, approval cards, answers and notices are posted at once, through the retrying
+  ``WebClient`` (429 ``Retry-After``, 5xx, connection errors), because what follows needs them
+  (the card's ts) or they come after the loop. A post Slack refuses for good raises
+  ``Undeliverable``; one that kept failing raises Slack's error (the report tries it again).
 * Every text it sends (answers, notices, the cards' blocks) goes through ``redact`` first: model
   answers, model errors and call arguments can carry secrets too, not only tool output.
 * A message Slack refuses for its form is not lost: blocks refused as ``invalid_blocks`` are sent
@@ -23,7 +29,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -33,9 +38,11 @@ from slack_sdk.errors import SlackApiError
 from agent.keys import Keys
 from agent.types import Message, RunStatus
 from bot.approvals import Approval
-from bot.presenter import CardView, RunRef, StopNotice
+from bot.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
 from bot.slack import render
+from bot.slack.client import without_rate_limit_retries
 from bot.slack.mrkdwn import split_mrkdwn, truncate
+from bot.slack.sender import Delivery, Outcome, RetryAfter, SlackSender, is_transient, process_sender
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +54,8 @@ _IGNORED_REACTION_ERRORS = frozenset({"already_reacted"})
 _BLOCK_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 TOO_LONG = "msg_too_long"
 MIN_SPLIT = 200  # a text refused as too long is halved down to pieces of about this size
+# How long the job waits, at its end, for a run's final card (a few server-error retries fit).
+FINAL_WAIT_SECONDS = 10.0
 
 
 def slack_error(error: SlackApiError) -> str | None:
@@ -82,17 +91,6 @@ def plainer_blocks(blocks: list[render.Block]) -> list[render.Block]:
     return [blocks[0], *(block for block in blocks[1:] if block.get("type") == "actions")] if blocks else []
 
 
-@dataclass
-class _CardState:
-    """The throttle of one run's card."""
-
-    last_sent: float = float("-inf")
-    latest: tuple[RunRef, CardView] | None = None
-    timer: threading.Timer | None = None
-    closed: bool = False
-    send_lock: threading.Lock = field(default_factory=threading.Lock)
-
-
 class SlackPresenter:
     """Shows runs in Slack. Thread-safe; one instance may serve every run of a worker."""
 
@@ -106,17 +104,28 @@ class SlackPresenter:
         min_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         redact: Callable[[str], str] | None = None,
+        final_wait: float = FINAL_WAIT_SECONDS,
+        sender: SlackSender | None = None,
     ) -> None:
         self._client = client
+        self._deferred = without_rate_limit_retries(client)  # the sender waits out a 429 itself
         self._redact = redact or (lambda text: text)
         self._redis = redis_client
         self._no_status_key = keys.slack("no_status", team_id or "workspace")
+        self._retry_after = RetryAfter(redis_client, keys, team_id or "workspace")
+        self._workspace = f"{client.base_url}|{team_id or ''}"  # one rate budget per workspace
         self._min_interval = min_interval
+        self._final_wait = final_wait
+        self._own_sender = sender
         self._clock = clock
         self._lock = threading.Lock()
-        self._cards: dict[str, _CardState] = {}
         self._status_set_at: dict[str, float] = {}
+        self._status_checked_until = 0.0  # until then the workspace is known not to refuse statuses
         self._last_card: dict[str, CardView] = {}
+
+    @property
+    def _sender(self) -> SlackSender:
+        return self._own_sender or process_sender()
 
     # -- the run card -------------------------------------------------------------------------
 
@@ -126,75 +135,71 @@ class SlackPresenter:
             render.card_text(run.run_id, run.requester, card),
             render.card_blocks(run.run_id, run.requester, card),
         )
+        ts = str(response.get("ts") or "") or None
+        if ts:
+            self._sender.mark_sent(self._key("card", run.channel, ts))  # throttled from its post
         with self._lock:
-            self._cards.setdefault(run.run_id, _CardState()).last_sent = self._clock()
             self._last_card[run.run_id] = card
         self._thread_status(run, card.status)
-        ts = response.get("ts")
-        return str(ts) if ts else None
+        return ts
 
     def update_run_card(self, run: RunRef, card: CardView) -> None:
+        """Queue the card's new state; never waits, except for a final state (see the module)."""
         final = card.status.terminal or card.status is RunStatus.AWAITING_APPROVAL
         with self._lock:
-            state = self._cards.setdefault(run.run_id, _CardState())
-            state.latest = (run, card)
             self._last_card[run.run_id] = card
-            if final:
-                state.closed = True
-                if state.timer is not None:
-                    state.timer.cancel()
-                    state.timer = None
-                wait = state.last_sent + self._min_interval - self._clock()
-            elif state.timer is not None:
-                return  # the pending timer will send this newest state
-            else:
-                wait = state.last_sent + self._min_interval - self._clock()
-                if wait > 0:
-                    state.timer = threading.Timer(wait, self._flush, args=(run.run_id,))
-                    state.timer.daemon = True
-                    state.timer.start()
-                    return
-        if final:
-            if wait > 0:
-                time.sleep(wait)  # keep the one-update-a-second promise even for the last one
-            self._send(state, run, card)
-            with self._lock:
-                self._cards.pop(run.run_id, None)
-                if card.status in (RunStatus.COMPLETED, RunStatus.AWAITING_APPROVAL):
-                    self._last_card.pop(run.run_id, None)  # no stop notice follows; kept otherwise
-            self._thread_status(run, card.status)
-            return
-        self._send(state, run, card)
+        delivery = self._queue_card(run, card, final)
         self._thread_status(run, card.status)
-
-    def _flush(self, run_id: str) -> None:
-        """Timer callback: send the newest waiting state unless a final one took over."""
+        if not final:
+            return
         with self._lock:
-            state = self._cards.get(run_id)
-            if state is None or state.closed or state.latest is None:
-                return
-            state.timer = None
-            run, card = state.latest
-        try:
-            self._send(state, run, card)
-            self._thread_status(run, card.status)
-        except Exception:  # a timer thread has nobody to report to; the next update retries
-            log.exception("run %s: deferred card update failed", run_id)
+            if card.status in (RunStatus.COMPLETED, RunStatus.AWAITING_APPROVAL):
+                self._last_card.pop(run.run_id, None)  # no stop notice follows; kept otherwise
+        self._sender.wait_all(run.run_id, self._final_wait)
+        if delivery is None or delivery.outcome in (Outcome.SENT, Outcome.SUPERSEDED):
+            return
+        if delivery.outcome is Outcome.FAILED:  # refused for good: the run does not depend on its card
+            log.warning("run %s: the card's final state could not be written", run.run_id)
+            return
+        raise NotDelivered(f"run {run.run_id}: Slack did not take the card's final state in time")
 
-    def _send(self, state: _CardState, run: RunRef, card: CardView) -> None:
+    def _queue_card(self, run: RunRef, card: CardView, final: bool) -> Delivery | None:
         if not run.card_ts:
             log.warning("run %s: no card to update", run.run_id)
-            return
-        with state.send_lock:
-            if state.closed and state.latest is not None and state.latest[1] is not card:
-                return  # a final state superseded this one while it waited for the lock
-            self._update_blocks(
-                run.channel,
-                run.card_ts,
-                render.card_text(run.run_id, run.requester, card),
-                render.card_blocks(run.run_id, run.requester, card),
+            return None
+        channel, ts = run.channel, run.card_ts
+
+        def send() -> None:  # rendered when sent: a state replaced meanwhile costs nothing
+            text = render.card_text(run.run_id, run.requester, card)
+            self._update_blocks(channel, ts, text, render.card_blocks(run.run_id, run.requester, card))
+
+        interval = 0.0 if final else self._min_interval
+        return self._deliver(("card", channel, ts), "chat.update", send, run, final, interval)
+
+    def _deliver(
+        self,
+        key: tuple[str, ...],
+        method: str,
+        send: Callable[[], object],
+        run: RunRef,
+        final: bool = True,
+        interval: float = 0.0,
+    ) -> Delivery:
+        return self._sender.submit(
+            Delivery(
+                self._key(*key),
+                method,
+                send,
+                workspace=self._workspace,
+                final=final,
+                interval=interval,
+                tag=run.run_id,
+                retry_after=self._retry_after,
             )
-            state.last_sent = self._clock()
+        )
+
+    def _key(self, *parts: str) -> tuple[str, ...]:
+        return (self._workspace, *parts)
 
     # -- approvals ----------------------------------------------------------------------------
 
@@ -233,14 +238,15 @@ class SlackPresenter:
         self._post_text(run, text)
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
+        """Queued (the gate asks from inside the loop); sent by the end of the job at the latest."""
         if not approval.card_ts:
             return
-        self._update_blocks(
-            approval.card_channel or run.channel,
-            approval.card_ts,
-            render.approval_text(approval),
-            render.approval_blocks(approval),
-        )
+        channel, ts = approval.card_channel or run.channel, approval.card_ts
+
+        def send() -> None:
+            self._update_blocks(channel, ts, render.approval_text(approval), render.approval_blocks(approval))
+
+        self._deliver(("card", channel, ts), "chat.update", send, run)
 
     # -- answers and notices --------------------------------------------------------------------
 
@@ -251,15 +257,16 @@ class SlackPresenter:
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
         with self._lock:
             card = self._last_card.pop(run.run_id, None)
-        last = render.step_line(card.steps[-1]) if card and card.steps else None
+        last = card.steps[-1] if card and card.steps else None
         self._post_text(run, render.stop_notice_text(notice, last))
 
     def acknowledge(self, run: RunRef, message: Message) -> None:
         """:eyes: on the reply. The web process already reacted when it stored the reply; this
         repeats it (``already_reacted`` is fine) in case that reaction was lost."""
-        ts = message.meta.get("ts")
-        if ts:
-            add_reaction(self._client, run.channel, str(ts), EYES)
+        ts = str(message.meta.get("ts") or "")
+        if ts:  # queued: called from inside the loop
+            send = lambda: add_reaction(self._deferred, run.channel, ts, EYES)  # noqa: E731
+            self._deliver(("reaction", run.channel, ts, EYES), "reactions.add", send, run)
 
     # -- posting, with fallbacks for messages Slack refuses for their form ----------------------
 
@@ -280,11 +287,12 @@ class SlackPresenter:
         raise AssertionError("unreachable")
 
     def _update_blocks(self, channel: str, ts: str, text: str, blocks: list[render.Block]) -> None:
+        """Sent by the background sender only: its client answers a 429 at once."""
         text, blocks = self._redact(text), redacted_blocks(blocks, self._redact)
         attempts = [blocks, plainer_blocks(blocks), []]
         for index, attempt in enumerate(attempts):
             try:
-                self._client.chat_update(channel=channel, ts=ts, text=text, blocks=attempt)
+                self._deferred.chat_update(channel=channel, ts=ts, text=text, blocks=attempt)
                 return
             except SlackApiError as error:
                 if slack_error(error) not in _BLOCK_ERRORS or index == len(attempts) - 1:
@@ -297,7 +305,9 @@ class SlackPresenter:
             self._client.chat_postMessage(channel=run.channel, thread_ts=run.thread_ts, text=text)
         except SlackApiError as error:
             if slack_error(error) != TOO_LONG or len(text) < 2 * MIN_SPLIT:
-                raise
+                if is_transient(error):
+                    raise  # the client's retries ran out: the report tries again later
+                raise Undeliverable(f"Slack refused the message: {slack_error(error)}") from error
             log.warning(
                 "run %s: Slack found %d characters too long; posting them in halves", run.run_id, len(text)
             )
@@ -320,21 +330,33 @@ class SlackPresenter:
                 self._status_set_at[run.run_id] = now
             else:
                 self._status_set_at.pop(run.run_id, None)
-        self.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT if working else "")
+        text = STATUS_TEXT if working else ""
+        send = lambda: self.set_thread_status(run.channel, run.thread_ts, text)  # noqa: E731
+        # Keyed by the thread: a clear queued after a set that is still waiting replaces it.
+        self._deliver(
+            ("status", run.channel, run.thread_ts), "assistant.threads.setStatus", send, run, not working
+        )
 
     def set_thread_status(self, channel: str, thread_ts: str, status: str) -> bool:
-        """``assistant.threads.setStatus``, skipped where the workspace refused it before."""
-        try:
-            if self._redis.exists(self._no_status_key):
+        """``assistant.threads.setStatus``, skipped where the workspace refused it before.
+
+        A transient failure (429, 5xx, connection) raises, for the background sender to retry."""
+        if self._clock() >= self._status_checked_until:  # one round trip a minute, not one a call
+            try:
+                if self._redis.exists(self._no_status_key):
+                    return False
+            except redis.RedisError:
                 return False
-        except redis.RedisError:
-            return False
+            self._status_checked_until = self._clock() + STATUS_REFRESH_SECONDS
         try:
-            self._client.assistant_threads_setStatus(channel_id=channel, thread_ts=thread_ts, status=status)
+            self._deferred.assistant_threads_setStatus(channel_id=channel, thread_ts=thread_ts, status=status)
             return True
         except SlackApiError as error:
+            if is_transient(error):
+                raise
             code = error.response.get("error") if error.response is not None else None
             log.info("thread status unavailable here (%s); not trying again for a day", code)
+            self._status_checked_until = 0.0  # read the refusal back from Redis from now on
             with contextlib.suppress(redis.RedisError):
                 self._redis.set(self._no_status_key, str(code), ex=NO_STATUS_SECONDS)
             return False

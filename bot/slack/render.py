@@ -41,6 +41,7 @@ from bot.slack.blockkit import (
     MESSAGE_TEXT,
     MODAL_TITLE,
     PRIVATE_METADATA,
+    RUN_CONTROLS,
     SECTION_FIELD,
     SECTION_TEXT,
     VIEW_DECLINE,
@@ -51,7 +52,7 @@ from bot.slack.blockkit import (
     section,
     slack_date,
 )
-from bot.slack.mrkdwn import escape, one_line, split_mrkdwn, to_mrkdwn, truncate
+from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, split_mrkdwn, to_mrkdwn, truncate
 
 __all__ = [
     "ACTION_APPROVE",
@@ -136,13 +137,13 @@ def short_arguments(arguments: str, limit: int = STEP_ARGS) -> str:
 def card_text(run_id: str, requester: str, card: CardView) -> str:
     """The notification fallback for the card."""
     _, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
-    return truncate(f"{label}: run for <@{requester}> ({len(card.steps)} steps)", NOTIFICATION_TEXT)
+    return truncate(f"{label}: run for {mention(requester)} ({len(card.steps)} steps)", NOTIFICATION_TEXT)
 
 
 def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
     """Status, steps, usage, and a Stop button while the run is not finished."""
     icon, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
-    blocks: list[Block] = [section(f"{icon} *{label}* · requested by <@{requester}>")]
+    blocks: list[Block] = [section(f"{icon} *{label}* · requested by {mention(requester)}")]
     blocks.extend(section(chunk) for chunk in _step_chunks(card.steps))
     usage = [f"{card.iterations} iterations"]
     if card.tokens or card.status.terminal:  # the worker counts tokens when a segment ends
@@ -156,7 +157,7 @@ def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
             "text": plain("Stop", BUTTON_TEXT),
             "value": run_id[:BUTTON_VALUE],
         }
-        blocks.append({"type": "actions", "block_id": "run_controls", "elements": [stop]})
+        blocks.append({"type": "actions", "block_id": RUN_CONTROLS, "elements": [stop]})
     else:  # a finished run offers its transcript for the post-mortem (bot.transcript)
         transcript = {
             "type": "button",
@@ -164,22 +165,25 @@ def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
             "text": plain("Transcript", BUTTON_TEXT),
             "value": run_id[:BUTTON_VALUE],
         }
-        blocks.append({"type": "actions", "block_id": "run_controls", "elements": [transcript]})
+        blocks.append({"type": "actions", "block_id": RUN_CONTROLS, "elements": [transcript]})
     return blocks[:MAX_BLOCKS]
 
 
 def step_line(step: Step) -> str:
-    """``:icon: `tool` args → result (1.2s) · approved by @x``, one line."""
-    line = f"{_STEP_ICON[step.status]} `{escape(one_line(step.tool, 60))}`"
+    """``:icon: `tool` args → result (1.2s) · approved by @x``, one line.
+
+    Arguments and results are the model's and the tools' (log lines): inert (``mrkdwn.inert``).
+    """
+    line = f"{_STEP_ICON[step.status]} {inline_code(step.tool, 60)}"
     args = short_arguments(step.arguments)
     if args:
-        line += f" {escape(args)}"
+        line += f" {inert(args)}"
     if step.result:
-        line += f" → {escape(one_line(step.result, STEP_RESULT))}"
+        line += f" → {inert(one_line(step.result, STEP_RESULT))}"
     if step.duration_seconds is not None:
         line += f" _({step.duration_seconds:.1f}s)_"
     if step.confirmed_by:
-        line += f" · approved by <@{step.confirmed_by}>"
+        line += f" · approved by {mention(step.confirmed_by)}"
     return line
 
 
@@ -200,16 +204,20 @@ def answer_chunks(markdown: str) -> list[str]:
     return split_mrkdwn(to_mrkdwn(markdown), ANSWER_CHUNK)
 
 
-def stop_notice_text(notice: StopNotice, last_state: str | None = None) -> str:
-    """What a terminal boundary (limit, deadline, budget, loop, failure, stop) tells the thread."""
+def stop_notice_text(notice: StopNotice, last_step: Step | None = None) -> str:
+    """What a terminal boundary (limit, deadline, budget, loop, failure, stop) tells the thread.
+
+    The reason (a model error, say) and the last step are the model's and the tools' text: inert.
+    """
     icon, label = _STATUS.get(notice.status.value, (":warning:", notice.status.value))
     lines = [f"{icon} *{label}*"]
     if notice.reason:
-        lines.append(f"Why: {escape(one_line(notice.reason, 500))}")
-    used = ", ".join(f"`{escape(name)}`" for name in dict.fromkeys(notice.tools_used)) or "none"
+        lines.append(f"Why: {inert(one_line(notice.reason, 500))}")
+    names = dict.fromkeys(notice.tools_used)
+    used = ", ".join(inline_code(name, 60) for name in names) or "none"
     lines.append(f"Iterations: {notice.iterations} · Tokens: {notice.tokens:,} · Tools called: {used}")
-    if last_state:
-        lines.append(f"Last state: {escape(one_line(last_state, 800))}")
+    if last_step is not None:
+        lines.append(f"Last state: {step_line(last_step)}")
     return truncate("\n".join(lines), ANSWER_CHUNK)
 
 
@@ -222,7 +230,7 @@ def transcript_messages(markdown: str, run_id: str, max_messages: int = 12) -> l
     room = ANSWER_CHUNK - 120  # the heading and the fences
     chunks: list[str] = []
     current = ""
-    for text in escape(markdown.replace("```", "'''")).splitlines():
+    for text in inert(markdown.replace("```", "'''")).splitlines():
         line = text
         while len(line) > room:
             chunks, current = _flush(chunks, current), ""
@@ -265,7 +273,7 @@ def decline_modal(approval_id: str, metadata: dict[str, str], tool: str) -> dict
         "submit": plain("Decline", MODAL_TITLE),
         "close": plain("Cancel", MODAL_TITLE),
         "blocks": [
-            section(f"Decline `{escape(one_line(tool, 100))}`? The model will be told your reason."),
+            section(f"Decline {inline_code(tool)}? The model will be told your reason."),
             {
                 "type": "input",
                 "block_id": REASON_BLOCK,

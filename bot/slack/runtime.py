@@ -1,7 +1,7 @@
 """What the web process's handlers share: settings, Redis, the run service, the Slack client.
 
 Everything is created lazily and again after a fork (the process id is checked), because
-gunicorn forks workers after importing the app: a Redis connection pool opened in the master
+``chatops web`` forks its worker processes: a Redis connection pool opened in the parent
 and shared by the children would mix their replies on one socket. Redis timeouts are short
 because Slack waits at most three seconds for an ack; a Redis that does not answer in time must
 turn into a non-2xx answer (Slack retries) rather than a late 200.

@@ -1,10 +1,12 @@
-"""The web process: a WSGI app (Slack's ``POST /slack/events``, ``GET /healthz``, ``GET /metrics``) and gunicorn.
+"""The web process: a WSGI app (Slack's ``POST /slack/events``, ``GET /healthz``, ``GET /metrics``) and its server.
 
-``chatops web`` runs gunicorn with threaded workers (``gthread``): Bolt's sync ``App`` is served
-through its WSGI adapter, acks take milliseconds, and the lazy halves of the listeners run on
-Bolt's thread pool inside each worker. The app is built in each worker after the fork (gunicorn
-does not preload it), and ``WebRuntime`` opens Redis lazily per process, so no connection is
-shared across processes.
+``chatops web`` binds one socket and forks ``WEB_WORKERS`` processes (``bot.slack.prefork``);
+each reads whole requests on an event loop and hands only complete ones to the app on
+``WEB_THREADS`` threads (``bot.slack.http_server``), so a slow client holds a socket, never a
+thread, and is cut after ``WEB_HEADER_TIMEOUT_SECONDS`` / ``WEB_BODY_TIMEOUT_SECONDS``. Bolt's
+sync ``App`` is served through its WSGI adapter, acks take milliseconds, and the lazy halves of
+the listeners run on Bolt's thread pool inside each process. The app is built in each process
+after the fork, and ``WebRuntime`` opens Redis lazily per process, so no connection is shared.
 
 ``GET /healthz`` answers 200 when Redis answers PING, else 503: a web process that cannot store
 events should be taken out of rotation (and Slack gets non-2xx from it anyway).
@@ -21,13 +23,15 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gunicorn.app.base import BaseApplication
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.settings import Settings
+from bot.slack import prefork
 from bot.slack.app import build_app
+from bot.slack.http_server import Limits
 from bot.slack.runtime import WebRuntime
+from bot.slack.wsgi import WsgiApp
 
 log = logging.getLogger(__name__)
 
@@ -121,57 +125,69 @@ class WebApp:
 
 
 def create_app(settings: Settings | None = None) -> WebApp:
-    """The WSGI app (``gunicorn 'bot.slack.web:create_app()'`` works too). Warms the bot identity
-    in the background: ``auth.test`` must never delay startup or an ack."""
+    """The WSGI app (any WSGI server can serve ``bot.slack.web:create_app()``, but only one that
+    reads whole requests before calling it survives slow clients). Warms the bot identity in the
+    background: ``auth.test`` must never delay startup or an ack."""
     runtime = WebRuntime(settings or Settings())
     app = WebApp(runtime)
     threading.Thread(target=runtime.identity.lookup, name="chatops-identity", daemon=True).start()
     return app
 
 
-class GunicornServer(BaseApplication):  # type: ignore[misc]
-    """gunicorn, configured from ``Settings`` rather than a config file or argv."""
-
-    def __init__(self, settings: Settings, options: dict[str, Any] | None = None) -> None:
-        self._settings = settings
-        self._options = options or {}
-        super().__init__()
-
-    def load_config(self) -> None:
-        settings = self._settings
-        config = {
-            "bind": [f"{settings.web_host}:{settings.port}"],
-            "workers": settings.web_workers,
-            "threads": settings.web_threads,
-            "worker_class": "gthread",
-            # Acks are fast; a request stuck this long is a bug, and the worker is recycled.
-            "timeout": 30,
-            "graceful_timeout": 20,
-            "keepalive": 5,
-            "accesslog": "-",
-            "errorlog": "-",
-            "proc_name": "chatops-web",
-            **self._options,
-        }
-        if "control_socket_disable" in self.cfg.settings:
-            # gunicorn >= 25.1 opens a control socket at one per-user default path; chatops does not
-            # use it, and two servers on a host (or parallel tests) would fight over that path.
-            config["control_socket_disable"] = True
-        for key, value in config.items():
-            self.cfg.set(key, value)
-
-    def load(self) -> WebApp:
-        return create_app(self._settings)
+def limits_for(settings: Settings) -> Limits:
+    return Limits(
+        header_timeout=settings.web_header_timeout_seconds,
+        body_timeout=settings.web_body_timeout_seconds,
+        keepalive=settings.web_keepalive_seconds,
+        max_connections=settings.web_max_connections,
+        max_header_bytes=settings.web_max_header_bytes,
+        max_body_bytes=MAX_BODY_BYTES,
+        graceful_timeout=settings.web_graceful_timeout_seconds,
+    )
 
 
-def serve(settings: Settings) -> None:
-    """``chatops web``: Socket Mode when ``SLACK_APP_TOKEN`` is set, else gunicorn over HTTP."""
+def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp] = create_app) -> int:
+    """Bind ``WEB_HOST:PORT``, fork ``WEB_WORKERS`` children that each build the app (after the
+    fork) and serve it with ``WEB_THREADS`` threads; returns when SIGTERM or SIGINT has stopped them."""
+    limits = limits_for(settings)
+    sock = prefork.listen(settings.web_host, settings.port)
+    host, port = sock.getsockname()[:2]
+    log.info(
+        "chatops web: listening on %s:%s, %d worker(s) x %d thread(s); head within %.0f s, body within "
+        "%.0f s, %d connections per worker",
+        host,
+        port,
+        settings.web_workers,
+        settings.web_threads,
+        limits.header_timeout,
+        limits.body_timeout,
+        limits.max_connections,
+    )
+
+    def child() -> int:
+        try:
+            app = app_factory(settings)
+        except Exception:
+            log.exception("chatops web: the app could not be built")
+            return prefork.BOOT_FAILED
+        return prefork.run_worker(
+            sock, app, limits, settings.web_threads, multiprocess=settings.web_workers > 1
+        )
+
+    try:
+        return prefork.Supervisor(settings.web_workers, child, limits.graceful_timeout).run()
+    finally:
+        sock.close()
+
+
+def serve(settings: Settings) -> int:
+    """``chatops web``: Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP (``serve_http``)."""
     if settings.slack_app_token:
         from bot.slack.socket_mode import serve_socket_mode
 
         serve_socket_mode(settings)
-        return
-    GunicornServer(settings).run()
+        return 0
+    return serve_http(settings)
 
 
 # -- ``chatops web`` --------------------------------------------------------------------------------
@@ -180,8 +196,10 @@ def serve(settings: Settings) -> None:
 def configure_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="port to listen on (overrides PORT)")
     parser.add_argument("--host", help="interface to bind (overrides WEB_HOST)")
-    parser.add_argument("--workers", type=int, help="gunicorn worker processes (overrides WEB_WORKERS)")
-    parser.add_argument("--threads", type=int, help="threads per worker (overrides WEB_THREADS)")
+    parser.add_argument(
+        "--workers", type=int, help="worker processes sharing the port (overrides WEB_WORKERS)"
+    )
+    parser.add_argument("--threads", type=int, help="app threads per worker process (overrides WEB_THREADS)")
 
 
 def run_cli(args: argparse.Namespace, settings: Settings) -> int:
@@ -195,5 +213,4 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
         )
         if value is not None
     }
-    serve(settings.model_copy(update=updates))
-    return 0
+    return serve(settings.model_copy(update=updates))

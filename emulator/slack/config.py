@@ -59,6 +59,8 @@ DEFAULT_SCOPES = (
     "channels:history",
     "channels:read",
     "chat:write",
+    "groups:history",
+    "groups:read",
     "reactions:write",
     "usergroups:read",
     "users:read",

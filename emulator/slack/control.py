@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from emulator.slack.core import ControlError, Core
+from emulator.slack.live import live_in_message
 from emulator.slack.model import Fault, Message
 
 Route = Callable[["Control", dict[str, str], dict[str, Any], dict[str, str]], Any]
@@ -58,6 +59,7 @@ class Control:
             body.update({"text": "This message was deleted.", "hidden": True, "channel": msg.channel})
         else:
             body = self.ws.render(msg)
+        body["live"] = self._live(body, msg)
         body.update(
             {"channel": msg.channel, "ephemeral": msg.ephemeral_to is not None, "deleted": msg.deleted}
         )
@@ -67,6 +69,13 @@ class Control:
             status = self.ws.statuses.get((msg.channel, msg.ts))
             body["status"] = dict(status) if status else None
         return body
+
+    def _live(self, body: dict[str, Any], msg: Message) -> list[dict[str, Any]]:
+        """What a person would see live in the message (mentions, broadcasts, links): ``emulator.slack.live``."""
+        channels = [c.name for c in self.ws.channels.values()]
+        handles = [g.handle for g in self.ws.groups.values()]
+        found = live_in_message(body, auto_parse=msg.auto_parse, channels=channels, handles=handles)
+        return [part.to_json() for part in found]
 
     def _thread(self, parent: Message, viewer: str | None) -> list[Message]:
         return [

@@ -39,6 +39,11 @@ def _content(p: Params) -> tuple[str, list[dict[str, Any]] | None]:
     return text, blocks
 
 
+def _auto_parse(p: Params) -> bool:
+    """Whether Slack's automatic parsing applies to the ``text`` (bare ``@here``, ``#name``...)."""
+    return p.text("parse") == "full" or p.flag("link_names")
+
+
 def _message(ws: Workspace, channel: Channel, ts: str) -> Message:
     msg = ws.message(channel.id, ts) if ts else None
     if msg is None or msg.ephemeral_to is not None:
@@ -63,6 +68,7 @@ def post_message(ws: Workspace, p: Params) -> ApiResult:
         broadcast=p.flag("reply_broadcast"),
         metadata=metadata if isinstance(metadata, dict) else None,
     )
+    msg.auto_parse = _auto_parse(p)
     body = {"ok": True, "channel": channel.id, "ts": msg.ts, "message": ws.render(msg)}
     return ApiResult(body, envelopes=events_for_new_message(ws, msg))
 
@@ -75,6 +81,7 @@ def update(ws: Workspace, p: Params) -> ApiResult:
         raise SlackError("cant_update_message")
     text, blocks = _content(p)
     ws.update_message(msg, text, blocks, ws.config.bot_user_id)
+    msg.auto_parse = _auto_parse(p)
     return ApiResult(
         {"ok": True, "channel": channel.id, "ts": msg.ts, "text": text, "message": ws.render(msg)}
     )
@@ -93,6 +100,7 @@ def post_ephemeral(ws: Workspace, p: Params) -> ApiResult:
     msg = ws.add_message(
         channel.id, ws.config.bot_user_id, text, blocks, thread_ts=thread_ts, ephemeral_to=user
     )
+    msg.auto_parse = _auto_parse(p)
     return ApiResult({"ok": True, "message_ts": msg.ts})
 
 

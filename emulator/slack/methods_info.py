@@ -88,6 +88,7 @@ def _in_range(p: Params, msg: Message) -> bool:
 
 def conversations_replies(ws: Workspace, p: Params) -> ApiResult:
     """``conversations.replies``: the parent then its replies, oldest first, paginated."""
+    _require_scope(ws, "channels:history")  # every emulated channel is public
     channel = bot_channel(ws, p.text("channel"))
     msg = ws.message(channel.id, p.text("ts")) if p.text("ts") else None
     if msg is None or msg.ephemeral_to is not None:
@@ -99,6 +100,7 @@ def conversations_replies(ws: Workspace, p: Params) -> ApiResult:
 
 def conversations_history(ws: Workspace, p: Params) -> ApiResult:
     """``conversations.history``: channel-level messages, newest first, paginated."""
+    _require_scope(ws, "channels:history")
     channel = bot_channel(ws, p.text("channel"))
     shown = [
         m for m in ws.top_level(channel.id) if not m.deleted and m.ephemeral_to is None and _in_range(p, m)
@@ -112,6 +114,49 @@ def _require_scope(ws: Workspace, scope: str) -> None:
     """``missing_scope`` as Slack answers a token installed without ``scope``."""
     if scope not in ws.config.scopes:
         raise SlackError("missing_scope", needed=scope, provided=",".join(ws.config.scopes))
+
+
+# The scope ``users.conversations`` needs for each conversation type it is asked to list.
+_TYPE_SCOPES = {
+    "public_channel": "channels:read",
+    "private_channel": "groups:read",
+    "mpim": "mpim:read",
+    "im": "im:read",
+}
+
+
+def users_conversations(ws: Workspace, p: Params) -> ApiResult:
+    """``users.conversations``: the channels a user (default: the token's, the bot) is in.
+
+    Slack wants the read scope of every type asked for (``types`` defaults to public channels);
+    every emulated channel is public, so other types list nothing.
+    """
+    types = [t.strip() for t in (p.text("types") or "public_channel").split(",") if t.strip()]
+    for kind in types:
+        if kind not in _TYPE_SCOPES:
+            raise SlackError("invalid_types")
+        _require_scope(ws, _TYPE_SCOPES[kind])
+    user = p.text("user") or ws.config.bot_user_id
+    found = [c for c in ws.channels.values() if user in c.members] if "public_channel" in types else []
+    found.sort(key=lambda c: c.id)
+    limit = max(1, min(p.number("limit", 100), 1000))
+    start = 0
+    if p.text("cursor"):
+        try:
+            after = base64.b64decode(p.text("cursor"), validate=True).decode().removeprefix("next_id:")
+            start = next(i for i, c in enumerate(found) if c.id == after)
+        except (ValueError, StopIteration):
+            raise SlackError("invalid_cursor") from None
+    page = found[start : start + limit]
+    more = start + limit < len(found)
+    cursor = base64.b64encode(f"next_id:{found[start + limit].id}".encode()).decode() if more else ""
+    return ApiResult(
+        {
+            "ok": True,
+            "channels": [c.to_slack(ws.config.bot_user_id) for c in page],
+            "response_metadata": {"next_cursor": cursor},
+        }
+    )
 
 
 def users_info(ws: Workspace, p: Params) -> ApiResult:
@@ -225,6 +270,7 @@ HANDLERS: dict[str, Handler] = {
     "conversations.info": conversations_info,
     "conversations.replies": conversations_replies,
     "conversations.history": conversations_history,
+    "users.conversations": users_conversations,
     "users.info": users_info,
     "usergroups.list": usergroups_list,
     "usergroups.users.list": usergroups_users_list,

@@ -119,6 +119,8 @@ class Message:
     replies: list[str] = field(default_factory=list)
     deleted: bool = False
     metadata: dict[str, Any] | None = None
+    # Posted with ``parse=full`` or ``link_names``: Slack links bare names and broadcast words.
+    auto_parse: bool = False
 
     @property
     def is_reply(self) -> bool:

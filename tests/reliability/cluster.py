@@ -98,8 +98,8 @@ def _pgid(pid: int) -> int | None:
 
 
 class _PooledServer(WSGIServer):
-    """A WSGI server that handles requests on a fixed pool of threads, as gunicorn's ``gthread``
-    workers do (the test helper's thread-per-request server has no bound at all)."""
+    """A WSGI server that handles requests on a fixed pool of threads, as ``chatops web``'s app
+    threads do (the test helper's thread-per-request server has no bound at all)."""
 
     request_queue_size = 256
 
@@ -124,7 +124,7 @@ class _PooledServer(WSGIServer):
 
 
 class PooledWebServer(WebServer):
-    """The web app on 127.0.0.1 (port 0) with gunicorn's bound: ``threads`` requests at a time,
+    """The web app on 127.0.0.1 (port 0) with the production server's bound: ``threads`` requests at a time,
     the rest wait in the backlog."""
 
     def __init__(self, app: Any, threads: int = 16) -> None:

@@ -84,14 +84,15 @@ def used_memory(server: RedisProcess) -> int:
 
 def keys_without_ttl(cluster: Cluster) -> list[str]:
     """Our keys that would live forever and grow with the runs. The audit stream is capped instead,
-    and the metrics are one hash per metric (their fields are label values, not runs)."""
+    the metrics are one hash per metric (their fields are label values, not runs), and the data
+    marker is one key that says Redis kept its data (``bot.lost_runs``)."""
     client, prefix = cluster.redis, cluster.settings.chatops_redis_prefix
     forever = []
     for key in client.scan_iter(match=f"{prefix}*", count=1000):
         name = as_text(key) or ""
         if (
             client.ttl(key) == -1
-            and name != cluster.keys.audit()
+            and name not in (cluster.keys.audit(), cluster.keys.data_marker())
             and not name.startswith(f"{prefix}metrics:")
         ):
             forever.append(name)

@@ -1,4 +1,4 @@
-"""Redis restarted in the middle of a run (its data gone) and stopped for ten seconds.
+"""Redis restarted in the middle of a run (its data gone), wiped under a waiting run, and stopped for ten seconds.
 
 Each test has a ``redis-server`` of its own (the shared one is never touched). The web app,
 the Slack emulator and real worker subprocesses run against it.
@@ -14,8 +14,10 @@ import pytest
 
 from agent.types import RunStatus
 from bot.audit import AuditKind
+from bot.lost_runs import LOST_NOTICE
+from bot.slack import render
 from tests.bot.runtimes import executions
-from tests.bot.slack.conftest import http
+from tests.bot.slack.conftest import buttons, http
 from tests.reliability.cluster import Cluster
 from tests.reliability.redis_proc import RedisProcess
 from tests.reliability.runtimes import logged_requests
@@ -136,3 +138,58 @@ def test_a_run_whose_report_redis_interrupts_tells_the_thread_once_redis_is_back
     answered_once(cluster, ts)
     assert cluster.status(run_id) is RunStatus.COMPLETED
     assert cluster.audit_kinds(run_id).count(AuditKind.RUN_FINISHED) == 1
+
+
+def lost_card(cluster: Cluster, ts: str, card_ts: str) -> bool:
+    message = next(m for m in cluster.bot_replies(ts) if m["ts"] == card_ts)
+    return not buttons(message) and "state was lost" in json.dumps(message["blocks"])
+
+
+def lost_notices(cluster: Cluster, ts: str) -> list[str]:
+    return [str(m["text"]) for m in cluster.bot_replies(ts) if m["text"] == LOST_NOTICE]
+
+
+def test_a_run_waiting_for_approval_that_redis_lost_is_announced_by_a_click_on_its_card(
+    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+) -> None:
+    server = own_redis(persist=False)
+    cluster = make_cluster(redis=server.url)
+    worker = cluster.start_worker()
+    ts = cluster.mention("plan: restart_service")
+    card = cluster.approval_card(ts)
+    run_card = cluster.bot_replies(ts)[0]
+    worker.kill()  # no sweep: only the click can find the card
+    server.client().flushdb()  # Redis came back without its data: no run, no approval, no job
+
+    cluster.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    wait_for(
+        lambda: lost_card(cluster, ts, card["ts"]) and lost_card(cluster, ts, run_card["ts"]),
+        30,
+        "the approval card and the run card redrawn as lost",
+    )
+    assert "Waiting for approval" not in json.dumps(cluster.bot_replies(ts)[0]["blocks"])
+    assert lost_notices(cluster, ts) == [LOST_NOTICE]
+    assert not (cluster.directory / "restart_service.log").exists()  # nothing ran for the click
+
+
+def test_a_run_waiting_for_approval_that_redis_lost_is_announced_by_the_workers_sweep(
+    own_redis: Callable[..., RedisProcess], make_cluster: Callable[..., Cluster]
+) -> None:
+    server = own_redis(persist=False)
+    cluster = make_cluster(redis=server.url)
+    worker = cluster.start_worker()
+    ts = cluster.mention("plan: restart_service")
+    card = cluster.approval_card(ts)
+    run_card = cluster.bot_replies(ts)[0]
+    server.client().flushdb()  # nobody clicks: the sweep notices the missing marker
+
+    wait_for(
+        lambda: lost_card(cluster, ts, card["ts"]) and lost_card(cluster, ts, run_card["ts"]),
+        30,
+        "the approval card and the run card redrawn as lost",
+    )
+    assert lost_notices(cluster, ts) == [LOST_NOTICE]
+    # The thread is free again: a new mention there is a new run the same worker serves.
+    cluster.mention("plan: check_health #again", thread_ts=ts)
+    cluster.wait_status(cluster.run_id(ts), RunStatus.COMPLETED, timeout=30)
+    assert lost_notices(cluster, ts) == [LOST_NOTICE] and worker.proc.poll() is None

@@ -69,7 +69,12 @@ def test_the_run_card_and_answer_survive_a_burst(bot: SlackBot, method: str, kin
     assert len(failed_calls(bot, method)) == BURST and faults_left(bot) == 0
     if method == "assistant.threads.setStatus":
         statuses = [c["params"].get("status") for c in bot.calls(method) if c["ok"]]
-        assert statuses[0] and statuses[-1] == ""  # shown while working, cleared at the end
+        assert statuses[-1] == ""  # cleared at the end
+        # A 500 is retried inside the call: the status shows while the run works. A 429 holds it
+        # back for Retry-After, without the run waiting: the run may end meanwhile, and then only
+        # the newest state (cleared) is sent.
+        if kind == "500":
+            assert statuses[0]
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

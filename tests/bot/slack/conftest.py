@@ -65,7 +65,8 @@ class QuietHandler(WSGIRequestHandler):
 class WebServer:
     """A WSGI app on 127.0.0.1 (port 0) in a background thread, for fast tests of the web app.
 
-    The production server (gunicorn via ``chatops web``) is exercised by ``test_web_process``.
+    The production server (``chatops web``) is exercised by ``test_web_process`` and
+    ``tests/reliability/test_slow_clients.py``.
     """
 
     def __init__(self, app: Any, server: WSGIServer | None = None) -> None:

@@ -203,7 +203,7 @@ def test_replies_in_threads_without_an_active_run_are_ignored(bot: SlackBot) -> 
 
 
 def test_each_forked_process_opens_its_own_redis_connection(bot: SlackBot) -> None:
-    """gunicorn forks workers: ``WebRuntime`` must not hand a child the parent's connection pool."""
+    """``chatops web`` forks worker processes: ``WebRuntime`` must not hand a child the parent's connection pool."""
     assert bot.runtime is not None
     parent = bot.runtime.redis()
     assert parent.ping() and bot.runtime.redis() is parent

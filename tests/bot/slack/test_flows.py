@@ -178,6 +178,6 @@ def test_a_long_markdown_answer_is_converted_and_split(make_bot: Callable[..., S
     parts = [m["text"] for m in bot.bot_replies(ts)[1:]]
     assert len(parts) >= 3 and all(len(p) <= render.ANSWER_CHUNK for p in parts)
     assert parts[0].startswith(
-        "*Findings*\n*web-03*: disk full. See <https://runbooks.example/disk|runbook>."
+        "*Findings*\n*web-03*: disk full. See runbook (<https://runbooks.example/disk>)."
     )
     assert sum(p.count("• removed an old log file") for p in parts) == 400

@@ -8,16 +8,25 @@ many executions as approvals, and no click decides anything but its own card.
 from __future__ import annotations
 
 import json
+import os
+import time
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent.scripted import ScriptedModel, tool_call
+from agent.tooling import ToolCategory
 from agent.types import RunStatus
 from bot.approvals import ApprovalStatus
 from bot.slack import render
+from tests.bot.runtimes import FileTool
 from tests.bot.slack.conftest import SlackBot, buttons, signed_post
 from tests.support.waiting import wait_for
+from tools.builtin.cleanup import cleanup_tools
+from tools.paths import AllowedDirs
 
 
 def approval_cards(bot: SlackBot, ts: str) -> list[dict[str, Any]]:
@@ -146,3 +155,72 @@ def test_a_click_redis_cannot_decide_is_an_error_to_the_clicker_not_a_silent_200
     bot.work()
     assert len(bot.executions("restart_service")) == 1
     assert broken.server is not None
+
+
+class ScaleTool(FileTool):
+    """A mutating ``scale(service, replicas)`` that logs its executions."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__("scale", ToolCategory.MUTATING, directory)
+
+
+def card_text(card: dict[str, Any]) -> str:
+    return json.dumps(card["blocks"], ensure_ascii=False)
+
+
+def test_padding_cannot_push_an_argument_off_the_card(
+    make_bot: Callable[..., SlackBot], tmp_path: Path
+) -> None:
+    padded = tool_call("scale", service="web" + " " * 3000, replicas=0)
+    bot = make_bot(models=[ScriptedModel([[padded], "scaled"])], tools=[ScaleTool(tmp_path)])
+    ts = bot.mention("scale web up")
+    bot.work()
+    (card,) = pending_cards(bot, ts)
+    assert '\\"replicas\\": 0' in card_text(card)  # every argument is on the card, in full
+
+
+@pytest.mark.parametrize("hidden", ["\u202e", "\u2028", "\u200b"])
+def test_characters_a_card_cannot_show_are_refused_before_anyone_is_asked(
+    make_bot: Callable[..., SlackBot], hidden: str
+) -> None:
+    call = tool_call("restart_service", service=f"api{hidden}-canary")
+    bot = make_bot(models=[ScriptedModel([[call], "could not"])])
+    ts = bot.mention("restart the api")
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.COMPLETED and approval_cards(bot, ts) == []
+    (result,) = [m.content or "" for m in bot.service.history(run_id) if m.role == "tool"]
+    assert result.startswith("Error: ") and "cannot be shown on an approval card" in result
+    assert bot.executions("restart_service") == []
+
+
+def test_a_repeated_cleanup_never_deletes_more_than_its_own_dry_run_showed(
+    make_bot: Callable[..., SlackBot], tmp_path: Path
+) -> None:
+    logs = tmp_path / "log"
+    logs.mkdir()
+    old = time.time() - 30 * 86400
+
+    def rotated(name: str) -> Path:
+        path = logs / name
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (old, old))
+        return path
+
+    rotated("app.log.1")
+    (clean,) = cleanup_tools(AllowedDirs([logs]), 3600)
+    call = tool_call("clean_old_logs", "same", older_than_days=7)
+    bot = make_bot(models=[ScriptedModel([[call], [call], "cleaned"])], tools=[clean])
+    ts = bot.mention("web-03 is out of disk")
+    run_id = bot.run_id(ts)
+    bot.work()
+    (first,) = pending_cards(bot, ts)
+    assert "app.log.1" in card_text(first) and "1 files" in card_text(first)
+    later = [rotated(f"app.log.{n}") for n in (2, 3, 4)]  # old files that appear after the first dry run
+    bot.control.click(first["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    wait_for(lambda: not buttons(bot.message(ts, first["ts"])), what="the first card decided")
+    bot.work()
+    assert not (logs / "app.log.1").exists() and all(path.exists() for path in later)
+    (second,) = pending_cards(bot, ts)  # the repeat: its own dry run, its own card
+    assert "3 files" in card_text(second) and bot.status(run_id) is RunStatus.AWAITING_APPROVAL
+    assert all(path.exists() for path in later)  # nothing more until someone approves that card

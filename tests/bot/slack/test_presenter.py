@@ -138,3 +138,33 @@ def test_rate_limits_and_server_errors_do_not_lose_the_answer(make_bot: Callable
     assert 503 in updates and 429 in updates and updates[-1] == 200
     card = bot.bot_replies(ts)[0]
     assert "Done" in str(card["blocks"])
+
+
+def test_states_queued_behind_a_rate_limit_are_coalesced_and_the_final_one_is_written(
+    emulator: SlackEmulator,
+    control: SlackEmulatorClient,
+    redis_client: redis.Redis,
+    redis_url: str,
+    key_prefix: str,
+) -> None:
+    """A 429 holds the card back one second: the states sent meanwhile replace each other, and
+    only the final one goes out after the wait; ``update_run_card`` returns once it did."""
+    settings = make_settings(emulator, redis_url, key_prefix, "unused")
+    presenter = SlackPresenter(make_client(settings), redis_client, Keys(key_prefix), min_interval=0)
+    thread = SlackEmulatorClient(emulator.url).post_message(CHANNEL, "U_ALICE", "web-03 is full")["ts"]
+    run = RunRef("c" * 32, CHANNEL, str(thread), "U_ALICE")
+    run = RunRef(
+        run.run_id,
+        run.channel,
+        run.thread_ts,
+        run.requester,
+        presenter.post_run_card(run, card(RunStatus.RUNNING, 0)),
+    )
+    control.inject_fault("chat.update", kind="ratelimited", count=1, retry_after=1)
+    for steps in range(1, 6):
+        presenter.update_run_card(run, card(RunStatus.RUNNING, steps))  # none of these waits
+    presenter.update_run_card(run, card(RunStatus.COMPLETED, 6))
+    updates = control.calls("chat.update")
+    assert [u["status"] for u in updates] == [429, 200], updates
+    final = json.dumps(updates[-1]["params"]["blocks"])
+    assert "tool_5" in final and "Done" in final

@@ -156,6 +156,8 @@ def test_answers_are_split_below_slacks_message_limit() -> None:
 
 def test_stop_notice_says_which_limit_and_what_was_done() -> None:
     notice = StopNotice(RunStatus.ITERATION_LIMIT, "stopped after 20 iterations", 20, 45_678, ("a", "b", "a"))
-    text = render.stop_notice_text(notice, "`disk_usage` → 97% used")
+    last = Step("c9", "disk_usage", StepStatus.OK, "read_only", 0.1, result="97% used", confirmed_by="U_BOB")
+    text = render.stop_notice_text(notice, last)
     assert "iteration limit" in text and "Iterations: 20" in text and "45,678" in text
-    assert "`a`, `b`" in text and "Last state:" in text
+    assert "`a`, `b`" in text
+    assert "Last state: :white_check_mark: `disk_usage` → 97% used _(0.1s)_ · approved by <@U_BOB>" in text

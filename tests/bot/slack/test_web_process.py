@@ -1,21 +1,17 @@
-"""``chatops web`` (gunicorn, threaded workers) and ``chatops worker`` as real processes.
+"""``chatops web`` (two worker processes) and ``chatops worker`` as real processes.
 
 The production entry points end to end: Slack (the emulator) delivers a signed mention to the
-gunicorn server, a forking RQ worker runs it and asks for approval, a click goes back through
-gunicorn (a lazy listener decides and enqueues the resume), and the worker finishes the run.
+web server, a forking RQ worker runs it and asks for approval, a click goes back through the web
+server (a lazy listener decides and enqueues the resume), and the worker finishes the run.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
@@ -27,78 +23,24 @@ from bot.settings import Settings
 from bot.slack import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import executions
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, http, signed_post
+from tests.bot.slack.conftest import BOT_USER, CHANNEL, buttons, signed_post
+from tests.bot.slack.web_process import chatops_processes, health
 from tests.support.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[3]
-CHATOPS = str(Path(sys.executable).with_name("chatops"))
-
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
 def processes(
     emulator: SlackEmulator, redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
 ) -> Iterator[tuple[str, dict[str, str]]]:
-    """``chatops web`` and ``chatops worker`` subprocesses; yields the web URL and their environment."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "SLACK_BOT_TOKEN": TOKEN,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": emulator.api_url,
-        "REDIS_URL": redis_url,
-        "CHATOPS_REDIS_PREFIX": key_prefix,
-        "CHATOPS_QUEUE": queue_name,
-        "CHATOPS_LEASE_TTL_SECONDS": "5",
-        "CHATOPS_RUNTIME": "tests.bot.slack.runtimes:slack_runtime",
-        "CHATOPS_TEST_DIR": str(tmp_path),
-        "PORT": str(port),
-        "WEB_HOST": "127.0.0.1",
-        "WEB_WORKERS": "2",
-        "WEB_THREADS": "4",
-    }
-    env.pop("SLACK_APP_TOKEN", None)
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    started: list[subprocess.Popen[bytes]] = []
-    for name, command in (("web", [CHATOPS, "web"]), ("worker", [CHATOPS, "worker"])):
-        with open(logs / f"{name}.log", "wb") as log:
-            started.append(
-                subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-            )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: _health(url) == 200, timeout=30, what="chatops web to answer /healthz")
-        emulator.set_events_url(f"{url}/slack/events")
-        yield url, env
-    finally:
-        for process in started:
-            process.send_signal(signal.SIGTERM)
-        for process in started:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for name in ("web", "worker"):
-            sys.stderr.write(
-                f"--- {name} log ---\n{(logs / f'{name}.log').read_text(errors='replace')[-4000:]}\n"
-            )
-
-
-def _health(url: str) -> int | None:
-    try:
-        return http(f"{url}/healthz").status
-    except OSError:
-        return None
+    """``chatops web`` and ``chatops worker`` subprocesses; yields the web URL and their environment.
+    The web process must stop gracefully on SIGTERM (exit status 0)."""
+    with chatops_processes(
+        emulator, redis_url, key_prefix, queue_name, tmp_path, WEB_WORKERS="2", WEB_THREADS="4"
+    ) as served:
+        yield served.url, served.env
+    assert served.exit_codes.get("web") == 0, served.log("web")[-2000:]
 
 
 def test_chatops_web_and_worker_run_the_approval_flow(
@@ -143,3 +85,25 @@ def test_chatops_web_and_worker_run_the_approval_flow(
     assert record is not None and record.status is RunStatus.COMPLETED
     deliveries = control.deliveries(kind="event")
     assert deliveries and all(d["status"] == 200 for d in deliveries)  # every event acked, none retried
+
+
+def test_a_killed_web_worker_is_replaced_and_an_orphaned_one_stops(
+    emulator: SlackEmulator, redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
+) -> None:
+    """The supervisor replaces a worker process that dies; if the supervisor itself is killed
+    (SIGKILL: no chance to stop them), its workers notice and stop rather than keep the port."""
+    with chatops_processes(
+        emulator, redis_url, key_prefix, queue_name, tmp_path, names=("web",), WEB_WORKERS="2"
+    ) as served:
+        supervisor = psutil.Process(served.pids["web"])
+        first = wait_for(lambda: supervisor.children() if len(supervisor.children()) == 2 else None)
+        first[0].kill()
+        wait_for(
+            lambda: len(kids := supervisor.children()) == 2 and first[0].pid not in {k.pid for k in kids},
+            what="a new worker process",
+        )
+        assert health(served.url) == 200
+        workers = supervisor.children()
+        supervisor.kill()
+        gone, alive = psutil.wait_procs(workers, timeout=15)
+        assert alive == [] and len(gone) == 2

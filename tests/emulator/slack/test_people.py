@@ -130,3 +130,17 @@ def test_lookups_need_their_scopes(receiver: Receiver) -> None:
         web = WebClient(token=TOKEN, base_url=slack.api_url, timeout=5)
         assert error_of(web, "users.info", user="U_ALICE") == "missing_scope"
         assert error_of(web, "usergroups.users.list", usergroup="S_ONCALL") == "missing_scope"
+        assert error_of(web, "conversations.history", channel="C_INCIDENT") == "missing_scope"
+        assert error_of(web, "conversations.replies", channel="C_INCIDENT", ts="1.000001") == "missing_scope"
+        assert error_of(web, "users.conversations") == "missing_scope"
+
+
+def test_users_conversations_lists_the_bots_channels_with_the_scope_of_each_type(receiver: Receiver) -> None:
+    public_only = make_config(events_url=receiver.url, scopes=("channels:read",))
+    with SlackEmulator(public_only) as slack:
+        web = WebClient(token=TOKEN, base_url=slack.api_url, timeout=5)
+        listed = web.users_conversations(types="public_channel", limit=1)
+        assert [c["id"] for c in listed["channels"]] == ["C_INCIDENT"]  # the bot is in #incident only
+        assert listed["response_metadata"]["next_cursor"] == ""
+        assert error_of(web, "users.conversations", types="public_channel,private_channel") == "missing_scope"
+        assert error_of(web, "users.conversations", types="rooms") == "invalid_types"

@@ -1,0 +1,63 @@
+"""A model turn's tool calls as the runtime stores them: numbered with its own ids, bounded.
+
+Every call gets a run-unique id (``runtime_call_id``) before the assistant message is stored:
+that id is one execution, and what an approval is bound to. Calls the runtime will not run at
+all (past the per-turn cap; arguments too large or too deeply nested to keep) are stored as
+bounded copies marked ``refused``, so nothing downstream parses a 3 MB or 30,000-deep argument.
+"""
+
+from __future__ import annotations
+
+from agent.arguments import MAX_ARGUMENTS_BYTES, MAX_ARGUMENTS_DEPTH, check_depth
+from agent.errors import ArgumentsRejected
+from agent.types import Message, RunState, runtime_call_id
+
+
+def number_calls(message: Message, state: RunState, cap: int) -> Message:
+    """Give every tool call the runtime's own run-unique id before the message is stored.
+
+    The id is the identity of one execution (approvals are bound to it); the model's id is
+    kept as ``provider_id`` only. A model repeating an approved call's id, or sending five
+    calls under one id, gets five executions that each need their own approval. Calls past
+    the per-turn cap, and arguments too large to keep, are stored as bounded copies marked
+    ``refused``: history never holds a 3 MB argument, and nothing runs for them.
+    """
+    if not message.tool_calls:
+        return message
+    calls = []
+    for position, call in enumerate(message.tool_calls, 1):
+        state.call_seq += 1
+        update: dict[str, object] = {
+            "id": runtime_call_id(state.call_seq),
+            "provider_id": call.id[:64],
+        }
+        unkeepable = _unkeepable(call.arguments)
+        if unkeepable is not None:
+            update["arguments"] = "{}"
+            update["refused"] = unkeepable
+        elif position > cap:
+            update["refused"] = (
+                f"at most {cap} tool calls are run per turn (this was call {position}); "
+                "nothing ran: call it again in the next turn if it is still needed"
+            )
+        calls.append(call.model_copy(update=update))
+    return message.model_copy(update={"tool_calls": calls})
+
+
+def _unkeepable(arguments: str) -> str | None:
+    """Why these arguments must not even be stored (over the size or nesting cap), else ``None``.
+
+    Everything downstream (history, cards, audit, the next request) may then parse a call's
+    arguments without a size or recursion hazard.
+    """
+    size = len(arguments.encode())
+    if size > MAX_ARGUMENTS_BYTES:
+        return (
+            f"the arguments are {size:,} bytes, over the {MAX_ARGUMENTS_BYTES:,}-byte limit; "
+            "nothing ran: send smaller arguments"
+        )
+    try:
+        check_depth(arguments, MAX_ARGUMENTS_DEPTH)
+    except ArgumentsRejected as error:
+        return f"{error}; nothing ran"
+    return None

@@ -1,0 +1,127 @@
+"""Slack presentation never blocks the agent loop, and the final state still reaches the thread.
+
+Card updates go through the worker's background sender: a rate-limited card (429 with
+``Retry-After``) holds back the card, never the run; the job waits for a run's final card only at
+its end, within a bound, and leaves what Slack did not take to the report (which the recovery
+sweep has done again). A post of the answer that keeps failing is tried again the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from agent.tooling import ToolCategory, ToolResult
+from agent.types import RunStatus, ToolDef
+from bot.audit import AuditKind
+from tests.bot.slack.conftest import SlackBot
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.reliability
+
+ANSWER = "done: check_health ok"
+
+
+def faults_left(bot: SlackBot) -> int:
+    return sum(int(f["remaining"]) for f in bot.control.faults())
+
+
+def card_of(bot: SlackBot, ts: str) -> str:
+    return json.dumps(bot.bot_replies(ts)[0]["blocks"])
+
+
+def answers(bot: SlackBot, ts: str, answer: str = ANSWER) -> int:
+    return sum(1 for m in bot.bot_replies(ts) if m["text"] == answer)
+
+
+def finished_in_audit(bot: SlackBot, run_id: str) -> bool:
+    return any(e.kind is AuditKind.RUN_FINISHED for e in bot.service.audit.entries(run_id))
+
+
+def report_again(bot: SlackBot) -> None:
+    """What the recovery sweep of any worker does for a run whose report is not done."""
+    bot.service.recover()
+    bot.work()
+
+
+@dataclass
+class Arm:
+    """A read-only tool that arms an emulator fault on its call (so it hits the posts after it)."""
+
+    bot: SlackBot
+    method: str
+    fault: dict[str, Any]
+    name: str = "arm"
+    category: ToolCategory = ToolCategory.READ_ONLY
+    parallel: bool = False
+    timeout: float = 10.0
+
+    @property
+    def definition(self) -> ToolDef:
+        return ToolDef(name=self.name, description="Arm a fault.")
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        self.bot.control.inject_fault(self.method, **self.fault)
+        return ToolResult("armed")
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_rate_limited_card_holds_back_the_card_not_the_run(bot: SlackBot) -> None:
+    """Four 429s with Retry-After 15 on the card (a minute of Slack's waiting): the run completes
+    and answers while the card's final state is still waiting; the card shows it once they pass."""
+    bot.control.inject_fault("chat.update", kind="ratelimited", count=4, retry_after=15)
+    ts = bot.mention("plan: check_health")
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.COMPLETED  # the loop did not wait for the card ...
+    assert faults_left(bot) > 0 and "Done" not in card_of(bot, ts)  # ... which is still waiting
+    assert answers(bot, ts) == 1 and finished_in_audit(bot, run_id)
+    assert bot.service.reporting(run_id)  # handed to the report: the sweep has it sent again
+
+    def final_card() -> bool:
+        report_again(bot)
+        return "Done" in card_of(bot, ts)
+
+    wait_for(final_card, timeout=150, what="the final card once Slack's Retry-After passed")
+    assert faults_left(bot) == 0 and not bot.service.reporting(run_id)
+    assert answers(bot, ts) == 1  # the report did the rest once: the answer is not repeated
+    updates = bot.calls("chat.update")
+    assert [c["status"] for c in updates] == [429] * 4 + [200], updates
+
+
+def test_a_card_update_refused_for_good_does_not_fail_the_run(bot: SlackBot) -> None:
+    bot.control.inject_fault("chat.update", kind="error", error="cant_update_message", count=20)
+    ts = bot.mention("plan: check_health")
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.COMPLETED
+    assert answers(bot, ts) == 1 and finished_in_audit(bot, run_id)
+    assert not bot.service.reporting(run_id)  # nothing left to try: Slack refused it for good
+    assert "Done" not in card_of(bot, ts)
+    assert all(c["error"] == "cant_update_message" for c in bot.calls("chat.update"))
+
+
+def test_an_answer_that_could_not_be_posted_is_posted_by_the_next_report(
+    make_bot: Callable[..., SlackBot],
+) -> None:
+    """Server errors outlast the client's retries of the answer: the report step is not marked
+    done (the run stays to be reported), and the next job posts the answer, once."""
+    bot = make_bot()
+    bot.tools = [*bot.tools, Arm(bot, "chat.postMessage", {"kind": "http_error", "status": 500, "count": 4})]
+    ts = bot.mention("plan: arm")
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.COMPLETED and finished_in_audit(bot, run_id)
+    assert answers(bot, ts, "done: armed") == 0 and bot.service.reporting(run_id)
+    assert "Done" in card_of(bot, ts)  # the card came first, and got through
+    report_again(bot)
+    assert answers(bot, ts, "done: armed") == 1 and not bot.service.reporting(run_id)
+    assert faults_left(bot) == 0
