@@ -97,6 +97,7 @@ class Burst:
     completions: list[tuple[float, int]] = field(default_factory=list)  # (seconds, runs done)
     loads: list[tuple[float, float]] = field(default_factory=list)  # (seconds, 1-minute load average)
     cpu_seconds: dict[str, float] = field(default_factory=dict)
+    redis_calls: dict[str, int] = field(default_factory=dict)  # commands Redis ran meanwhile, by name
 
     def p(self, q: float) -> float:
         return percentile(self.latencies_ms, q)
@@ -188,6 +189,7 @@ def run_burst(
     completions = Completions(bench)
     base = completions.count()
     before = {name: meter.read() for name, meter in meters.items()}
+    calls_before = redis_calls(bench)
     start = time.monotonic() + 0.05  # the generator's first due time (it starts 50 ms after its call)
     sampler = completions.run(start, base)
     outcomes = loadgen.run("127.0.0.1", port, requests, rate)
@@ -200,6 +202,7 @@ def run_burst(
     completions.stop()
     sampler.join()
     cpu = {name: meter.read() - before[name] for name, meter in meters.items()}
+    calls = {name: n - calls_before.get(name, 0) for name, n in redis_calls(bench).items()}
     return Burst(
         sent=len(requests),
         acked=acked,
@@ -210,7 +213,15 @@ def run_burst(
         completions=completions.samples,
         loads=completions.loads,
         cpu_seconds=cpu,
+        redis_calls={name: n for name, n in calls.items() if n > 0},
     )
+
+
+def redis_calls(bench: BenchRedis) -> dict[str, int]:
+    """Commands run so far by the Redis server, by name (``INFO commandstats``): per run only on a
+    Redis of the benchmark's own (``REDIS_URL``), since every client of the server counts."""
+    stats = bench.client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
 
 
 def check_runs(bench: BenchRedis, control: SlackEmulatorClient, tag: str) -> tuple[int, int, int]:
@@ -266,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             SLACK_API_URL=f"http://127.0.0.1:{slack_port}/api/",
             PORT=str(port),
             WEB_HOST="127.0.0.1",
+            **{k: v for k, v in os.environ.items() if k.startswith("BENCH_CHATOPS_")},
         )
+        env = {k.removeprefix("BENCH_"): v for k, v in env.items()}  # BENCH_CHATOPS_X=... sets CHATOPS_X
         started: list[Process] = []
         try:
             with processes(started):
@@ -389,7 +402,15 @@ def _report(
         [*burst.cpu_seconds, "total"],
         [[*burst.cpu_seconds.values(), total]],
     )
+    top = sorted(burst.redis_calls.items(), key=lambda item: -item[1])[:14]
+    result.add_table(
+        "Redis commands per run during the burst (`INFO commandstats`; on a shared Redis every "
+        "client's commands count), the most frequent",
+        [name for name, _ in top] + ["all"],
+        [[n / max(burst.acked, 1) for _, n in top] + [sum(burst.redis_calls.values()) / max(burst.acked, 1)]],
+    )
     result.data = {
+        "redis_calls": burst.redis_calls,
         "latencies_ms": burst.latencies_ms,
         "completions": burst.completions,
         "loads": burst.loads,

@@ -76,6 +76,7 @@ MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
 MAX_DEFERRALS = 6
 REPORTED_FIELD = "reported"  # in the run hash: the steps of a finished run's report already done
+SUSPENDED_FIELD = "suspended_call"  # ... and the call whose wait the audit log has recorded
 REPORT_GIVE_UP_SECONDS = 3600.0  # a report Slack keeps failing is tried again by the sweep this long
 LOST_REASON = (
     "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
@@ -552,7 +553,7 @@ class RunJob:
         # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
         steps: list[Step] = [("card", lambda: presenter.update_run_card(ref, card))]
         if result.status is RunStatus.AWAITING_APPROVAL:
-            audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=result.pending_call_id)
+            self._audit_suspended(result.pending_call_id or "")
             if run_steps(self._run_id, steps, [], lambda _done: None):  # the next segment has its own
                 rt.redis.zrem(rt.keys.reporting(), self._run_id)
             return
@@ -578,6 +579,15 @@ class RunJob:
 
         if run_steps(self._run_id, steps, self._reported_steps(), mark) or self._give_up_report():
             rt.redis.zrem(rt.keys.reporting(), self._run_id)
+
+    def _audit_suspended(self, call_id: str) -> None:
+        """Once per call waited for: a job that only redraws the card (the sweep's, after Slack held
+        the card back) suspends the run again on the same call."""
+        run_key = self._rt.keys.run(self._run_id)
+        if as_text(self._rt.redis.hget(run_key, SUSPENDED_FIELD)) == call_id:
+            return
+        self._service.audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=call_id or None)
+        hset_if_exists(self._rt.redis, run_key, {SUSPENDED_FIELD: call_id})
 
     def _give_up_report(self) -> bool:
         """True once a finished run's report has been tried for ``REPORT_GIVE_UP_SECONDS``: Slack

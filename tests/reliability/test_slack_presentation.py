@@ -125,3 +125,28 @@ def test_an_answer_that_could_not_be_posted_is_posted_by_the_next_report(
     report_again(bot)
     assert answers(bot, ts, "done: armed") == 1 and not bot.service.reporting(run_id)
     assert faults_left(bot) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_card_held_back_while_the_run_waits_for_approval_still_says_so(bot: SlackBot) -> None:
+    """The run card's "waiting" state, held back by a 429 longer than the job waits, is handed to
+    the report like a finished run's card: the sweep's job writes it, after the approval card."""
+    bot.control.inject_fault("chat.update", kind="ratelimited", count=1, retry_after=12)
+    ts = bot.mention("plan: restart_service")
+    run_id = bot.run_id(ts)
+    bot.work()
+    assert bot.status(run_id) is RunStatus.AWAITING_APPROVAL
+    replies = bot.bot_replies(ts)
+    assert "Approval" in replies[1]["text"]  # the approval card is up, the run card not yet redrawn
+    assert "Waiting for approval" not in card_of(bot, ts) and bot.service.reporting(run_id)
+
+    def waiting_card() -> bool:
+        report_again(bot)
+        return "Waiting for approval" in card_of(bot, ts)
+
+    wait_for(waiting_card, timeout=120, what="the run card saying it waits for approval")
+    assert not bot.service.reporting(run_id) and bot.status(run_id) is RunStatus.AWAITING_APPROVAL
+    assert bot.executions("restart_service") == [] and len(bot.bot_replies(ts)) == 2  # nothing asked twice
+    suspended = [e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.RUN_SUSPENDED]
+    assert len(suspended) == 1  # the jobs that only redrew the card did not suspend it again
