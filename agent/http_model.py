@@ -158,24 +158,33 @@ class HTTPChatModel:
                 self._wait_or_give_up(attempt, exc, budget)
 
     def _complete_once(self, body: bytes, budget: RetryBudget) -> Response:
-        outgoing = self._http.build_request(
-            "POST",
-            self._url,
-            content=body,
-            headers=self._request_headers(stream=False),
-            timeout=self._cut(budget),
-        )
-        with self._transport_errors():
-            answer = self._http.send(outgoing, stream=True)
+        answer = self._open(body, budget, stream=False)
         try:
-            if not answer.is_success:
-                with self._transport_errors():
-                    answer.read()
-                raise self.status_error(answer)
             content = b"".join(self._chunks(answer, budget))  # bounded in total, not per read
         finally:
             answer.close()
         return self._require_answer(self.parse(content))
+
+    def _open(self, body: bytes, budget: RetryBudget, *, stream: bool) -> httpx.Response:
+        """Send one attempt and return its successful answer, its body not read yet (the caller
+        reads it within the budget and closes it); a failed answer is read, closed and raised."""
+        outgoing = self._http.build_request(
+            "POST",
+            self._url,
+            content=body,
+            headers=self._request_headers(stream=stream),
+            timeout=self._cut(budget),
+        )
+        with self._transport_errors():
+            answer = self._http.send(outgoing, stream=True)
+        if answer.is_success:
+            return answer
+        try:
+            with self._transport_errors():
+                answer.read()
+            raise self.status_error(answer)
+        finally:
+            answer.close()
 
     def _chunks(self, answer: httpx.Response, budget: RetryBudget) -> Iterator[bytes]:
         """The body's chunks, cut when the request's time runs out however slowly bytes trickle
@@ -222,21 +231,9 @@ class HTTPChatModel:
         self, body: bytes, progress: _StreamProgress, budget: RetryBudget
     ) -> Iterator[StreamPart]:
         assembler = self.new_assembler()
-        outgoing = self._http.build_request(
-            "POST",
-            self._url,
-            content=body,
-            headers=self._request_headers(stream=True),
-            timeout=self._cut(budget),
-        )
-        with self._transport_errors():
-            answer = self._http.send(outgoing, stream=True)
+        answer = self._open(body, budget, stream=True)
         # Closed on every way out, a consumer's early close (GeneratorExit at a yield) included.
         try:
-            if not answer.is_success:
-                with self._transport_errors():
-                    answer.read()
-                raise self.status_error(answer)
             events = self._events(answer, budget)
             for event in events:
                 text = assembler.add(event)
