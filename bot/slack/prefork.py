@@ -36,6 +36,11 @@ YOUNG = 5.0  # a child that dies sooner than this after its start counts as a cr
 STOPS = (signal.SIGTERM, signal.SIGINT)
 SPARE_FILES = 128  # open files a web process needs besides its connections
 
+# The pid of the supervisor that forked this process, set in the child right after the fork: read
+# later (after the app is built), ``os.getppid()`` may already name init if the supervisor died
+# in between, and the orphan would never notice.
+_forked_by: int | None = None
+
 
 def listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -117,6 +122,8 @@ class Supervisor:
             self._children[pid] = time.monotonic()
             return
         # The child: the parent's wake-up pipe and handlers are not its own.
+        global _forked_by
+        _forked_by = self._pid
         signal.set_wakeup_fd(-1)
         os.close(wake_read)
         os.close(wake_write)
@@ -181,12 +188,13 @@ def run_worker(sock: Any, app: WsgiApp, limits: Limits, threads: int, *, multipr
 
 async def _stop_when_orphaned(stopping: asyncio.Event) -> None:
     """A forked worker whose supervisor died (killed with SIGKILL, say) stops rather than keep the port."""
-    parent = os.getppid()
+    parent = _forked_by if _forked_by is not None else os.getppid()
     while not stopping.is_set():
-        await asyncio.sleep(1.0)
         if os.getppid() != parent:
             log.warning("the web supervisor is gone: stopping")
             stopping.set()
+            return
+        await asyncio.sleep(1.0)
 
 
 def within_open_files(limits: Limits) -> Limits:

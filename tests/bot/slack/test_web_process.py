@@ -91,19 +91,23 @@ def test_a_killed_web_worker_is_replaced_and_an_orphaned_one_stops(
     emulator: SlackEmulator, redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
 ) -> None:
     """The supervisor replaces a worker process that dies; if the supervisor itself is killed
-    (SIGKILL: no chance to stop them), its workers notice and stop rather than keep the port."""
+    (SIGKILL: no chance to stop them), its workers notice and stop rather than keep the port, the
+    replacement too while it is still building its app (it knows its supervisor from the fork)."""
     with chatops_processes(
         emulator, redis_url, key_prefix, queue_name, tmp_path, names=("web",), WEB_WORKERS="2"
     ) as served:
         supervisor = psutil.Process(served.pids["web"])
         first = wait_for(lambda: supervisor.children() if len(supervisor.children()) == 2 else None)
+        assert health(served.url) == 200
         first[0].kill()
-        wait_for(
-            lambda: len(kids := supervisor.children()) == 2 and first[0].pid not in {k.pid for k in kids},
+        workers = wait_for(
+            lambda: (
+                kids
+                if len(kids := supervisor.children()) == 2 and first[0].pid not in {k.pid for k in kids}
+                else None
+            ),
             what="a new worker process",
         )
-        assert health(served.url) == 200
-        workers = supervisor.children()
-        supervisor.kill()
+        supervisor.kill()  # at once: the replacement is most likely still building its app
         gone, alive = psutil.wait_procs(workers, timeout=15)
         assert alive == [] and len(gone) == 2
