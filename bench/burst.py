@@ -1,6 +1,6 @@
 """A burst of mentions through the whole bot: 3,000 signed mentions at 300/s, 2 workers, zero-latency model.
 
-``chatops web`` (its production gunicorn server) and two ``chatops worker`` processes (forking, as
+``chatops web`` (its own HTTP server, as deployed) and two ``chatops worker`` processes (forking, as
 deployed) on one Redis; the Slack emulator in a process of its own serves the Web API the workers'
 real ``SlackPresenter`` calls (run card, "is working" status, card updates, answer). Each mention
 starts a new thread (``plan: check``: one read-only tool call, then the answer) in one of 100

@@ -318,9 +318,19 @@ def start_process(
             stdout=handle,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+            preexec_fn=(lambda: _lower_priority(nice)) if nice else None,
         )
     return Process(name, popen, log)
+
+
+def _lower_priority(nice: int) -> None:
+    """``nice`` this process and, where the kernel groups processes by session for scheduling
+    (``sched_autogroup_enabled``: a new session is a new group, and a plain nice value then only
+    ranks processes inside their own group), its session's group too: otherwise a niced worker in
+    a session of its own gets as much CPU as the web process."""
+    os.nice(nice)
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+        group.write(str(nice))
 
 
 def http_status(url: str, timeout: float = 2.0) -> int | None:
