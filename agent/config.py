@@ -20,6 +20,8 @@ class ConfirmRequest:
     * ``preview`` / ``plan`` / ``plan_created_at``: the dry run of a destructive call (text shown
       to the approver, the machine-readable plan the execution is bound to, when it was made);
     * ``command``: the exact command or request the call executes, when the tool can say it;
+    * ``reason``: why this call needs a person when its tool alone would not (``CallCategory``:
+      a read-only network tool reaching a host that is not on the egress allow list), plain text;
     * ``involved``: the people whose messages the run had read when the call was proposed (the
       requester first): a destructive call needs an approver who is none of them.
     """
@@ -31,6 +33,7 @@ class ConfirmRequest:
     plan_created_at: float | None = None
     command: str | None = None
     involved: tuple[str, ...] = ()
+    reason: str | None = None
 
 
 ConfirmCallback = Callable[[ConfirmRequest], Decision]

@@ -36,7 +36,7 @@ from agent.history import unanswered_calls
 from agent.loop_detection import LoopDetector
 from agent.recovery import RecoveryAction, RecoveryPolicy
 from agent.repetition import RepetitionDetector
-from agent.tool_step import StepOutcome, ToolStep
+from agent.tool_step import StepOutcome, ToolStep, call_kind
 from agent.toolcall_recovery import recover_tool_calls
 from agent.tooling import ToolCategory
 from agent.types import (
@@ -178,10 +178,15 @@ class Run:
         return None
 
     def _read_only(self, calls: list[ToolCall]) -> bool:
-        """True when every call is to a known read-only tool (and there is at least one)."""
+        """True when every call is a read-only call of a known tool (and there is at least one).
+
+        Per call (``call_category``): a read-only tool's call that needs approval (an unlisted
+        host under ``CHATOPS_EGRESS_UNLISTED=approve``) is stored before anyone is asked.
+        """
         for call in calls:
             tool = self._tools.get(call.name)
-            if tool is None or tool.category is not ToolCategory.READ_ONLY:
+            kind = call_kind(tool, call) if tool is not None else None
+            if kind is None or isinstance(kind, str) or kind.category is not ToolCategory.READ_ONLY:
                 return False
         return bool(calls)
 

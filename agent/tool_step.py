@@ -3,6 +3,11 @@
 Read-only tools marked parallel run concurrently (bounded by the run's pool); mutating and
 destructive tools run one at a time, each only after an approval, behind a durable "executing"
 mark. Results are appended in call order, each right after the assistant message that asked.
+
+What a call is (read-only, mutating, destructive) is decided per call by ``call_category``: a
+read-only network tool asked to reach an unlisted host is a mutating call there and then
+(``CHATOPS_EGRESS_UNLISTED=approve``). Everything below uses that one answer: batching, the gate,
+the events and the history.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from agent.context import RunContext
 from agent.events import ToolEnd, ToolStart
 from agent.history import NOT_RUN, answered_in_last_turn
 from agent.loop_detection import LOOP_WARNING, LoopVerdict
-from agent.tooling import APPROVED_PLAN, Tool, ToolCategory, ToolResult, describe_call
+from agent.tooling import (
+    APPROVED_PLAN,
+    CallCategory,
+    Tool,
+    ToolCategory,
+    ToolResult,
+    call_category,
+    describe_call,
+)
 from agent.types import DecisionStatus, DryRun, Message, ToolCall
 
 CONFIRMED_BY = "confirmed_by"
@@ -52,6 +65,15 @@ def without_reserved_arguments(call: ToolCall) -> ToolCall:
     for key in RESERVED_ARGUMENTS:
         arguments.pop(key, None)
     return call.model_copy(update={"arguments": json.dumps(arguments)})
+
+
+def call_kind(tool: Tool, call: ToolCall) -> CallCategory | str:
+    """The call's category, or the error that refuses it: a tool that cannot say what a call is
+    is not run (a bug in a tool must not stop the run, nor let the call past the gate)."""
+    try:
+        return call_category(tool, call.arguments)
+    except Exception as error:
+        return f"Error: {call.name} could not tell what this call does: {type(error).__name__}: {error}"
 
 
 def _valid_arguments(call: ToolCall) -> bool:
@@ -118,10 +140,13 @@ class ToolStep:
         batch: list[ToolCall] = []
         for call in calls[start:]:
             tool = self._tool(call)
-            if tool is None or tool.category is not ToolCategory.READ_ONLY or not tool.parallel:
+            if tool is None or not tool.parallel:
                 break
             if call.refused or not _valid_arguments(call):
                 break  # refused one by one, with the reason (``_run_one``)
+            kind = call_kind(tool, call)
+            if isinstance(kind, str) or kind.category is not ToolCategory.READ_ONLY:
+                break  # this call needs approval (or cannot say): through the gate, alone
             batch.append(call)
         return batch if len(batch) > 1 else []
 
@@ -130,8 +155,8 @@ class ToolStep:
         futures: list[tuple[ToolCall, Tool, float, Future[ToolResult]]] = []
         for call in calls:
             tool = self._tool(call)
-            assert tool is not None  # _parallel_batch only takes known tools
-            self._ctx.emit(ToolStart(call, tool.category))
+            assert tool is not None  # _parallel_batch only takes known tools, read-only calls only
+            self._ctx.emit(ToolStart(call, ToolCategory.READ_ONLY))
             timeout = self._timeout_for(tool)
             futures.append(
                 (call, tool, timeout, self._pool.submit(tool.execute, call.arguments, timeout=timeout))
@@ -140,7 +165,7 @@ class ToolStep:
         for call, tool, timeout, future in futures:
             waited = time.monotonic() - started
             result = self._wait(tool, future, max(0.0, timeout + TIMEOUT_GRACE_SECONDS - waited), timeout)
-            results.append(CallResult(call, tool.category, result, time.monotonic() - started, True))
+            results.append(CallResult(call, ToolCategory.READ_ONLY, result, time.monotonic() - started, True))
         return results
 
     def _run_one(self, call: ToolCall) -> CallResult | None:
@@ -155,55 +180,60 @@ class ToolStep:
             arguments = call.parsed_arguments()
         except ValueError as error:
             return self._refused(call, tool.category, f"Error: invalid arguments for {call.name}: {error}")
-        if not tool.category.requires_confirmation:
-            return self._execute(call, tool)
+        kind = call_kind(tool, call)
+        if isinstance(kind, str):
+            return self._refused(call, tool.category, kind)
+        if not kind.category.requires_confirmation:
+            return self._execute(call, tool, kind.category)
         # Earlier results of this turn may still be on their way to memory: confirm them before
         # anyone is asked to approve, or anything is changed.
         self._ctx.config.memory.flush()
         if call.id == self._ctx.state.executing_call_id:
             # A worker died while this side effect ran: never run it twice, tell the model instead.
-            return self._refused(call, tool.category, OUTCOME_UNKNOWN.format(tool=call.name))
-        return self._confirm_and_execute(call, tool, arguments)
+            return self._refused(call, kind.category, OUTCOME_UNKNOWN.format(tool=call.name))
+        return self._confirm_and_execute(call, tool, arguments, kind)
 
     def _confirm_and_execute(
-        self, call: ToolCall, tool: Tool, arguments: dict[str, object]
+        self, call: ToolCall, tool: Tool, arguments: dict[str, object], kind: CallCategory
     ) -> CallResult | None:
+        category = kind.category
         confirm = self._ctx.config.confirm
         if confirm is None:
-            return self._refused(call, tool.category, NO_APPROVER.format(tool=call.name))
+            return self._refused(call, category, NO_APPROVER.format(tool=call.name))
         dry_run: DryRun | None = None
-        if tool.category is ToolCategory.DESTRUCTIVE:
-            dry_run, refusal = self._dry_run(call, tool)
+        if category is ToolCategory.DESTRUCTIVE:
+            dry_run, refusal = self._dry_run(call, tool, category)
             if refusal is not None:
                 return refusal
         request = ConfirmRequest(
             call=call,
-            category=tool.category,
+            category=category,
             preview=dry_run.text if dry_run else None,
             plan=dry_run.plan if dry_run else None,
             plan_created_at=dry_run.created_at if dry_run else None,
             command=describe_call(tool, call.arguments),
+            reason=kind.reason,
         )
         decision = confirm(request)
         if decision.status is DecisionStatus.PENDING:
             return None
         self._ctx.state.dry_run = None  # decided: the next destructive call gets its own dry run
         if decision.status is DecisionStatus.USED:
-            return self._refused(call, tool.category, OUTCOME_UNKNOWN.format(tool=call.name))
+            return self._refused(call, category, OUTCOME_UNKNOWN.format(tool=call.name))
         if decision.status is DecisionStatus.DECLINED:
-            return self._refused(
-                call, tool.category, f"Error: declined: {decision.reason or 'no reason given'}"
-            )
+            return self._refused(call, category, f"Error: declined: {decision.reason or 'no reason given'}")
         # confirmed_by (and the plan) come from the decision, never from the model.
         arguments[CONFIRMED_BY] = decision.confirmed_by
-        if tool.category is ToolCategory.DESTRUCTIVE:
+        if category is ToolCategory.DESTRUCTIVE:
             arguments[APPROVED_PLAN] = decision.plan
         approved = call.model_copy(update={"arguments": json.dumps(arguments)})
         self._ctx.state.executing_call_id = call.id
         self._ctx.save_state()  # the "executing" mark is durable before the side effect starts
-        return self._execute(approved, tool)
+        return self._execute(approved, tool, category)
 
-    def _dry_run(self, call: ToolCall, tool: Tool) -> tuple[DryRun | None, CallResult | None]:
+    def _dry_run(
+        self, call: ToolCall, tool: Tool, category: ToolCategory
+    ) -> tuple[DryRun | None, CallResult | None]:
         """This execution's dry run: the one already made for it (a resumed run), or a new one.
 
         Returns the dry run, or the result that answers the call without asking anyone: the dry
@@ -216,24 +246,24 @@ class ToolStep:
         if result.is_error:
             reason = result.output.removeprefix("Error: ")
             return None, self._refused(
-                call, tool.category, f"Error: dry run failed, not asking for approval: {reason}"
+                call, category, f"Error: dry run failed, not asking for approval: {reason}"
             )
         text = self._filtered(result.output)  # the approver sees it in Slack: redact it too
         if result.nothing_to_do:
             # Nobody is asked to approve nothing; the model learns there is nothing to do.
-            return None, CallResult(call, tool.category, ToolResult(f"Nothing to do: {text}"), 0.0, False)
+            return None, CallResult(call, category, ToolResult(f"Nothing to do: {text}"), 0.0, False)
         dry_run = DryRun(call_id=call.id, text=text, plan=result.plan, created_at=self._ctx.config.clock())
         self._ctx.state.dry_run = dry_run
         self._ctx.save_state()  # a resumed run shows the approver this plan, not a new one
         return dry_run, None
 
-    def _execute(self, call: ToolCall, tool: Tool) -> CallResult:
-        self._ctx.emit(ToolStart(call, tool.category))
+    def _execute(self, call: ToolCall, tool: Tool, category: ToolCategory) -> CallResult:
+        self._ctx.emit(ToolStart(call, category))
         started = time.monotonic()
         timeout = self._timeout_for(tool)
         future = self._pool.submit(tool.execute, call.arguments, timeout=timeout)
         result = self._wait(tool, future, timeout + TIMEOUT_GRACE_SECONDS, timeout)
-        return CallResult(call, tool.category, result, time.monotonic() - started, True)
+        return CallResult(call, category, result, time.monotonic() - started, True)
 
     def _preview(self, tool: Tool, call: ToolCall) -> ToolResult:
         timeout = self._timeout_for(tool)

@@ -23,6 +23,28 @@ class ToolCategory(StrEnum):
     def requires_confirmation(self) -> bool:
         return self is not ToolCategory.READ_ONLY
 
+    @property
+    def rank(self) -> int:
+        """Read-only < mutating < destructive: a call's category is never below its tool's."""
+        return _RANKS[self]
+
+
+_RANKS = {ToolCategory.READ_ONLY: 0, ToolCategory.MUTATING: 1, ToolCategory.DESTRUCTIVE: 2}
+
+
+@dataclass(frozen=True)
+class CallCategory:
+    """The category of one call, and why it is above its tool's own when it is.
+
+    A read-only network tool asked to reach a host the egress policy does not list becomes a
+    mutating call under ``CHATOPS_EGRESS_UNLISTED=approve``: ``reason`` says so in plain text for
+    the approver (written by the tool; it may carry the host the model asked for, so it is shown
+    inert).
+    """
+
+    category: ToolCategory
+    reason: str | None = None
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -52,6 +74,9 @@ class Tool(Protocol):
     ``confirmed_by`` already written in for approved calls) and must validate them itself.
     ``timeout`` is the most it may take; the loop passes a smaller one near the deadline.
     A tool may raise: the loop turns any exception into an ``Error: ...`` result.
+
+    Optional: ``category_for(arguments) -> CallCategory``, the category of one call when it
+    depends on the arguments (read through ``call_category``, the one place the loop asks).
     """
 
     @property
@@ -75,6 +100,22 @@ class Tool(Protocol):
         (``approved_plan``); the execution must do exactly the planned items and nothing else.
         """
         ...
+
+
+def call_category(tool: Tool, arguments: str) -> CallCategory:
+    """The category of one call of ``tool``: what decides its approval, batching and records.
+
+    ``tool.category_for(arguments)`` when the tool has it, never below ``tool.category``: the
+    arguments can make a call need approval, never spare one.
+    """
+    static = CallCategory(tool.category)
+    category_for = getattr(tool, "category_for", None)
+    if category_for is None:
+        return static
+    found = category_for(arguments)
+    if not isinstance(found, CallCategory) or found.category.rank <= tool.category.rank:
+        return static
+    return found
 
 
 def describe_call(tool: Tool, arguments: str) -> str | None:

@@ -155,6 +155,7 @@ class Approval(BaseModel):
     plan: str = ""  # the dry run's machine-readable plan: the one execution does exactly this
     plan_created_at: float | None = None
     command: str = ""  # the exact command or request, as the tool describes it
+    why: str = ""  # why a person is asked when the tool alone would not ask (an unlisted egress host)
     involved: list[str] = Field(default_factory=list)  # whose messages the run had read (requester first)
     consumed_at: float | None = None  # when the one execution it authorises started
 
@@ -258,6 +259,7 @@ class Approvals:
         plan_created_at: float | None = None,
         command: str | None = None,
         involved: tuple[str, ...] = (),
+        why: str | None = None,
     ) -> Approval:
         """The record an execution would get, not stored yet (the card can be checked on it first)."""
         people = (requester, *involved) if requester else involved
@@ -276,6 +278,7 @@ class Approvals:
             plan=plan or "",
             plan_created_at=plan_created_at,
             command=command or "",
+            why=why or "",
             involved=list(dict.fromkeys(person for person in people if person)),
         )
 

@@ -136,6 +136,7 @@ class AuditLog:
             category=approval.category.value,
             requester=approval.requester,
             expires_at=approval.expires_at,
+            why=approval.why or None,
         )
 
     def approval_decided(self, approval: Approval) -> str:

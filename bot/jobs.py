@@ -239,6 +239,7 @@ class ApprovalGate:
             plan_created_at=request.plan_created_at,
             command=request.command,
             involved=self.involved(),
+            why=request.reason,
         )
 
     def _create(self, request: ConfirmRequest) -> Approval:

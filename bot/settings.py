@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -78,8 +78,10 @@ class Settings(BaseSettings):
     )
     chatops_redact_patterns: list[str] = Field(default_factory=list)  # JSON list: regexes contain commas
     chatops_egress_allow: CsvList = Field(default_factory=list)  # tools/egress.py: names, *.domains, CIDRs
-    # What a call to an unlisted host becomes. Only "refuse" exists today; "approve" (a card) is planned.
-    chatops_egress_unlisted: str = Field(default="refuse", pattern=r"^refuse$")
+    # What a network tool's call to a host the allow list does not hold becomes: "refuse" (an error the
+    # model reads) or "approve" (a mutating call: a card, and the approved call reaches exactly that
+    # host and port, once). Loopback, link-local and the bot's own ports are refused either way.
+    chatops_egress_unlisted: Literal["refuse", "approve"] = "refuse"
 
     @field_validator("chatops_log_dirs", "chatops_redact_env", "chatops_egress_allow", mode="before")
     @classmethod

@@ -13,6 +13,12 @@ and the approver's Slack user ID for approved calls) and returns text or a ``Too
 The JSON schema the model sees is derived from the argument model; ``confirmed_by`` is never in
 it, but is accepted in the arguments of mutating and destructive calls (the loop writes it there
 after a person approved). Without it such a call is refused: approval cannot be skipped.
+
+A tool whose calls differ in risk by their arguments gives a ``categorize`` function: it sees the
+validated arguments and may raise one call above the tool's category (a read-only network check
+of a host the egress policy does not list becomes a mutating call). ``category_for`` answers the
+loop with it, and ``execute`` holds the call to the same answer: a raised call without
+``confirmed_by`` is refused, and an approved one runs with ``ToolContext.escalated`` set.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent.arguments import parse_arguments
 from agent.errors import ArgumentsRejected
-from agent.tooling import APPROVED_PLAN, ToolCategory, ToolResult
+from agent.tooling import APPROVED_PLAN, CallCategory, ToolCategory, ToolResult
 from agent.types import ToolDef
 from tools.errors import ToolArgumentError, ToolCallError, ToolConfigError
 
@@ -45,6 +51,8 @@ ArgsT = TypeVar("ArgsT", bound=BaseModel)
 ToolFunction = Callable[[ArgsT, "ToolContext"], "str | ToolResult"]
 CommandFunction = Callable[[ArgsT], "str | None"]
 """The exact command or request a call would execute, built by the code path that executes it."""
+CategorizeFunction = Callable[[ArgsT], CallCategory | None]
+"""One call's category when its arguments raise it above the tool's (``None``: the tool's own)."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +67,27 @@ class ToolContext:
     """The Slack user ID that approved this call (mutating and destructive tools only)."""
     plan: str | None = None
     """The plan of the dry run the approver saw (approved destructive calls only): do exactly it."""
+    escalated: bool = False
+    """A person approved this call because its arguments raised it above the tool's category
+    (``categorize``): the approval covers what raised it (for a network check, reaching exactly
+    the unlisted destination the card named), for this one execution."""
 
     @classmethod
     def starting_now(
-        cls, timeout: float, confirmed_by: str | None = None, plan: str | None = None
+        cls,
+        timeout: float,
+        confirmed_by: str | None = None,
+        plan: str | None = None,
+        *,
+        escalated: bool = False,
     ) -> ToolContext:
-        return cls(timeout=timeout, deadline=time.monotonic() + timeout, confirmed_by=confirmed_by, plan=plan)
+        return cls(
+            timeout=timeout,
+            deadline=time.monotonic() + timeout,
+            confirmed_by=confirmed_by,
+            plan=plan,
+            escalated=escalated,
+        )
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
@@ -95,6 +118,7 @@ class FunctionTool(Generic[ArgsT]):
         preview: ToolFunction[ArgsT] | None = None,
         parameters: dict[str, Any] | None = None,
         command: CommandFunction[ArgsT] | None = None,
+        categorize: CategorizeFunction[ArgsT] | None = None,
     ) -> None:
         self.name = name or func.__name__
         if not _TOOL_NAME_RE.fullmatch(self.name):
@@ -110,6 +134,7 @@ class FunctionTool(Generic[ArgsT]):
         self._func = func
         self._preview = preview
         self._command = command
+        self._categorize = categorize
         self._args_model = args_model
         self._category = category
         self._parallel = parallel
@@ -136,22 +161,51 @@ class FunctionTool(Generic[ArgsT]):
     def timeout(self) -> float:
         return self._timeout
 
+    def category_for(self, arguments: str) -> CallCategory:
+        """This call's category (``agent.tooling.call_category``): the tool's, unless ``categorize``
+        raises it. Arguments that do not validate get the tool's own: the call fails on them anyway."""
+        try:
+            args, _, _ = self._parse(arguments)
+        except ToolCallError:
+            return CallCategory(self._category)
+        return self._call_category(args)
+
+    def _call_category(self, args: ArgsT) -> CallCategory:
+        if self._categorize is None:
+            return CallCategory(self._category)
+        try:
+            found = self._categorize(args)
+        except Exception:
+            # The tool's own checks still hold at execution (the egress policy refuses an unlisted
+            # host); a broken categorizer only means nobody is asked to open anything.
+            log.exception("tool %s: categorizing a call failed", self.name)
+            return CallCategory(self._category)
+        if found is None or found.category.rank <= self._category.rank:
+            return CallCategory(self._category)
+        return found
+
     def execute(self, arguments: str, *, timeout: float) -> ToolResult:
         """Validate the arguments and run the tool; every failure is an ``Error: ...`` result."""
         try:
             args, confirmed_by, plan = self._parse(arguments)
         except ToolCallError as exc:
             return error_result(str(exc))
-        if self._category is not ToolCategory.DESTRUCTIVE:
+        category = self._call_category(args).category  # what the loop's gate was told
+        if category is not ToolCategory.DESTRUCTIVE:
             plan = None  # only a destructive call's approval carries a plan
-        if not self._category.requires_confirmation:
+        if not category.requires_confirmation:
             confirmed_by = None  # nobody approves a read-only call; ignore a value the model made up
         elif confirmed_by is None:
-            return error_result(
-                f"{self.name} changes the system and runs only after a person approves it "
-                "(no confirmed_by in the arguments)"
+            what = (
+                "changes the system" if category is self._category else "needs approval for these arguments"
             )
-        ctx = ToolContext.starting_now(self._effective_timeout(timeout), confirmed_by, plan)
+            return error_result(
+                f"{self.name} {what} and runs only after a person approves it (no confirmed_by in the arguments)"
+            )
+        escalated = confirmed_by is not None and category is not self._category
+        ctx = ToolContext.starting_now(
+            self._effective_timeout(timeout), confirmed_by, plan, escalated=escalated
+        )
         result = self._call(self._func, args, ctx)
         if confirmed_by is not None:
             # The note is decoration: loop detection keeps hashing what the tool itself returned.
@@ -228,6 +282,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     preview: ToolFunction[Any] | None = None,
+    categorize: CategorizeFunction[Any] | None = None,
 ) -> Callable[[ToolFunction[Any]], FunctionTool[Any]]:
     """Decorator: turn ``func(args: SomeModel, ctx: ToolContext)`` into a ``FunctionTool``.
 
@@ -244,6 +299,7 @@ def tool(
             parallel=parallel,
             timeout=timeout,
             preview=preview,
+            categorize=categorize,
         )
 
     return wrap

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tools.egress import EgressPolicy, protected_endpoints
+from tools.egress import EgressPolicy, Unlisted, protected_endpoints
 from tools.errors import ToolConfigError
 from tools.resolver import Resolver, SystemResolver
 
@@ -46,6 +46,9 @@ class ToolSettings(Protocol):
     def chatops_egress_allow(self) -> Sequence[str]: ...
 
     @property
+    def chatops_egress_unlisted(self) -> Unlisted: ...
+
+    @property
     def redis_url(self) -> str: ...
 
     @property
@@ -74,6 +77,8 @@ class ToolsConfig:
     """Variables removed from the environment of every command (the bot's own secrets)."""
     egress_allow: tuple[str, ...] = ()
     """``CHATOPS_EGRESS_ALLOW``: what network tools may reach (see ``tools.egress``); empty: nothing."""
+    egress_unlisted: Unlisted = "refuse"
+    """``CHATOPS_EGRESS_UNLISTED``: an unlisted destination is refused, or needs an approval card."""
     redis_url: str | None = None
     """The bot's own Redis: never reachable through a tool unless an entry names its port."""
     web_port: int | None = None
@@ -100,6 +105,7 @@ class ToolsConfig:
             env=env,
             hidden_env=tuple(settings.chatops_redact_env),
             egress_allow=tuple(settings.chatops_egress_allow),
+            egress_unlisted=settings.chatops_egress_unlisted,
             redis_url=settings.redis_url,
             web_port=settings.port,
             web_host=settings.web_host,
@@ -115,7 +121,9 @@ class ToolsConfig:
         protected = protected_endpoints(
             redis_url=self.redis_url, web_port=self.web_port, web_host=self.web_host, resolver=resolver
         )
-        return EgressPolicy.parse(self.egress_allow, protected=protected, resolver=resolver)
+        return EgressPolicy.parse(
+            self.egress_allow, protected=protected, resolver=resolver, unlisted=self.egress_unlisted
+        )
 
     def environment(self) -> Mapping[str, str]:
         """The environment as given (``os.environ`` by default)."""

@@ -16,6 +16,13 @@ tools reach only what the operator listed, checked in code at connect time:
 * the bot's **own endpoints** (its Redis, its web and metrics port) are reached only through an
   entry naming that port (``127.0.0.1:6379``): allowing loopback is not allowing Redis.
 
+What is not listed is refused (``CHATOPS_EGRESS_UNLISTED=refuse``), or under ``approve`` becomes
+a call a person approves (``needs_approval``, judged before anything is resolved). The approved
+execution runs under ``approving(destination)``: this policy plus exactly that host (or address)
+and port, which passes the name and address check and nothing else. It is not an entry: it never
+opens a special range or the bot's own endpoints (a destination that could only reach those is
+refused with no card), and every address its name resolves to still passes the deny rules.
+
 Entry syntax, comma- or space-separated: ``grafana.corp``, ``*.corp.example`` (any name below
 it, not the name itself), ``10.0.0.5``, ``10.0.0.0/8``, ``fd00::/8``, each optionally with
 ``:PORT`` (IPv6 in brackets: ``[fd00::1]:443``, ``[fd00::/8]:443``).
@@ -26,63 +33,40 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from tools.errors import EgressRefusedError, ToolConfigError
-from tools.resolver import Resolver, SystemResolver, interface_addresses
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-_SPECIAL_RANGES: tuple[tuple[str, IPNetwork], ...] = tuple(
-    (label, ipaddress.ip_network(cidr))
-    for label, cidr in (
-        ("loopback", "127.0.0.0/8"),
-        ("loopback", "::1/128"),
-        ("link-local (cloud metadata lives there)", "169.254.0.0/16"),
-        ("link-local", "fe80::/10"),
-        ("unspecified", "0.0.0.0/8"),
-        ("unspecified", "::/128"),
-        ("multicast", "224.0.0.0/4"),
-        ("multicast", "ff00::/8"),
-        ("reserved", "240.0.0.0/4"),
-    )
+from tools.egress_addresses import (
+    LOOPBACK,
+    SPECIAL_RANGES,
+    IPAddress,
+    IPNetwork,
+    is_host_name,
+    normalize_host,
+    parse_address,
+    special_range,
 )
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
-_MAX_NAME_CHARS = 253
+from tools.egress_endpoints import ProtectedEndpoint, protected_endpoints
+from tools.errors import EgressRefusedError, ToolConfigError
+from tools.resolver import Resolver, SystemResolver
 
+__all__ = [
+    "AllowEntry",
+    "Destination",
+    "EgressPolicy",
+    "ProtectedEndpoint",
+    "Unlisted",
+    "fixed_url_entry",
+    "normalize_host",
+    "parse_address",
+    "parse_entry",
+    "protected_endpoints",
+    "special_range",
+]
 
 # -- entries --------------------------------------------------------------------------------------
-
-
-def parse_address(text: str) -> IPAddress | None:
-    """``text`` as an IP address (IPv4-mapped and NAT64 IPv6 read as the IPv4 they carry), else None."""
-    try:
-        address = ipaddress.ip_address(text.strip("[]"))
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return address.ipv4_mapped
-        if address in _NAT64:
-            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return address
-
-
-def normalize_host(host: str) -> str:
-    return host.strip().strip("[]").rstrip(".").lower()
-
-
-def special_range(address: IPAddress) -> str | None:
-    """The label of the special range holding ``address`` (``loopback``...), or None."""
-    for label, network in _SPECIAL_RANGES:
-        if address.version == network.version and address in network:
-            return label
-    return None
 
 
 @dataclass(frozen=True)
@@ -105,7 +89,7 @@ class AllowEntry:
             return False
         if self.network.num_addresses == 1:
             return True
-        return any(_inside(self.network, special) for _, special in _SPECIAL_RANGES)
+        return any(_inside(self.network, special) for _, special in SPECIAL_RANGES)
 
     def port_matches(self, port: int | None) -> bool:
         return self.port is None or port is None or self.port == port
@@ -175,12 +159,7 @@ def _idna(name: str, raw: str) -> str:
         ascii_name = name.encode("idna").decode("ascii") if not name.isascii() else name
     except UnicodeError:
         ascii_name = ""
-    labels = ascii_name.split(".")
-    if (
-        not ascii_name
-        or len(ascii_name) > _MAX_NAME_CHARS
-        or not all(_LABEL.fullmatch(label) for label in labels)
-    ):
+    if not is_host_name(ascii_name):
         raise ToolConfigError(
             f"egress entry {raw!r} is not a host name, *.domain pattern, address or CIDR "
             "(a bare '*' is not allowed: list the domains)"
@@ -188,72 +167,39 @@ def _idna(name: str, raw: str) -> str:
     return ascii_name
 
 
-# -- the bot's own endpoints ----------------------------------------------------------------------
+# -- the policy -----------------------------------------------------------------------------------
+
+# A last label no top-level domain has: the resolver reads such a "name" as an address.
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
+
+Unlisted = Literal["refuse", "approve"]
+"""``CHATOPS_EGRESS_UNLISTED``: what a call to a destination the allow list does not hold becomes."""
 
 
 @dataclass(frozen=True)
-class ProtectedEndpoint:
-    """A port of the bot itself (its Redis, its web process); refused unless an entry names the port."""
+class Destination:
+    """Where one call connects (``host:port``), or what it looks up (``port`` is ``None``)."""
 
-    label: str
-    port: int
-    names: frozenset[str] = frozenset()
-    addresses: frozenset[IPAddress] = frozenset()
-    local: bool = False
-    """Listening on this host: loopback, unspecified and every interface address count too."""
+    host: str
+    """Normalized (``normalize_host``): a name, or an address as written."""
+    port: int | None = None
 
-    def matches(self, host: str, address: IPAddress, port: int) -> bool:
+    @classmethod
+    def of(cls, host: str, port: int | None = None) -> Destination:
+        return cls(normalize_host(host), port)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port is None else f"{host}:{self.port}"
+
+    def matches(self, name: str, port: int | None) -> bool:
+        """Is a connection to (or lookup of) ``name`` on ``port`` this destination, exactly?"""
         if port != self.port:
             return False
-        if host in self.names or address in self.addresses:
+        if name == self.host:
             return True
-        return self.local and special_range(address) in ("loopback", "unspecified")
-
-
-def protected_endpoints(
-    *,
-    redis_url: str | None,
-    web_port: int | None,
-    web_host: str = "0.0.0.0",
-    resolver: Resolver,
-    local_addresses: Callable[[], Iterable[str]] = interface_addresses,
-) -> list[ProtectedEndpoint]:
-    """The bot's Redis (from ``REDIS_URL``) and its web/metrics port (``PORT`` on ``WEB_HOST``)."""
-    local = frozenset(a for a in (parse_address(text) for text in local_addresses()) if a is not None)
-    endpoints = []
-    if redis_url:
-        parts = urlsplit(redis_url)
-        if parts.scheme in ("redis", "rediss") and parts.port != 0:
-            host = normalize_host(parts.hostname or "localhost")
-            endpoints.append(_endpoint("the bot's own Redis", host, parts.port or 6379, resolver, local))
-    if web_port:
-        endpoints.append(_endpoint("the bot's own web and metrics port", web_host, web_port, resolver, local))
-    return endpoints
-
-
-def _endpoint(
-    label: str, host: str, port: int, resolver: Resolver, local: frozenset[IPAddress]
-) -> ProtectedEndpoint:
-    addresses = _addresses_of(host, resolver)
-    on_this_host = host == "localhost" or any(
-        special_range(address) in ("loopback", "unspecified") or address in local for address in addresses
-    )
-    found = frozenset(addresses) | (local if on_this_host else frozenset())
-    return ProtectedEndpoint(label, port, frozenset({host}), found, local=on_this_host)
-
-
-def _addresses_of(host: str, resolver: Resolver) -> list[IPAddress]:
-    literal = parse_address(host)
-    if literal is not None:
-        return [literal]
-    try:
-        answers = resolver.resolve(host, timeout=2.0).addresses
-    except (OSError, TimeoutError):
-        return []  # still protected by name
-    return [address for address in (parse_address(text) for text in answers) if address is not None]
-
-
-# -- the policy -----------------------------------------------------------------------------------
+        address = parse_address(name)
+        return address is not None and address == parse_address(self.host)
 
 
 @dataclass(frozen=True)
@@ -263,6 +209,9 @@ class EgressPolicy:
     entries: tuple[AllowEntry, ...] = ()
     protected: tuple[ProtectedEndpoint, ...] = ()
     resolver: Resolver = field(default_factory=SystemResolver)
+    unlisted: Unlisted = "refuse"
+    approved: Destination | None = None
+    """The one destination a person approved for the execution this policy serves (``approving``)."""
 
     @classmethod
     def parse(
@@ -271,25 +220,76 @@ class EgressPolicy:
         *,
         protected: Sequence[ProtectedEndpoint] = (),
         resolver: Resolver | None = None,
+        unlisted: Unlisted = "refuse",
     ) -> EgressPolicy:
         """From ``CHATOPS_EGRESS_ALLOW`` entries; raises ``ToolConfigError`` naming a bad one."""
         entries = tuple(parse_entry(text) for text in allow if text.strip())
-        return cls(entries, tuple(protected), resolver or SystemResolver())
+        return cls(entries, tuple(protected), resolver or SystemResolver(), unlisted)
 
     def allowing(self, extra: Iterable[str]) -> EgressPolicy:
         """This policy plus ``extra`` entries (a catalog tool's own fixed host)."""
         added = tuple(parse_entry(text) for text in extra)
-        return EgressPolicy(self.entries + added, self.protected, self.resolver)
+        return replace(self, entries=self.entries + added)
+
+    # -- approve mode: judged before anything is resolved ------------------------------------------
+
+    def needs_approval(self, destination: Destination) -> bool:
+        """Under ``approve``: is ``destination`` unlisted, and one an approval could open?
+
+        ``False`` for what is listed (the call goes ahead, checked at connect time as always) and
+        for what no approval opens: a special-range address, the bot's own endpoints (by name or
+        address), ``localhost`` names, text that is no host name. Those are refused at connect
+        time with no card. Nothing is resolved here: a name built from log text must not leak.
+        """
+        if self.unlisted != "approve" or self._listed(destination) or self._granted(destination):
+            return False
+        host, port = destination.host, destination.port
+        address = parse_address(host)
+        if address is None:
+            if not is_host_name(host) or _NUMERIC_LABEL.fullmatch(host.rsplit(".", 1)[-1]):
+                return False  # no name a person could read (``2130706433``, ``127.1`` are addresses)
+            if port is not None and any(e.port == port and host in e.names for e in self.protected):
+                return False
+            if host != "localhost" and not host.endswith(".localhost"):
+                return True
+            address = LOOPBACK  # a name that always means this host (RFC 6761): judged as loopback
+        if special_range(address) and not self._exact_network(address, port):
+            return False
+        return port is None or not any(
+            endpoint.matches(host, address, port) and not self._names_port(host, address, port)
+            for endpoint in self.protected
+        )
+
+    def approving(self, destination: Destination) -> EgressPolicy:
+        """This policy for one approved execution: ``destination`` (host and port) opened, nothing else.
+
+        Only what ``needs_approval`` would ask about is opened; anything else leaves the policy as
+        it is. The grant passes the name or address check only: the deny rules still judge every
+        address (``_check_address``), so a name resolving to loopback or to Redis stays refused.
+        """
+        return replace(self, approved=destination) if self.needs_approval(destination) else self
+
+    def _listed(self, destination: Destination) -> bool:
+        address = parse_address(destination.host)
+        if address is None:
+            return any(entry.matches_name(destination.host, destination.port) for entry in self.entries)
+        return any(entry.matches_address(address, destination.port) for entry in self.entries)
+
+    def _granted(self, destination: Destination) -> bool:
+        return self.approved is not None and self.approved.matches(destination.host, destination.port)
+
+    # -- checks at connect time ----------------------------------------------------------------------
 
     def check_lookup(self, host: str) -> None:
         """May ``host`` (a name, or an address for a reverse lookup) be looked up at all?"""
         name = normalize_host(host)
         address = parse_address(name)
+        granted = self._granted(Destination(name))
         if address is None:
-            if not any(entry.matches_name(name, None) for entry in self.entries):
+            if not granted and not any(entry.matches_name(name, None) for entry in self.entries):
                 raise EgressRefusedError(_shown(name))
             return
-        if not any(entry.matches_address(address, None) for entry in self.entries):
+        if not granted and not any(entry.matches_address(address, None) for entry in self.entries):
             raise EgressRefusedError(_shown(name))
         label = special_range(address)
         if label and not self._exact_network(address, None):
@@ -303,13 +303,14 @@ class EgressPolicy:
         """
         name = normalize_host(host)
         literal = parse_address(name)
+        granted = self._granted(Destination(name, port))  # passes this check only, not the deny rules
         if literal is not None:
-            if not any(entry.matches_address(literal, port) for entry in self.entries):
+            if not granted and not any(entry.matches_address(literal, port) for entry in self.entries):
                 raise EgressRefusedError(_shown(name))
             addresses, by_exact_name = [literal], False
         else:
             matching = [entry for entry in self.entries if entry.matches_name(name, port)]
-            if not matching:
+            if not matching and not granted:
                 raise EgressRefusedError(_shown(name))
             answers = self.resolver.resolve(name, timeout).addresses
             addresses = [a for a in (parse_address(text) for text in answers) if a is not None]

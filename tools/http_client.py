@@ -20,11 +20,12 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
-from tools.egress import EgressPolicy
+from tools.egress import Destination, EgressPolicy
 from tools.errors import ToolCallError
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 MAX_REDIRECTS = 5
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,21 @@ def check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolCallError(f"not an http(s) URL with a host: {url!r}")
+
+
+def url_destination(url: str) -> Destination | None:
+    """The host and port a request to ``url`` connects to, read as httpx reads it (``None``: no
+    http(s) URL with a host). The same parse the transport's connection gets, so an approval for
+    this destination is an approval for the connection the request makes."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return None
+    default = _DEFAULT_PORTS.get(parsed.scheme)
+    port = parsed.port or default
+    if port is None or not parsed.raw_host or not 0 < port < 65536:
+        return None
+    return Destination.of(parsed.raw_host.decode("ascii", errors="replace"), port)
 
 
 def request(

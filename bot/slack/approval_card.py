@@ -1,8 +1,9 @@
 """The approval card: everything that will execute, complete, or the call is refused.
 
-The card shows the tool, who asked, when the approval expires, the target, the exact command or
-request (when the tool can say it), every argument verbatim as indented JSON, and for a
-destructive call its dry run and how old that dry run is. Nothing is ever cut: long text is split
+The card shows the tool, who asked, when the approval expires, the target, why it is asked when
+the tool alone would not ask (a read-only network check of a host that is not on the egress
+allow list), the exact command or request (when the tool can say it), every argument verbatim
+as indented JSON, and for a destructive call its dry run and how old that dry run is. Nothing is ever cut: long text is split
 over several sections (``bot.slack.verbatim``). A call whose card would not fit Slack's limits
 (3,000 characters a section, 50 blocks, about 12,000 characters in all) is refused before anyone
 is asked: ``approval_card_problem`` says why, in words the model can act on. Should such a card be
@@ -96,10 +97,13 @@ def approval_card(approval: Approval) -> ApprovalCard:
     head = [section(_headline(approval))]
     facts, target_problem = _facts(approval)
     head.append(facts)
+    why, why_problem = _why(approval)
+    if why is not None:
+        head.append(why)
     parts = _parts(approval)
     part_sections = [part.sections() for part in parts]
     full = [*head, *(block for blocks in part_sections for block in blocks), _footer(approval, True)]
-    problem = target_problem or _size_problem(full, parts, part_sections)
+    problem = target_problem or why_problem or _size_problem(full, parts, part_sections)
     if problem is None:
         return ApprovalCard(full, None)
     return ApprovalCard(_incomplete(approval, head, part_sections, problem), problem)
@@ -177,6 +181,23 @@ def _facts(approval: Approval) -> tuple[Block, str | None]:
         age = _age(approval.created_at - approval.plan_created_at)
         fields.append(f"*Dry run made*\n{age} before this request, {slack_date(approval.plan_created_at)}")
     return {"type": "section", "fields": [mrkdwn(text, SECTION_FIELD) for text in fields]}, problem
+
+
+def _why(approval: Approval) -> tuple[Block | None, str | None]:
+    """Why a person is asked although the tool alone would not ask, and a problem showing it.
+
+    The tool wrote the sentence, around a host the model chose: shown inert, whole or not at all.
+    """
+    if not approval.why:
+        return None, None
+    text = f":globe_with_meridians: *Why approval is needed*\n{inert(visible_text(approval.why, keep_newlines=False))}"
+    if slack_length(text) <= SECTION_TEXT:
+        return section(text), None
+    problem = (
+        f"the reason for asking is too long to show on an approval card ({slack_length(text):,} "
+        f"characters; at most {SECTION_TEXT:,}): shorten the host name"
+    )
+    return section(text), problem  # cut by ``section``: this card offers no Approve button
 
 
 def _parts(approval: Approval) -> list[_Part]:

@@ -221,6 +221,7 @@ class SlackPresenter:
                 "args_json": self._redact(approval.args_json),
                 "command": self._redact(approval.command),
                 "preview": self._redact(approval.preview),
+                "why": self._redact(approval.why),
             }
         )
 

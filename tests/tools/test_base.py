@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.tooling import Tool, ToolCategory, ToolResult
+from agent.tooling import CallCategory, Tool, ToolCategory, ToolResult
 from tools.base import FunctionTool, ToolContext, tool
 from tools.errors import ToolCallError, ToolConfigError
 
@@ -159,3 +159,64 @@ def test_errors_raised_inside_a_tool_become_error_results() -> None:
 def test_a_read_only_tool_ignores_a_confirmed_by_the_model_made_up() -> None:
     result = greet.execute(json.dumps({"name": "ops", "confirmed_by": "U_FAKE"}), timeout=5)
     assert result == ToolResult(output="hello ops")
+
+
+# -- a call's category from its arguments (``categorize``) ------------------------------------------
+
+
+class HostArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str
+
+
+def _outside_corp(args: HostArgs) -> CallCategory | None:
+    if args.host == "broken":
+        raise RuntimeError("a bug in the categorizer")
+    if args.host.endswith(".corp"):
+        return None
+    return CallCategory(ToolCategory.MUTATING, f"{args.host} is not listed")
+
+
+@tool(category=ToolCategory.READ_ONLY, parallel=True, categorize=_outside_corp)
+def probe(args: HostArgs, ctx: ToolContext) -> str:
+    """Probe a host."""
+    return f"probed {args.host} (approver {ctx.confirmed_by}, escalated {ctx.escalated})"
+
+
+def test_categorize_raises_one_call_and_execute_holds_it_to_that() -> None:
+    assert probe.category_for('{"host": "db.corp"}') == CallCategory(ToolCategory.READ_ONLY)
+    raised = probe.category_for('{"host": "x.example"}')
+    assert raised == CallCategory(ToolCategory.MUTATING, "x.example is not listed")
+    assert probe.execute('{"host": "db.corp"}', timeout=5).output == (
+        "probed db.corp (approver None, escalated False)"
+    )
+    refused = probe.execute('{"host": "x.example"}', timeout=5)
+    assert refused.is_error and "needs approval for these arguments" in refused.output
+    approved = probe.execute('{"host": "x.example", "confirmed_by": "U1"}', timeout=5)
+    assert approved.output == "probed x.example (approver U1, escalated True)\n(approved by U1)"
+
+
+def test_a_confirmed_by_on_a_call_nobody_had_to_approve_is_ignored() -> None:
+    result = probe.execute('{"host": "db.corp", "confirmed_by": "U_MALLORY"}', timeout=5)
+    assert result.output == "probed db.corp (approver None, escalated False)"
+
+
+def test_invalid_arguments_and_a_broken_categorizer_get_the_tools_own_category() -> None:
+    assert probe.category_for('{"hostname": "x"}') == CallCategory(ToolCategory.READ_ONLY)
+    assert probe.category_for('{"host": "broken"}') == CallCategory(ToolCategory.READ_ONLY)
+
+
+def test_categorize_cannot_lower_a_mutating_tool() -> None:
+    lowered = FunctionTool(
+        lambda args, ctx: "ran",
+        ServiceArgs,
+        name="restart",
+        description="Restart.",
+        category=ToolCategory.MUTATING,
+        categorize=lambda args: CallCategory(ToolCategory.READ_ONLY),
+    )
+    assert lowered.category_for('{"service": "x"}').category is ToolCategory.MUTATING
+    assert lowered.execute('{"service": "x"}', timeout=5).is_error  # still needs its approval
+    approved = lowered.execute('{"service": "x", "confirmed_by": "U1"}', timeout=5)
+    assert approved.output == "ran\n(approved by U1)"

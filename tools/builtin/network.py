@@ -2,6 +2,8 @@
 
 A check that ran answers ``OK: ...`` or ``FAIL: ...`` (not a tool error: a failing service is a
 finding); bad arguments and hosts the egress policy refuses (``tools.egress``) are ``Error: ...``.
+Under ``CHATOPS_EGRESS_UNLISTED=approve`` a check of an unlisted host is a mutating call that
+waits for a card (``tools.egress_approval``), and the approved one reaches exactly that host.
 Latencies are decoration (``stable_output`` leaves them out), so loop detection sees a repeated
 finding as repeated.
 """
@@ -18,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.tooling import ToolCategory, ToolResult
 from tools import http_client
 from tools.base import FunctionTool, ToolContext, tool
-from tools.egress import EgressPolicy, parse_address
+from tools.egress import Destination, EgressPolicy, parse_address
+from tools.egress_approval import categorizer, policy_for
 from tools.text import shorten
 
 _HOST_PATTERN = r"^[A-Za-z0-9._:\[\]-]+$"
@@ -59,22 +62,53 @@ class DnsLookupArgs(BaseModel):
 def network_tools(egress: EgressPolicy) -> list[FunctionTool[Any]]:
     """``http_check``, ``tcp_check`` and ``dns_lookup``, reaching only what ``egress`` allows."""
 
-    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15)
+    @tool(
+        category=ToolCategory.READ_ONLY,
+        parallel=True,
+        timeout=15,
+        categorize=categorizer(egress, _http_destination),
+    )
     def http_check(args: HttpCheckArgs, ctx: ToolContext) -> ToolResult:
         """Check a URL: status, latency, and optionally whether the body contains some text."""
-        return _http_check(args, ctx, egress)
+        return _http_check(args, ctx, policy_for(egress, _http_destination(args), ctx))
 
-    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+    @tool(
+        category=ToolCategory.READ_ONLY,
+        parallel=True,
+        timeout=10,
+        categorize=categorizer(egress, _tcp_destination),
+    )
     def tcp_check(args: TcpCheckArgs, ctx: ToolContext) -> ToolResult:
         """Check whether a TCP port accepts connections."""
-        return _tcp_check(args, ctx, egress)
+        return _tcp_check(args, ctx, policy_for(egress, _tcp_destination(args), ctx))
 
-    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+    @tool(
+        category=ToolCategory.READ_ONLY,
+        parallel=True,
+        timeout=10,
+        categorize=categorizer(egress, _dns_destination),
+    )
     def dns_lookup(args: DnsLookupArgs, ctx: ToolContext) -> ToolResult:
         """Resolve a host name to its addresses (system resolver), or an IP address to its name."""
-        return _dns_lookup(args, ctx, egress)
+        return _dns_lookup(args, ctx, policy_for(egress, _dns_destination(args), ctx))
 
     return [http_check, tcp_check, dns_lookup]
+
+
+# Where each call goes, from its arguments alone (nothing resolved): what approve mode judges, and
+# what an approved execution may reach.
+
+
+def _http_destination(args: HttpCheckArgs) -> Destination | None:
+    return http_client.url_destination(args.url)
+
+
+def _tcp_destination(args: TcpCheckArgs) -> Destination:
+    return Destination.of(args.host, args.port)
+
+
+def _dns_destination(args: DnsLookupArgs) -> Destination:
+    return Destination.of(args.name)  # a lookup: no port
 
 
 def _timed(line: str, elapsed_ms: float, template: str = "{line} ({ms:.0f} ms)") -> ToolResult:

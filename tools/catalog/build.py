@@ -11,13 +11,14 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from agent.tooling import ToolResult
+from agent.tooling import CallCategory, ToolResult
 from tools import http_client
-from tools.base import CONFIRMED_BY, FunctionTool, ToolContext, error_result
+from tools.base import CONFIRMED_BY, CategorizeFunction, FunctionTool, ToolContext, error_result
 from tools.catalog.params import arguments_model, parameters_schema, value_text
 from tools.catalog.spec import HttpSpec, ToolSpec
 from tools.catalog.templates import env_references, expand_env, is_single_placeholder, placeholders, render
 from tools.egress import EgressPolicy, fixed_url_entry
+from tools.egress_approval import policy_for, unlisted_category
 from tools.process import run_command
 from tools.text import shorten
 
@@ -55,6 +56,7 @@ def build_tool(
         preview=preview,
         parameters=parameters_schema(spec.params),
         command=_describer(spec.run, spec.http, env),
+        categorize=_categorizer(spec.http, env, policy),
     )
 
 
@@ -146,12 +148,33 @@ def _run_step(template: list[str], command_env: Mapping[str, str]) -> Step:
     return run
 
 
-def _http_step(block: HttpSpec, env: Mapping[str, str], egress: EgressPolicy) -> Step:
-    headers = _env_headers(block, env)
+def _http_policy(block: HttpSpec, egress: EgressPolicy) -> EgressPolicy:
     # A host the operator wrote into the URL is allowed by writing it there; a URL that comes
     # from the model ("{url}") or has a placeholder in its host reaches only what egress allows.
     own_host = fixed_url_entry(block.url)
-    policy = egress.allowing([own_host]) if own_host is not None else egress
+    return egress.allowing([own_host]) if own_host is not None else egress
+
+
+def _categorizer(
+    http: HttpSpec | None, env: Mapping[str, str], egress: EgressPolicy
+) -> CategorizeFunction[BaseModel] | None:
+    """A read-only ``http`` tool's call to a host the policy does not list needs a card under
+    ``CHATOPS_EGRESS_UNLISTED=approve`` (a mutating tool's card is asked for anyway, and opens
+    no host: ``policy_for`` opens one only for a call raised for that reason)."""
+    if http is None:
+        return None
+    block, headers, policy = http, _env_headers(http, env), _http_policy(http, egress)
+
+    def categorize(args: BaseModel) -> CallCategory | None:
+        url = _build_request(block, headers, _filled(args, None), args).url
+        return unlisted_category(policy, http_client.url_destination(url))
+
+    return categorize
+
+
+def _http_step(block: HttpSpec, env: Mapping[str, str], egress: EgressPolicy) -> Step:
+    headers = _env_headers(block, env)
+    policy = _http_policy(block, egress)
 
     def call(args: BaseModel, ctx: ToolContext) -> ToolResult:
         request = _build_request(block, headers, _values(args, ctx), args)  # the card shows this request
@@ -162,7 +185,7 @@ def _http_step(block: HttpSpec, env: Mapping[str, str], egress: EgressPolicy) ->
                 block.method,
                 url,
                 timeout=timeout,
-                egress=policy,
+                egress=policy_for(policy, http_client.url_destination(url), ctx),
                 headers=sent_headers,
                 body=body,
                 follow_redirects=block.follow_redirects,

@@ -68,7 +68,8 @@ def assert_valid(blocks: Blocks) -> None:
 def texts(node: Any) -> list[str]:
     if isinstance(node, dict):
         found = [node["text"]] if isinstance(node.get("text"), str) else []
-        return found + [text for key, value in node.items() if key != "text" for text in texts(value)]
+        nested = [value for key, value in node.items() if key != "text" or not isinstance(value, str)]
+        return found + [text for value in nested for text in texts(value)]
     if isinstance(node, list):
         return [text for item in node for text in texts(item)]
     return []
@@ -259,3 +260,51 @@ def test_the_presenter_refuses_a_card_that_redaction_would_push_over_slacks_limi
     problem = lengthening.approval_problem(run, near_limit)
     assert problem is not None and "too long to show on an approval card" in problem
     assert lengthening.approval_problem(run, approval({"service": "nginx"})) is None
+
+
+def why_section(blocks: Blocks) -> str:
+    (text,) = [t for t in texts(blocks) if "*Why approval is needed*" in t]
+    return text
+
+
+def test_a_card_for_an_unlisted_host_says_why_it_asks() -> None:
+    reason = (
+        "This call connects to status.partner.example on port 443, which is not on the egress "
+        "allow list (CHATOPS_EGRESS_ALLOW)."
+    )
+    card = approval({"url": "https://status.partner.example/health"}, tool="http_check", why=reason)
+    assert render.approval_card_problem(card) is None
+    blocks = render.approval_blocks(card)
+    assert_valid(blocks)
+    assert why_section(blocks) == f":globe_with_meridians: *Why approval is needed*\n{reason}"
+    assert buttons(blocks) == [render.ACTION_APPROVE, render.ACTION_DECLINE]
+    assert not any("Why approval" in t for t in texts(render.approval_blocks(approval({"x": 1}))))
+
+
+def test_the_reason_is_inert_text_whatever_the_host_in_it() -> None:
+    hostile = (
+        "connects to <@U0BOSS> <!channel> @here <https://evil.example|grafana.corp> *bold*\u202e on port 1"
+    )
+    blocks = render.approval_blocks(approval({"host": "x"}, why=hostile))
+    assert_valid(blocks)
+    shown = why_section(blocks)
+    assert "<" not in LIVE.sub("", shown) and "\u202e" not in shown
+    assert "@\u2060here" in shown and "\\u202e" in shown  # broken broadcast, visible escape
+
+
+def test_a_reason_too_long_to_show_refuses_the_card() -> None:
+    card = approval({"host": "x"}, why="connects to " + "a" * 4000)
+    problem = render.approval_card_problem(card)
+    assert problem is not None and problem.startswith("the reason for asking is too long to show")
+    blocks = render.approval_blocks(card)
+    assert_valid(blocks)
+    assert render.ACTION_APPROVE not in buttons(blocks)
+
+
+def test_the_presenter_redacts_the_reason_before_laying_it_out() -> None:
+    run = RunRef("r" * 32, "C1", "1.0", "U_ALICE")
+    card = approval({"host": "x"}, why="connects to " + "token=1 " * 300)
+    assert presenter(None).approval_problem(run, card) is None
+    lengthening = presenter(lambda text: text.replace("token=1", "token=[REDACTED]"))
+    problem = lengthening.approval_problem(run, card)
+    assert problem is not None and problem.startswith("the reason for asking is too long")

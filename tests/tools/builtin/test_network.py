@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from agent.tooling import ToolCategory
+from tests.support.resolvers import StaticResolver
 from tools.builtin.network import network_tools
 from tools.egress import EgressPolicy
 
@@ -104,3 +106,42 @@ def test_dns_lookup_of_a_name_that_does_not_exist() -> None:
     result = dns_lookup.execute('{"name": "no-such-host.invalid"}', timeout=5)
     assert not result.is_error
     assert result.output.startswith("FAIL: no-such-host.invalid")
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "reason"),
+    [
+        (
+            "http_check",
+            {"url": "https://Status.Partner.Example/x"},
+            "connects to status.partner.example on port 443,",
+        ),
+        (
+            "http_check",
+            {"url": "http://status.partner.example:8080/"},
+            "status.partner.example on port 8080,",
+        ),
+        ("http_check", {"url": "http://[fd00::1]/"}, "connects to fd00::1 on port 80,"),
+        ("tcp_check", {"host": "[FD00::2]", "port": 22}, "connects to fd00::2 on port 22,"),
+        ("dns_lookup", {"name": "Db.Partner.Example."}, "looks up db.partner.example in DNS"),
+    ],
+)
+def test_under_approve_each_tool_names_the_destination_it_would_connect_to(
+    tool: str, arguments: dict[str, object], reason: str
+) -> None:
+    """The card names what the tool itself would reach: the default port of the scheme, the host
+    normalized as the connection reads it. Nothing is resolved to say so."""
+    resolver = StaticResolver()
+    tools = {t.name: t for t in network_tools(EgressPolicy.parse([], resolver=resolver, unlisted="approve"))}
+    kind = tools[tool].category_for(json.dumps(arguments))
+    assert kind.category is ToolCategory.MUTATING and tools[tool].parallel
+    assert kind.reason is not None and reason in kind.reason
+    assert resolver.asked == []
+
+
+def test_the_default_policy_keeps_every_check_read_only() -> None:
+    for tool, arguments in (
+        (http_check, {"url": "http://evil.example/"}),
+        (dns_lookup, {"name": "evil.example"}),
+    ):
+        assert tool.category_for(json.dumps(arguments)).category is ToolCategory.READ_ONLY
