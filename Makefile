@@ -17,11 +17,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m emulator.demo $(DEMO_ARGS)
 
-## Lint, type-check and run the whole test suite (Redis: REDIS_URL / 127.0.0.1:6379 if it answers, else an embedded one).
+## Lint, type-check, check import directions and run the whole test suite (Redis: REDIS_URL / 127.0.0.1:6379 if it answers, else an embedded one).
 test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	PYTHONPATH=. $(BIN)/lint-imports
 	$(BIN)/pytest -n 2 -q
 
 ## Debian's Chromium (and an emoji font) for the browser test, installed with apt when missing and
@@ -48,6 +49,7 @@ browser:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=. $(BIN)/lint-imports  # import directions: pyproject.toml [tool.importlinter]
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -21,10 +21,10 @@ Shared:
 * ``{p}seen:...``            strings: dedupe claims (Slack event ids, message timestamps)
 * ``{p}metrics:{name}``      hash: one metric's values by labels (and buckets), from all processes
 * ``{p}slack:{kind}:...``    the Slack layer's caches and flags
-* ``{p}limits:{kind}:{id}``  sorted sets of ``bot.limits``: recent runs per user and channel, a channel's runs
-* ``{p}durability:probe``   string: ``bot.durability``'s write that ``WAIT`` / ``WAITAOF`` wait on (PX 60 s)
+* ``{p}limits:{kind}:{id}``  sorted sets of ``bot.runs.limits``: recent runs per user and channel, a channel's runs
+* ``{p}durability:probe``   string: ``bot.runs.durability``'s write that ``WAIT`` / ``WAITAOF`` wait on (PX 60 s)
 * ``{p}data_marker``        string: written once (``SET NX``, no TTL) by the lost-run sweep
-  (``bot/lost_runs.py``); finding it gone means Redis lost its data, so the sweep looks in Slack
+  (``bot/runs/lost_runs.py``); finding it gone means Redis lost its data, so the sweep looks in Slack
   for cards of runs Redis no longer knows
 * ``{p}lost:scan``          string: the lock of the one worker scanning Slack for lost cards (PX)
 * ``{p}lost:notice:{channel}:{thread_ts}``  string: the thread was told its run was lost (EX 2 days)
@@ -116,11 +116,11 @@ class Keys:
         return f"{self.prefix}seen:message:{_part(channel, 'channel')}:{_part(ts, 'message ts')}"
 
     def metrics(self, name: str) -> str:
-        """One Prometheus metric's values, pushed by every process (``bot/metrics.py``)."""
+        """One Prometheus metric's values, pushed by every process (``bot/runs/metrics.py``)."""
         return f"{self.prefix}metrics:{_part(name, 'metric name')}"
 
     def limits(self, kind: str, ident: str) -> str:
-        """``bot.limits``' sets: ``user`` / ``channel`` windows and a channel's ``active`` runs."""
+        """``bot.runs.limits``' sets: ``user`` / ``channel`` windows and a channel's ``active`` runs."""
         return f"{self.prefix}limits:{_part(kind, 'kind')}:{_part(ident, kind)}"
 
     def durability_probe(self) -> str:

@@ -17,7 +17,7 @@ longer holds this writer's token the write is refused with ``LeaseLostError``.
 Injected messages carry ``meta["inbox_id"]``: when such messages are appended, the same script
 removes exactly those items from the head of the run's inbox (and refuses the write if the head
 does not hold them), so a message moves from inbox to history exactly once. Inbox items are JSON
-objects with an ``id`` field (written by ``bot.inbox``).
+objects with an ``id`` field (written by ``bot.runs.inbox``).
 
 A write can be sent without waiting for its answer (``append(..., wait=False)``, used for tool
 results): the answer is read before this memory sends or reads anything else, and ``flush``
@@ -48,7 +48,7 @@ from agent.types import Message, RunState, RunStatus
 
 INBOX_ID_META = "inbox_id"
 DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
-# Run record fields this module reads (written by ``bot.runs``) to find the thread claim.
+# Run record fields this module reads (written by ``bot.runs.service``) to find the thread claim.
 CHANNEL_FIELD = "channel"
 THREAD_FIELD = "thread_ts"
 SAVED_AT_FIELD = "saved_at"
@@ -160,7 +160,7 @@ class _InFlight:
 class RedisMemory:
     """The durable ``agent.memory.Memory`` of one run.
 
-    ``fence`` is the writer's fencing token (from ``bot.lease``); ``None`` writes unfenced (tools,
+    ``fence`` is the writer's fencing token (from ``bot.runs.lease``); ``None`` writes unfenced (tools,
     tests, one-shot runs). ``lease_ttl_seconds`` renews the lease on every successful write, on top
     of the renewer thread, so a busy run never loses it between renewals.
     """

@@ -47,9 +47,9 @@ from bench.common import (
     worker_env,
 )
 from bench.runtimes import plan_runtime
-from bot.runs import RunOptions, RunService
+from bot.ops.worker import build_worker
+from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
-from bot.worker import build_worker
 
 NAME = "approvals"
 WAITING = 1000

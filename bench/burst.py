@@ -56,7 +56,7 @@ from bench.common import (
     worker_env,
 )
 from bench.ingress import CpuMeter, mention_request
-from bot.metrics import RUNS_FINISHED, metric_key
+from bot.runs.metrics import RUNS_FINISHED, metric_key
 from emulator.slack import SlackEmulatorClient
 
 NAME = "burst"

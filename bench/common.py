@@ -275,8 +275,8 @@ def free_port() -> int:
 
 
 def chatops_command() -> list[str]:
-    """``chatops`` of this interpreter's environment (``python -m bot.cli`` works the same)."""
-    return [sys.executable, "-m", "bot.cli"]
+    """``chatops`` of this interpreter's environment (``python -m bot.ops.cli`` works the same)."""
+    return [sys.executable, "-m", "bot.ops.cli"]
 
 
 @dataclass
@@ -375,7 +375,7 @@ def processes(started: list[Process]) -> Iterator[list[Process]]:
             process.stop()
 
 
-# The run limits (``bot.limits``) stay on, as deployed, but high enough never to refuse: a
+# The run limits (``bot.runs.limits``) stay on, as deployed, but high enough never to refuse: a
 # benchmark's mentions must all become runs.
 NEVER_LIMITED = {
     "CHATOPS_USER_RUNS_PER_WINDOW": "100000000",

@@ -47,8 +47,8 @@ from bench.common import (
     save_plot,
     settle,
 )
-from bot.lease import Lease
-from bot.runs import RunOptions, RunService
+from bot.runs.lease import Lease
+from bot.runs.service import RunOptions, RunService
 
 NAME = "loop_overhead"
 SIZES = (10, 50, 200)

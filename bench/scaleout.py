@@ -38,7 +38,7 @@ from bench.common import (
     wait_until,
     worker_env,
 )
-from bot.runs import RunOptions, RunService
+from bot.runs.service import RunOptions, RunService
 from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall
 
 NAME = "scaleout"

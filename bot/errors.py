@@ -51,7 +51,7 @@ class NotAnApproverError(BotError):
 
 
 class DurabilityError(BotError):
-    """``bot.durability.Durability.wait`` could not make the last write survive a Redis crash.
+    """``bot.runs.durability.Durability.wait`` could not make the last write survive a Redis crash.
 
     Raised before a side effect starts: the caller must not run the tool (its executing mark
     might vanish in a crash, and a resumed run would then run it again).

@@ -119,7 +119,7 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """``12:00:01 INFO bot.jobs [run 1a2b3c4d5e6f C1/171.2]: message`` for people at a terminal."""
+    """``12:00:01 INFO bot.runs.jobs [run 1a2b3c4d5e6f C1/171.2]: message`` for people at a terminal."""
 
     def __init__(self, redact: Callable[[str], str] = lambda text: text) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s%(run)s: %(message)s", "%H:%M:%S")

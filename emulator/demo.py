@@ -270,7 +270,7 @@ class Demo:
             handle.write(f"\n--- chatops {name}, demo session {self.session}, {time.ctime()} ---\n".encode())
             handle.flush()
             process = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", *arguments],
+                [sys.executable, "-m", "bot.ops.cli", *arguments],
                 cwd=self.directory,  # no .env there: the demo's settings are all in env
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -5,7 +5,7 @@ to redraw. A click that is not allowed, or comes late (the approval was decided,
 has expired), changes nothing and says why, naming who decided first and when. A click naming a
 run or approval Redis does not know may come from the card of a run Redis lost: ``Reply.unknown``
 has the app check that in Slack after the ack (``bot.slack.lost_cards``), and redraw it as lost. The decision
-itself is the atomic transition in ``bot.approvals`` (through ``RunService.decide``), so a
+itself is the atomic transition in ``bot.runs.approvals`` (through ``RunService.decide``), so a
 double click, or two approvers at once, decide exactly once.
 """
 
@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.approvals import Approval, ApprovalStatus, DecideOutcome
 from bot.errors import ApprovalNotFoundError
 from bot.logs import redactor_for
-from bot.runs import RunRecord
+from bot.runs.approvals import Approval, ApprovalStatus, DecideOutcome
+from bot.runs.service import RunRecord
+from bot.runs.transcript import load_transcript, to_markdown
 from bot.slack.mrkdwn import mention
 from bot.slack.render import slack_date, transcript_messages
 from bot.slack.runtime import WebRuntime
-from bot.transcript import load_transcript, to_markdown
 
 NOTHING_CHANGED = "Nothing changed."
 NOT_THIS_CARD = f"This button does not belong to that approval's card. {NOTHING_CHANGED}"

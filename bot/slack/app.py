@@ -29,7 +29,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.errors import BotConfigurationError
-from bot.lost_runs import LOST_NOTICE
+from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack import render
 from bot.slack.actions import Interactions, Reply
 from bot.slack.client import make_client
@@ -156,7 +156,7 @@ def _follow_up(runtime: WebRuntime, outcome: Outcome) -> None:
     try:
         if outcome.kind == "injected":
             add_reaction(client, outcome.channel, outcome.ts, EYES)
-        elif outcome.kind == "limited":  # over a limit on new runs (bot.limits): say why, politely
+        elif outcome.kind == "limited":  # over a limit on new runs (bot.runs.limits): say why, politely
             client.chat_postMessage(channel=outcome.channel, thread_ts=outcome.thread_ts, text=outcome.note)
         elif outcome.kind == "refused_channel" and outcome.notify:
             client.chat_postMessage(

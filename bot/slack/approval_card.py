@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from agent.arguments import check_depth
 from agent.tooling import ToolCategory
-from bot.approvals import Approval, ApprovalStatus
+from bot.runs.approvals import Approval, ApprovalStatus
 from bot.slack.blockkit import (
     ACTION_APPROVE,
     ACTION_DECLINE,

@@ -36,7 +36,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from agent.tooling import ToolCategory
-from bot.approvals import Approval
+from bot.runs.approvals import Approval
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,12 @@ first); a duplicated line in a thread is the lesser evil next to a lost answer.
 from __future__ import annotations
 
 import copy
+import logging
+from collections.abc import Callable
+from typing import Any
 
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -21,10 +25,13 @@ from slack_sdk.http_retry.handler import RetryHandler
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web import SlackResponse
 
 from agent.keys import Keys
-from bot.metrics import MeteredWebClient, slack_error_counter
+from bot.runs.metrics import slack_error_counter
 from bot.settings import Settings
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 15  # seconds per HTTP attempt
 
@@ -68,6 +75,32 @@ def without_rate_limit_retries(client: WebClient) -> WebClient:
 def api_base_url(url: str) -> str:
     """``SLACK_API_URL`` with the trailing slash slack_sdk needs to join method names."""
     return url if url.endswith("/") else url + "/"
+
+
+class MeteredWebClient(WebClient):
+    """A ``WebClient`` that counts failed calls (after slack_sdk's retries) by method and error code."""
+
+    def __init__(self, *args: Any, on_error: Callable[[str, str], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_error = on_error
+
+    def api_call(self, api_method: str, **kwargs: Any) -> SlackResponse:
+        try:
+            return super().api_call(api_method, **kwargs)
+        except SlackApiError as error:
+            code = error.response.get("error") if error.response is not None else None
+            self._count(api_method, str(code or f"http_{getattr(error.response, 'status_code', 0)}"))
+            raise
+        except OSError:  # connection refused, timeouts (urllib's errors are OSErrors)
+            self._count(api_method, "connection")
+            raise
+
+    def _count(self, method: str, error: str) -> None:
+        if self.on_error is not None:
+            try:
+                self.on_error(method, error)
+            except Exception:  # counting must never hide the Slack error itself
+                log.debug("counting a Slack error failed", exc_info=True)
 
 
 def make_client(

@@ -25,8 +25,8 @@ from typing import Any
 
 from agent.redis_memory import as_text
 from agent.types import Message
-from bot.inbox import DeliveryStatus
-from bot.limits import LimitSettings, RunLimits
+from bot.runs.inbox import DeliveryStatus
+from bot.runs.limits import LimitSettings, RunLimits
 from bot.slack.claims import Claims, ClaimState
 from bot.slack.runtime import WebRuntime
 
@@ -48,7 +48,7 @@ class Outcome:
     user: str = ""
     run_id: str = ""
     notify: bool = False  # refused_channel: say so (the first time in this channel)
-    note: str = ""  # limited: the polite reply (``bot.limits``)
+    note: str = ""  # limited: the polite reply (``bot.runs.limits``)
 
     def to_context(self) -> dict[str, Any]:
         return asdict(self)

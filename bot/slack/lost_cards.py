@@ -26,8 +26,8 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.lost_runs import LOST_NOTICE, Scan, claim_notice
-from bot.runs import RunService
+from bot.runs.lost_runs import LOST_NOTICE, Scan, claim_notice
+from bot.runs.service import RunService
 from bot.settings import Settings
 from bot.slack.blockkit import (
     ACTION_APPROVE,
@@ -227,7 +227,7 @@ def bot_channels(client: WebClient, settings: Settings) -> list[str]:
 
 
 def slack_scan(settings: Settings, service: RunService) -> Scan:
-    """The worker's scan for ``bot.lost_runs.LossDetector``: its own client and identity lookup."""
+    """The worker's scan for ``bot.runs.lost_runs.LossDetector``: its own client and identity lookup."""
     client = make_client(settings)
     identity = IdentityCache(
         lambda: service.redis, service.keys, lambda: make_client(settings, timeout=5, retries=False)

@@ -1,4 +1,4 @@
-"""``SlackPresenter``: the ``bot.presenter.Presenter`` that shows a durable run in its Slack thread.
+"""``SlackPresenter``: the ``bot.runs.presenter.Presenter`` that shows a durable run in its Slack thread.
 
 * Presentation never blocks the agent loop. Card updates, the "is working…" status, decision
   redraws and :eyes: go to the process's background sender (``bot.slack.sender``): coalesced
@@ -37,8 +37,8 @@ from slack_sdk.errors import SlackApiError
 
 from agent.keys import Keys
 from agent.types import Message, RunStatus
-from bot.approvals import Approval
-from bot.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
+from bot.runs.approvals import Approval
+from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
 from bot.slack import render
 from bot.slack.client import without_rate_limit_retries
 from bot.slack.mrkdwn import split_mrkdwn, truncate

@@ -1,6 +1,6 @@
 """Block Kit for everything the bot posts: the run card, approval cards, the decline modal, notices.
 
-Rendering is a pure function of the presenter's view models (``bot.presenter``) and approval records,
+Rendering is a pure function of the presenter's view models (``bot.runs.presenter``) and approval records,
 so it is unit-tested against Slack's limits without a server. Every text of the run card and the
 notices is cut to its field's limit here, once, instead of trusting callers: a message Slack rejects
 (``invalid_blocks``) is a lost update, and model or tool output can be any length. Approval cards
@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bot.presenter import CardView, Step, StepStatus, StopNotice
+from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
 
 # The approval card lives in its own module; these names are part of ``render``'s interface.
 from bot.slack.approval_card import (
@@ -158,7 +158,7 @@ def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
             "value": run_id[:BUTTON_VALUE],
         }
         blocks.append({"type": "actions", "block_id": RUN_CONTROLS, "elements": [stop]})
-    else:  # a finished run offers its transcript for the post-mortem (bot.transcript)
+    else:  # a finished run offers its transcript for the post-mortem (bot.runs.transcript)
         transcript = {
             "type": "button",
             "action_id": ACTION_TRANSCRIPT,

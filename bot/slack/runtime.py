@@ -19,7 +19,7 @@ from slack_sdk import WebClient
 
 from agent.keys import Keys
 from bot.logs import redactor_for
-from bot.runs import RunOptions, RunService
+from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.client import make_client

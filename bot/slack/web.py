@@ -25,7 +25,7 @@ from typing import Any
 
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-from bot.metrics_collector import MetricsEndpoint, RedisCollector
+from bot.runs.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.settings import Settings
 from bot.slack import prefork
 from bot.slack.app import build_app
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
-METRICS_PATH = "/metrics"  # Prometheus; see bot.metrics_collector and docs/OPERATIONS.md
+METRICS_PATH = "/metrics"  # Prometheus; see bot.runs.metrics_collector and docs/OPERATIONS.md
 
 StartResponse = Callable[..., Any]
 # Slack's payloads are a few KB; Bolt reads a whole body into memory before it checks the signature,

@@ -246,7 +246,7 @@ def test_a_base_url_with_a_query_keeps_it_after_the_path(fake: Any) -> None:
 
 
 def test_reasoning_models_accept_what_the_doctor_sends(fake: Any) -> None:
-    from bot.doctor import PROBE_TEXT
+    from bot.ops.doctor import PROBE_TEXT
 
     probe = fake(provider_fakes.reasoning_model_probe)
     with client(probe.url, "o4-mini") as model:

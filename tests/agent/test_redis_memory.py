@@ -23,7 +23,7 @@ def keys(key_prefix: str) -> Keys:
 
 
 def lease(client: redis.Redis, keys: Keys, run_id: str, token: int, ttl_ms: int = 60_000) -> None:
-    """Stand-in for ``bot.lease``: make ``token`` the run's current fencing token."""
+    """Stand-in for ``bot.runs.lease``: make ``token`` the run's current fencing token."""
     client.set(keys.lease(run_id), token, px=ttl_ms)
 
 
@@ -150,7 +150,7 @@ def test_finishing_never_frees_a_thread_claimed_by_another_run(redis_client: red
 def test_the_loop_runs_and_resumes_on_redis_memory(redis_client: redis.Redis, keys: Keys) -> None:
     disk = RecordingTool("disk_usage", respond=lambda args: "/ 97% used")
     model = ScriptedModel([tool_call("disk_usage", path="/"), "Disk is 97% full."])
-    # What ``bot.runs`` stores for a new run: the record and the first message, no state yet.
+    # What ``bot.runs.service`` stores for a new run: the record and the first message, no state yet.
     redis_client.hset(keys.run("r1"), mapping={"status": "queued", "requester": "U1"})
     redis_client.rpush(keys.messages("r1"), Message.user("web-03 is out of disk").model_dump_json())
     memory = RedisMemory(redis_client, keys, "r1")

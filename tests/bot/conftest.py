@@ -21,11 +21,11 @@ from agent.chat import ChatModel
 from agent.keys import Keys
 from agent.tooling import Tool
 from agent.types import Limits, Message, RunStatus
-from bot.audit import AuditKind
-from bot.jobs import Runtime
-from bot.presenter import InMemoryPresenter, Presenter
-from bot.runs import RunOptions, RunService
-from bot.worker import ChatopsSimpleWorker
+from bot.runs.audit import AuditKind
+from bot.runs.jobs import Runtime
+from bot.runs.presenter import InMemoryPresenter, Presenter
+from bot.runs.service import RunOptions, RunService
+from bot.runs.worker import ChatopsSimpleWorker
 from tests.bot.runtimes import FileTool, executions, file_tools, plan_model
 
 
@@ -166,7 +166,7 @@ def worker_processes(
         }
         log = tmp_path / f"worker-{len(started)}.log"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "--env-file", str(env_file), "worker"],
+            [sys.executable, "-m", "bot.ops.cli", "--env-file", str(env_file), "worker"],
             cwd=ROOT,
             env=env,
             stdout=log.open("wb"),

@@ -21,9 +21,9 @@ from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Request, ToolDef
-from bot.jobs import Runtime
-from bot.presenter import LoggingPresenter
-from bot.runs import RunOptions
+from bot.runs.jobs import Runtime
+from bot.runs.presenter import LoggingPresenter
+from bot.runs.service import RunOptions
 from bot.settings import Settings
 
 PLAN_PREFIX = "plan:"

@@ -16,7 +16,7 @@ import redis
 
 from agent.keys import Keys
 from bot.logs import JsonFormatter, RunContextFilter, configure_logging, run_context
-from bot.runs import RunService
+from bot.runs.service import RunService
 from emulator.openai_server import OpenAIServer, Reply
 from tests.bot.conftest import WorkerProcess, make_options
 from tests.support.waiting import wait_until
@@ -92,17 +92,17 @@ def test_auto_is_human_on_a_terminal_and_json_elsewhere() -> None:
     try:
         handler = configure_logging("INFO", "auto", stream=terminal)
         with run_context("0123456789abcdef", "C_INC", "171.2"):
-            logging.getLogger("bot.jobs").info("working on it with %s", SLACK_TOKEN)
+            logging.getLogger("bot.runs.jobs").info("working on it with %s", SLACK_TOKEN)
         terminal.flush()
         shown = os.read(master, 4096).decode()
-        assert "INFO bot.jobs [run 0123456789ab C_INC/171.2]: working on it with [REDACTED]" in shown
+        assert "INFO bot.runs.jobs [run 0123456789ab C_INC/171.2]: working on it with [REDACTED]" in shown
         assert not shown.lstrip().startswith("{")
 
         piped = io.StringIO()
         root.removeHandler(handler)
         handler = configure_logging("INFO", "auto", stream=piped)
         assert [h for h in root.handlers if h is handler] == [handler]
-        logging.getLogger("bot.jobs").info("to a pipe")
+        logging.getLogger("bot.runs.jobs").info("to a pipe")
         assert json.loads(piped.getvalue())["msg"] == "to a pipe"
     finally:
         root.removeHandler(handler)
@@ -122,7 +122,7 @@ def test_a_worker_process_writes_json_lines_tagged_with_the_run(
     with OpenAIServer(model="gpt-test") as llm:
         llm.enqueue(Reply(text=f"Rotated. The new token is {SLACK_TOKEN}"))
         worker = worker_processes(
-            CHATOPS_RUNTIME="bot.worker:default_runtime",
+            CHATOPS_RUNTIME="bot.ops.worker:default_runtime",
             LLM_BASE_URL=llm.url,
             LLM_MODEL="gpt-test",
             SLACK_BOT_TOKEN="",
@@ -139,6 +139,6 @@ def test_a_worker_process_writes_json_lines_tagged_with_the_run(
     answer = next(r for r in records if "answer:" in str(r["msg"]))
     assert answer["msg"] == f"run {run_id}: answer: Rotated. The new token is [REDACTED]"
     assert (answer["run_id"], answer["channel"], answer["thread_ts"]) == (run_id, "C_INC", "171.2")
-    assert answer["logger"] == "bot.presenter" and answer["level"] == "INFO"
+    assert answer["logger"] == "bot.runs.presenter" and answer["level"] == "INFO"
     rq_lines = [r for r in records if str(r["logger"]).startswith("rq.")]
     assert rq_lines, "RQ's own lines go through the same JSON handler"

@@ -243,7 +243,7 @@ def test_the_demo_starts_from_nothing_runs_the_seed_incident_and_stops_cleanly(d
     children = psutil.Process(demo.process.pid).children(recursive=True)
     started = [*children, psutil.Process(redis_pid)]
     commands = [" ".join(c.cmdline()) for c in children]
-    assert any("bot.cli web" in c for c in commands) and any("bot.cli worker" in c for c in commands)
+    assert any("bot.ops.cli web" in c for c in commands) and any("bot.ops.cli worker" in c for c in commands)
     with urllib_open(page) as response:
         assert b"Slack emulator" in response.read()
 

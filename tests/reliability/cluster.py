@@ -27,8 +27,8 @@ import redis
 from agent.keys import Keys
 from agent.redis_memory import as_text
 from agent.types import RunStatus
-from bot.audit import AuditEntry, AuditKind
-from bot.runs import RunOptions, RunService
+from bot.runs.audit import AuditEntry, AuditKind
+from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp

@@ -1,6 +1,6 @@
 """Entry point of the suite's worker subprocesses: ``python -m tests.reliability.procs``.
 
-The same as ``chatops worker`` (``bot.worker.run_worker``: a forking RQ worker with its
+The same as ``chatops worker`` (``bot.ops.worker.run_worker``: a forking RQ worker with its
 scheduler, the recovery sweep and the runtime named by ``CHATOPS_RUNTIME``), with settings from
 the environment only, so the suite does not depend on the CLI's other subcommands.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import sys
 
+from bot.ops.worker import run_worker
 from bot.settings import Settings
-from bot.worker import run_worker
 
 
 def main() -> int:

@@ -31,9 +31,9 @@ from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory
 from agent.types import Request
-from bot.jobs import Runtime
-from bot.presenter import CardView, RunRef
-from bot.runs import RunOptions
+from bot.runs.jobs import Runtime
+from bot.runs.presenter import CardView, RunRef
+from bot.runs.service import RunOptions
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.presenter import SlackPresenter

@@ -22,12 +22,12 @@ from agent.errors import ProviderError
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.tooling import Tool, ToolCategory
 from agent.types import Message, Request, Response, RunStatus, ToolCall
-from bot.approvals import ApprovalStatus
-from bot.audit import AuditKind
-from bot.jobs import Runtime
-from bot.runs import RunOptions
+from bot.ops.worker import slack_presenter
+from bot.runs.approvals import ApprovalStatus
+from bot.runs.audit import AuditKind
+from bot.runs.jobs import Runtime
+from bot.runs.service import RunOptions
 from bot.slack import render
-from bot.worker import slack_presenter
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 from tests.bot.runtimes import FileTool
 from tests.bot.slack.conftest import (

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from agent.types import RunStatus
-from bot.approvals import ApprovalStatus
-from bot.limits import LimitSettings, Refusal, RunLimits
+from bot.runs.approvals import ApprovalStatus
+from bot.runs.limits import LimitSettings, Refusal, RunLimits
 from bot.slack import render
 from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons
 from tests.support.waiting import wait_for

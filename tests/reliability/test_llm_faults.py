@@ -23,7 +23,7 @@ from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
 from agent.run import Run
 from agent.types import Message, RunStatus
-from bot.audit import AuditKind
+from bot.runs.audit import AuditKind
 from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall
 from tests.bot.slack.conftest import SlackBot
 

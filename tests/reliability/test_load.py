@@ -21,7 +21,7 @@ import pytest
 
 from agent.redis_memory import as_text
 from agent.types import RunStatus
-from bot.audit import AuditKind
+from bot.runs.audit import AuditKind
 from bot.slack import render
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster
@@ -85,7 +85,7 @@ def used_memory(server: RedisProcess) -> int:
 def keys_without_ttl(cluster: Cluster) -> list[str]:
     """Our keys that would live forever and grow with the runs. The audit stream is capped instead,
     the metrics are one hash per metric (their fields are label values, not runs), and the data
-    marker is one key that says Redis kept its data (``bot.lost_runs``)."""
+    marker is one key that says Redis kept its data (``bot.runs.lost_runs``)."""
     client, prefix = cluster.redis, cluster.settings.chatops_redis_prefix
     forever = []
     for key in client.scan_iter(match=f"{prefix}*", count=1000):

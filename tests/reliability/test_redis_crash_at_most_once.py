@@ -28,9 +28,9 @@ import pytest
 
 from agent.tool_step import OUTCOME_UNKNOWN
 from agent.types import RunStatus
-from bot.approvals import Approval, ApprovalStatus
-from bot.audit import AuditKind
-from bot.doctor import Outcome, check_persistence
+from bot.ops.doctor import Outcome, check_persistence
+from bot.runs.approvals import Approval, ApprovalStatus
+from bot.runs.audit import AuditKind
 from bot.slack import render
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster

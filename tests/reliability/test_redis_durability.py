@@ -11,9 +11,9 @@ from collections.abc import Callable
 import pytest
 
 from agent.keys import Keys
-from bot.doctor import Outcome, check_persistence
-from bot.durability import Durability, DurabilityMode
 from bot.errors import NotDurableError
+from bot.ops.doctor import Outcome, check_persistence
+from bot.runs.durability import Durability, DurabilityMode
 from bot.settings import Settings
 from tests.reliability.redis_proc import RDB_DEFAULT, RedisProcess
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from agent.types import RunStatus
-from bot.audit import AuditKind
-from bot.lost_runs import LOST_NOTICE
+from bot.runs.audit import AuditKind
+from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack import render
 from tests.bot.runtimes import executions
 from tests.bot.slack.conftest import buttons, http

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from agent.tooling import ToolCategory
 from agent.types import RunStatus
-from bot.approvals import Approval, ApprovalStatus
-from bot.presenter import CardView, Step, StepStatus, StopNotice
+from bot.runs.approvals import Approval, ApprovalStatus
+from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
 from bot.slack import render
 from bot.slack.mrkdwn import mention
 from emulator.slack.live import Live, live_in_message

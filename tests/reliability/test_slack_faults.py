@@ -18,8 +18,8 @@ import pytest
 
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
-from bot.approvals import ApprovalStatus
-from bot.audit import AuditKind
+from bot.runs.approvals import ApprovalStatus
+from bot.runs.audit import AuditKind
 from bot.slack import render
 from tests.bot.slack.conftest import SlackBot, buttons
 from tests.support.waiting import wait_for

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import pytest
 
 from agent.types import RunStatus
-from bot.audit import AuditKind
+from bot.runs.audit import AuditKind
 from bot.slack import render
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster

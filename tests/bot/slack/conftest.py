@@ -28,14 +28,14 @@ from agent.keys import Keys
 from agent.redis_memory import as_text
 from agent.tooling import Tool, ToolCategory, ToolResult
 from agent.types import RunStatus
-from bot.jobs import Runtime
-from bot.runs import RunOptions, RunService
+from bot.runs.jobs import Runtime
+from bot.runs.service import RunOptions, RunService
+from bot.runs.worker import ChatopsSimpleWorker
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.presenter import SlackPresenter
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp
-from bot.worker import ChatopsSimpleWorker
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig, signature
 from tests.bot.runtimes import FileTool, executions, file_tools, plan_model
 from tests.support.waiting import wait_for

@@ -13,8 +13,8 @@ from pathlib import Path
 import redis
 
 from agent.keys import Keys
-from bot.jobs import Runtime
-from bot.runs import RunOptions
+from bot.runs.jobs import Runtime
+from bot.runs.service import RunOptions
 from bot.settings import Settings
 from bot.slack.client import make_client
 from bot.slack.presenter import SlackPresenter

@@ -20,8 +20,8 @@ from slack_sdk.models.blocks import Block as SdkBlock
 
 from agent.keys import Keys
 from agent.tooling import ToolCategory
-from bot.approvals import Approval, ApprovalStatus
-from bot.presenter import RunRef
+from bot.runs.approvals import Approval, ApprovalStatus
+from bot.runs.presenter import RunRef
 from bot.slack import render
 from bot.slack.presenter import SlackPresenter
 from bot.slack.verbatim import visible_json

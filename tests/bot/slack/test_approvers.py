@@ -14,7 +14,7 @@ from slack_sdk import WebClient
 
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
-from bot.approvals import Approval
+from bot.runs.approvals import Approval
 from bot.slack.approvers import ApproverPolicy
 from emulator.slack import SlackEmulator, SlackEmulatorClient, UserSpec, WorkspaceConfig
 from tests.bot.slack.conftest import SECRET, TOKEN

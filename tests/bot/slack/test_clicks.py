@@ -11,8 +11,8 @@ from typing import Any
 
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
-from bot.approvals import ApprovalStatus
-from bot.presenter import CardView
+from bot.runs.approvals import ApprovalStatus
+from bot.runs.presenter import CardView
 from bot.slack import render
 from bot.slack.client import make_client
 from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons, signed_post

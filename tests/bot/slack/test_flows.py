@@ -15,7 +15,7 @@ from typing import Any
 from agent.scripted import FunctionModel
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Request, RunStatus, ToolDef
-from bot.approvals import ApprovalStatus
+from bot.runs.approvals import ApprovalStatus
 from bot.slack import render
 from emulator.slack import SlackEmulatorClient
 from tests.bot.runtimes import plan_step

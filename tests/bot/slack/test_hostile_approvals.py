@@ -20,7 +20,7 @@ import pytest
 from agent.scripted import ScriptedModel, tool_call
 from agent.tooling import ToolCategory
 from agent.types import RunStatus
-from bot.approvals import ApprovalStatus
+from bot.runs.approvals import ApprovalStatus
 from bot.slack import render
 from tests.bot.runtimes import FileTool
 from tests.bot.slack.conftest import SlackBot, buttons, signed_post

@@ -26,8 +26,8 @@ import pytest
 
 from agent.scripted import ScriptedModel, tool_call
 from agent.types import RunStatus, ToolCall
-from bot.approvals import ApprovalStatus
-from bot.audit import AuditKind
+from bot.runs.approvals import ApprovalStatus
+from bot.runs.audit import AuditKind
 from bot.slack import render
 from tests.bot.slack.conftest import SlackBot, buttons
 from tests.support.listeners import CountingServer, counting_server

@@ -14,7 +14,8 @@ from typing import Any
 
 import redis
 
-from bot.lost_runs import LOST_NOTICE, recovery_sweep
+from bot.ops.worker import recovery_sweep
+from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack import render
 from tests.bot.slack.conftest import SlackBot, buttons, signed_post
 from tests.support.waiting import wait_for

@@ -14,7 +14,7 @@ import redis
 from agent.keys import Keys
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
-from bot.presenter import CardView, RunRef, Step, StepStatus
+from bot.runs.presenter import CardView, RunRef, Step, StepStatus
 from bot.slack.client import make_client
 from bot.slack.presenter import STATUS_TEXT, SlackPresenter
 from emulator.slack import SlackEmulator, SlackEmulatorClient

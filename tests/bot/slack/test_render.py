@@ -10,8 +10,8 @@ import json
 
 from agent.tooling import ToolCategory
 from agent.types import RunStatus
-from bot.approvals import Approval, ApprovalStatus
-from bot.presenter import CardView, Step, StepStatus, StopNotice
+from bot.runs.approvals import Approval, ApprovalStatus
+from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
 from bot.slack import render
 from emulator.slack.blocks import block_errors
 

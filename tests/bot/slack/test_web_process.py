@@ -18,7 +18,7 @@ import redis
 from agent.keys import Keys
 from agent.redis_memory import as_text
 from agent.types import RunStatus
-from bot.runs import RunOptions, RunService
+from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from agent.types import RunStatus
-from bot.approvals import ApprovalStatus
+from bot.runs.approvals import ApprovalStatus
 from bot.slack import render
 from emulator.slack import SlackEmulator, UserSpec, WorkspaceConfig
 from tests.bot.slack.conftest import CHANNEL, SECRET, TOKEN, SlackBot, buttons, signed_post

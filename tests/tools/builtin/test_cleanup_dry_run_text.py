@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.tooling import ToolCategory
-from bot.approvals import Approval
+from bot.runs.approvals import Approval
 from bot.slack import render
 from tools.builtin.cleanup import cleanup_tools, shown_name
 from tools.paths import AllowedDirs

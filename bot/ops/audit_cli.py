@@ -1,0 +1,139 @@
+"""``chatops audit tail [-n N] [-f] [--run ID] [--kind KIND] [--json]``: the newest audit entries.
+
+One line per entry, oldest first: time, kind, run id, then its fields (``key=value``, values on
+one line, long ones cut, secrets redacted). ``-f`` then waits for new entries (``XREAD BLOCK``)
+until interrupted. ``--json`` prints one JSON object per entry instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import cast
+
+import redis
+
+from agent.keys import Keys
+from agent.redis_memory import as_text
+from bot.logs import redactor_for
+from bot.ops.runs_cli import cli_errors, connect
+from bot.runs.audit import AuditEntry, AuditKind
+from bot.runs.transcript import stamp
+from bot.settings import Settings
+
+VALUE_CHARS = 200
+_PAGE = 500
+_BLOCK_MS = 1000
+
+RawEntry = tuple[bytes | str, dict[bytes | str, bytes | str]]
+
+
+def parse_entry(entry_id: bytes | str, raw: dict[bytes | str, bytes | str]) -> AuditEntry:
+    fields = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+    kind = AuditKind(fields.pop("kind"))
+    run_id = fields.pop("run_id", "")
+    at = float(fields.pop("at", "0"))
+    return AuditEntry(as_text(entry_id) or "", kind, run_id, at, fields)
+
+
+def matches(entry: AuditEntry, run_id: str | None, kinds: set[str]) -> bool:
+    return (run_id is None or entry.run_id.startswith(run_id)) and (not kinds or entry.kind.value in kinds)
+
+
+def newest(
+    client: redis.Redis, key: str, count: int, run_id: str | None = None, kinds: Iterable[str] = ()
+) -> list[AuditEntry]:
+    """The ``count`` newest matching entries, oldest first (pages backwards through the stream)."""
+    wanted, end = set(kinds), "+"
+    found: list[AuditEntry] = []
+    while len(found) < count:
+        page = cast("list[RawEntry]", client.xrevrange(key, max=end, count=_PAGE))
+        if not page:
+            break
+        for entry_id, raw in page:
+            entry = parse_entry(entry_id, raw)
+            if matches(entry, run_id, wanted):
+                found.append(entry)
+                if len(found) == count:
+                    break
+        if len(page) < _PAGE:
+            break
+        end = f"({as_text(page[-1][0])}"
+    return list(reversed(found))
+
+
+def format_entry(entry: AuditEntry, redact: Callable[[str], str]) -> str:
+    parts = [stamp(entry.at), f"{entry.kind.value:<18}", entry.run_id[:12] or "-"]
+    for name, value in entry.fields.items():
+        text = " ".join(redact(value).split())
+        if len(text) > VALUE_CHARS:
+            text = text[: VALUE_CHARS - 1] + "…"
+        parts.append(f"{name}={text}")
+    return "  ".join(parts[:3]) + ("  " + " ".join(parts[3:]) if parts[3:] else "")
+
+
+def entry_json(entry: AuditEntry, redact: Callable[[str], str]) -> str:
+    fields = {name: redact(value) for name, value in entry.fields.items()}
+    return json.dumps(
+        {"id": entry.id, "kind": entry.kind.value, "run_id": entry.run_id, "at": entry.at, **fields}
+    )
+
+
+def configure_cli(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tail = actions.add_parser("tail", help="the newest entries; -f to keep printing new ones")
+    tail.add_argument("-n", "--lines", type=int, default=20, help="how many entries first (default 20)")
+    tail.add_argument("-f", "--follow", action="store_true", help="wait for new entries until Ctrl-C")
+    tail.add_argument("--run", help="only entries of this run (id or prefix)")
+    tail.add_argument(
+        "--kind", action="append", choices=[k.value for k in AuditKind], help="only this kind (repeatable)"
+    )
+    tail.add_argument("--json", action="store_true", help="one JSON object per entry")
+
+
+def run_cli(args: argparse.Namespace, settings: Settings) -> int:
+    redact = redactor_for(settings).redact
+
+    def show(entry: AuditEntry) -> str:
+        return entry_json(entry, redact) if args.json else format_entry(entry, redact)
+
+    kinds = set(args.kind or [])
+    with cli_errors(settings) as status:
+        client = connect(settings)
+        key = Keys(settings.chatops_redis_prefix).audit()
+        last = "0-0"
+        for entry in newest(client, key, max(0, args.lines), args.run, kinds):
+            print(show(entry), flush=True)
+            last = entry.id
+        if args.follow:
+            if last == "0-0":
+                latest = client.xrevrange(key, count=1)
+                last = as_text(latest[0][0]) or "0-0" if latest else "0-0"
+            if sys.stderr.isatty():
+                print("following the audit log (Ctrl-C to stop)…", file=sys.stderr)
+            with contextlib.suppress(KeyboardInterrupt):
+                _follow(client, key, last, args.run, kinds, show)
+    return status[0]
+
+
+def _follow(
+    client: redis.Redis,
+    key: str,
+    last: str,
+    run_id: str | None,
+    kinds: set[str],
+    show: Callable[[AuditEntry], str],
+) -> None:
+    while True:
+        reply = cast(
+            "list[tuple[bytes, list[RawEntry]]]", client.xread({key: last}, block=_BLOCK_MS, count=100)
+        )
+        for _stream, entries in reply or []:
+            for entry_id, raw in entries:
+                last = as_text(entry_id) or last
+                entry = parse_entry(entry_id, raw)
+                if matches(entry, run_id, kinds):
+                    print(show(entry), flush=True)

@@ -1,0 +1,231 @@
+"""``chatops worker``: the production runtime (``default_runtime``) and the worker built from Settings.
+
+``CHATOPS_RUNTIME`` (default ``bot.ops.worker:default_runtime``) names the function that builds a
+job's ``Runtime``; ``build_worker`` composes the engine's worker (``bot.runs.worker``) with the
+recovery sweep and the lost-run check (Slack's half only with a token); ``run_worker`` outlives
+Redis outages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import signal
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import redis
+
+from agent.keys import Keys
+from bot.errors import BotConfigurationError
+from bot.runs.durability import Durability
+from bot.runs.jobs import Runtime, RuntimeFactory
+from bot.runs.lost_runs import LossDetector
+from bot.runs.metrics import RunMetrics
+from bot.runs.presenter import LoggingPresenter, Presenter
+from bot.runs.service import RunOptions, RunService
+from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker, Sweep
+from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.slack.presenter import SlackPresenter
+
+log = logging.getLogger(__name__)
+# RQ blocks this long less than ``worker_ttl`` waiting for a job before it runs maintenance again.
+_RQ_DEQUEUE_MARGIN = 15
+
+
+def load_runtime_factory(path: str) -> Callable[[Settings], Runtime]:
+    """Import ``module:function`` (a function of ``Settings`` returning a ``Runtime``)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise BotConfigurationError(f"CHATOPS_RUNTIME must look like module:function, got {path!r}")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise BotConfigurationError(f"cannot load the runtime factory {path!r}: {error}") from error
+    if not callable(factory):
+        raise BotConfigurationError(f"the runtime factory {path!r} is not callable")
+    return factory  # type: ignore[no-any-return]
+
+
+def default_runtime(settings: Settings) -> Runtime:
+    """The production runtime: the configured models, the tool registry, Slack (or the log), and the
+    system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one)."""
+    from agent.endpoints import secret_values
+    from bot.models import build_models, endpoints, model_keys
+    from bot.ops.system_prompt import system_prompt
+    from tools.registry import build_registry_from_settings
+    from tools.safety import OutputFilter
+
+    client = redis.Redis.from_url(settings.redis_url)
+    keys = Keys(settings.chatops_redis_prefix)
+    metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
+    model_env = model_keys(settings)
+    models = build_models(settings, on_retry=metrics.llm_retry, keys=model_env)
+    # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
+    model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
+    registry = build_registry_from_settings(settings)
+    return Runtime(
+        redis=client,
+        keys=keys,
+        options=RunOptions.from_settings(settings),
+        models=models,
+        tools=registry.tools(),
+        system_prompt=system_prompt(settings.chatops_system_prompt_file),
+        presenter=_presenter(settings, client, keys, [*registry.secret_values, *model_secrets]),
+        tool_output_filter=OutputFilter.from_settings(
+            settings, env=model_env, extra_secrets=[*registry.secret_values, *model_secrets]
+        ),
+        owns_connection=True,
+        metrics_enabled=settings.chatops_metrics_enabled,
+        durability=Durability.from_settings(client, keys, settings),
+    )
+
+
+def _presenter(settings: Settings, client: redis.Redis, keys: Keys, secrets: Sequence[str] = ()) -> Presenter:
+    if not settings.slack_bot_token:
+        return LoggingPresenter()
+    return slack_presenter(settings, client, keys, secrets)
+
+
+def slack_presenter(
+    settings: Settings, client: redis.Redis, keys: Keys, secrets: Sequence[str] = ()
+) -> SlackPresenter:
+    """The worker's Slack presenter: every text it posts is redacted like tool output (the
+    configured secrets, ``secrets`` such as the tool catalog's, and the built-in patterns)."""
+    from bot.slack.client import make_client
+    from bot.slack.presenter import SlackPresenter
+    from tools.safety import Redactor
+
+    redactor = Redactor.from_settings(settings, extra_secrets=secrets)
+    return SlackPresenter(make_client(settings), client, keys, redact=redactor.redact)
+
+
+def build_worker(
+    settings: Settings,
+    *,
+    runtime_factory: RuntimeFactory | None = None,
+    simple: bool = False,
+    connection: redis.Redis | None = None,
+    name: str | None = None,
+) -> ChatopsWorker | ChatopsSimpleWorker:
+    """A worker on ``CHATOPS_QUEUE`` whose jobs use ``runtime_factory`` (default: ``CHATOPS_RUNTIME``)."""
+    connection = connection or redis.Redis.from_url(settings.redis_url)
+    if runtime_factory is None:
+        build = load_runtime_factory(settings.chatops_runtime)
+
+        def runtime_factory() -> Runtime:
+            return build(settings)
+
+    options = RunOptions.from_settings(settings)
+    service = RunService(connection, Keys(settings.chatops_redis_prefix), options)
+    interval = settings.chatops_recovery_interval_seconds
+    worker_class = ChatopsSimpleWorker if simple else ChatopsWorker
+    return worker_class(
+        [options.queue_name],
+        connection=connection,
+        name=name,
+        runtime_factory=runtime_factory,
+        sweep=recovery_sweep(settings, connection, service),  # recover, and announce lost runs
+        maintenance_interval=interval,
+        worker_ttl=interval + _RQ_DEQUEUE_MARGIN,
+    )
+
+
+# -- ``chatops worker`` ------------------------------------------------------------------------------
+
+
+def configure_cli(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runtime", help="module:function building the runtime (overrides CHATOPS_RUNTIME)")
+    parser.add_argument("--queue", help="queue to work on (overrides CHATOPS_QUEUE)")
+    parser.add_argument("--name", help="worker name (default: random)")
+    parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
+    parser.add_argument("--simple", action="store_true", help="run jobs in this process instead of forking")
+
+
+def run_cli(args: argparse.Namespace, settings: Settings) -> int:
+    updates: dict[str, object] = {}
+    if args.runtime:
+        updates["chatops_runtime"] = args.runtime
+    if args.queue:
+        updates["chatops_queue"] = args.queue
+    settings = settings.model_copy(update=updates)
+    run_worker(settings, burst=args.burst, simple=args.simple, name=args.name, logging_level=args.log_level)
+    return 0
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    burst: bool = False,
+    simple: bool = False,
+    name: str | None = None,
+    logging_level: str = "INFO",
+    redis_poll_seconds: float = 1.0,
+) -> None:
+    """Work until stopped, outliving Redis outages.
+
+    RQ's worker retries a lost connection only while it waits for a job; one lost while it watches
+    a job (or sweeps), or while it starts, ends it. Then this waits until Redis answers again and
+    starts a new worker (a new name: the old one may still be registered). Runs whose job broke meanwhile are
+    resumed by the recovery sweep once their lease has run out.
+    """
+    restarts = 0
+    while True:
+        worker_name = f"{name}-{restarts}" if name and restarts else name
+        try:
+            worker = build_worker(settings, simple=simple, name=worker_name)  # talks to Redis already
+            # The scheduler enqueues approval expiries, job retries and deferred resumes when due.
+            worker.work(burst=burst, with_scheduler=True, logging_level=logging_level)
+            return
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            log.error("lost Redis (%s); starting a new worker once it answers", error)
+        restarts += 1
+        # RQ's handlers belong to the worker that just quit: a stop request now ends the process.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _wait_for_redis(settings.redis_url, redis_poll_seconds)
+
+
+def _wait_for_redis(url: str, poll_seconds: float) -> None:
+    client = redis.Redis.from_url(url, socket_connect_timeout=poll_seconds, socket_timeout=poll_seconds)
+    try:
+        while True:
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(poll_seconds)
+    finally:
+        client.close()
+
+
+# -- the sweep ---------------------------------------------------------------------------------------
+
+
+def recovery_sweep(settings: Settings, client: redis.Redis, service: RunService) -> Sweep:
+    """The worker's sweep: ``RunService.recover``, then the lost-card check (with a Slack token)."""
+    detector = _detector(settings, client, service)
+
+    def sweep() -> list[str]:
+        resumed = service.recover()
+        if detector is not None:
+            try:
+                detector()
+            except redis.RedisError:
+                log.exception("the check for lost runs failed; trying again at the next sweep")
+        return resumed
+
+    return sweep
+
+
+def _detector(settings: Settings, client: redis.Redis, service: RunService) -> LossDetector | None:
+    if not settings.slack_bot_token:
+        return None  # nothing was posted to Slack, so nothing there can be lost
+    from bot.slack.lost_cards import slack_scan  # the worker needs Slack only with a token
+
+    return LossDetector(client, service.keys, slack_scan(settings, service))

@@ -1,0 +1,175 @@
+"""The inbox of a run: thread replies waiting to be injected into its history.
+
+Delivery (web process): one Lua script checks that the thread's active run is still the one we
+looked up and still active, claims the Slack message once (Slack retries events), RPUSHes the
+item, and — when the run is waiting for an approval and the caller says the author may decide
+(``may_supersede``, the approver policy's answer) — supersedes the pending approvals with the
+same ``DECIDE_LUA`` every decision uses. Anyone else's reply is stored all the same and read by
+the model when the run resumes; the approval stays pending. Only after the script returns
+``stored`` may the caller acknowledge the message: it is in Redis.
+
+Drain (worker): ``messages(run_id)`` only peeks (LRANGE). The items become ``Message``s tagged
+with ``meta["inbox_id"]``, and ``RedisMemory.append`` removes exactly those items from the inbox
+head in the same script that appends them to the history. A crash before that write leaves them
+in the inbox for the next attempt; a crash after it finds them in the history and not in the
+inbox: each message enters the history exactly once, in arrival order.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import redis
+from pydantic import BaseModel
+
+from agent.keys import Keys
+from agent.redis_memory import INBOX_ID_META, as_text
+from agent.types import Message
+from bot.errors import BotError
+from bot.runs.approvals import DECIDE_LUA, SUPERSEDED_REASON
+
+DEDUPE_SECONDS = 24 * 3600
+_MAX_ATTEMPTS = 20
+
+# KEYS: 1 thread claim, 2 run hash, 3 inbox, 4 seen-message claim, 5 approvals index, 6.. approvals.
+# ARGV: 1 run id, 2 item JSON, 3 dedupe ttl, 4 user, 5 now, 6 reason, 7 approvals index size seen,
+# 8 '1' when the author may supersede, 9.. the approval ids of KEYS 6..
+_DELIVER = (
+    DECIDE_LUA
+    + """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'retry'} end
+if redis.call('HLEN', KEYS[5]) ~= tonumber(ARGV[7]) then return {'retry'} end
+local status = redis.call('HGET', KEYS[2], 'status')
+if status ~= 'queued' and status ~= 'running' and status ~= 'awaiting_approval' then
+  return {'no_active_run'}
+end
+if not redis.call('SET', KEYS[4], ARGV[1], 'NX', 'EX', ARGV[3]) then return {'duplicate', status} end
+redis.call('RPUSH', KEYS[3], ARGV[2])
+local result = {'stored', status}
+if status == 'awaiting_approval' and ARGV[8] == '1' then
+  for i = 6, #KEYS do
+    local outcome = decide(KEYS[i], 'superseded', ARGV[4], ARGV[5], ARGV[6])
+    if outcome[1] == 'won' then table.insert(result, ARGV[i + 3]) end
+  end
+end
+return result
+"""
+)
+
+
+class InboxItem(BaseModel):
+    """One thread reply as stored in the inbox (``id`` is what ``RedisMemory`` matches on)."""
+
+    id: str
+    text: str
+    user: str
+    ts: str
+    received_at: float
+    may_supersede: bool = False  # its author may decide: it supersedes an approval it finds pending
+
+    def message(self) -> Message:
+        return Message.user(self.text, **{INBOX_ID_META: self.id, "slack_user": self.user, "ts": self.ts})
+
+
+class DeliveryStatus(StrEnum):
+    STORED = "stored"  # in the inbox now: acknowledge it
+    DUPLICATE = "duplicate"  # this Slack message was stored before (an event retry): acknowledge again
+    NO_ACTIVE_RUN = "no_active_run"  # nothing runs in this thread: ignore the message
+
+
+@dataclass(frozen=True)
+class Delivery:
+    status: DeliveryStatus
+    run_id: str | None = None
+    run_status: str | None = None
+    item: InboxItem | None = None
+    superseded: list[str] = field(default_factory=list)  # approval ids this message superseded
+
+    @property
+    def stored(self) -> bool:
+        return self.status is not DeliveryStatus.NO_ACTIVE_RUN
+
+
+class Inbox:
+    """Deliver thread replies to a run's inbox and read them back."""
+
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        keys: Keys,
+        *,
+        dedupe_seconds: int = DEDUPE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._redis = redis_client
+        self._keys = keys
+        self._dedupe = dedupe_seconds
+        self._clock = clock
+        self._deliver = redis_client.register_script(_DELIVER)
+
+    def deliver(
+        self, channel: str, thread_ts: str, *, user: str, text: str, ts: str, may_supersede: bool = False
+    ) -> Delivery:
+        """Store a reply for the thread's active run; returns only once it is in Redis (or refused).
+
+        ``may_supersede``: whether the author may decide (the approver policy's answer); only then
+        does the reply supersede the run's pending approvals. The default denies.
+        """
+        keys = self._keys
+        for _ in range(_MAX_ATTEMPTS):
+            run_id = as_text(self._redis.get(keys.thread(channel, thread_ts)))
+            if run_id is None:
+                return Delivery(DeliveryStatus.NO_ACTIVE_RUN)
+            approval_ids = [as_text(i) or "" for i in self._redis.hvals(keys.approvals(run_id))]
+            item = InboxItem(
+                id=uuid.uuid4().hex,
+                text=text,
+                user=user,
+                ts=ts,
+                received_at=self._clock(),
+                may_supersede=may_supersede,
+            )
+            reply = self._deliver(
+                keys=[
+                    keys.thread(channel, thread_ts),
+                    keys.run(run_id),
+                    keys.inbox(run_id),
+                    keys.seen_message(channel, ts),
+                    keys.approvals(run_id),
+                    *(keys.approval(i) for i in approval_ids),
+                ],
+                args=[
+                    run_id,
+                    item.model_dump_json(),
+                    self._dedupe,
+                    user,
+                    repr(self._clock()),
+                    SUPERSEDED_REASON,
+                    len(approval_ids),
+                    "1" if may_supersede else "0",
+                    *approval_ids,
+                ],
+            )
+            outcome = [as_text(part) or "" for part in reply]
+            if outcome[0] == "retry":
+                continue  # the thread's run or its approvals changed under us: look again
+            if outcome[0] == "no_active_run":
+                return Delivery(DeliveryStatus.NO_ACTIVE_RUN, run_id)
+            status = DeliveryStatus(outcome[0])
+            superseded = outcome[2:]
+            stored_item = item if status is DeliveryStatus.STORED else None
+            return Delivery(status, run_id, outcome[1], stored_item, superseded)
+        raise BotError("the thread's run kept changing while a reply was delivered")
+
+    def peek(self, run_id: str) -> list[InboxItem]:
+        """The waiting items, oldest first, without removing them."""
+        items = self._redis.lrange(self._keys.inbox(run_id), 0, -1)
+        return [InboxItem.model_validate_json(item) for item in items]
+
+    def messages(self, run_id: str) -> list[Message]:
+        """The waiting items as history messages (the loop's ``inject``)."""
+        return [item.message() for item in self.peek(run_id)]

@@ -1,0 +1,280 @@
+"""The seam between a durable run and its chat transport.
+
+The worker tells a ``Presenter`` what a person should see: the run card (its steps and status),
+an approval request, the answer, a stop notice, and that an injected reply reached the run.
+The Slack implementation renders these as messages and reactions; ``InMemoryPresenter``
+records them for tests; ``LoggingPresenter`` writes them to the log (headless workers).
+
+Presenters are called outside Redis writes and may fail (Slack is down): the worker logs
+such failures and carries on, because the run's truth is in Redis, not in the thread. The loop's
+calls (card updates, acknowledgements, decisions) must not wait for the transport; the report at
+the end of a segment tells apart what is worth trying again (``NotDelivered``, any other error)
+from what never will be shown (``Undeliverable``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Protocol
+
+from agent.events import ToolEnd, ToolStart
+from agent.types import Message, RunStatus
+from bot.errors import BotError
+from bot.runs.approvals import Approval
+
+log = logging.getLogger(__name__)
+
+
+class NotDelivered(BotError):
+    """A final state the transport did not take in time (rate limits, an outage): the job's report
+    leaves that step undone, and the recovery sweep has it tried again."""
+
+
+class Undeliverable(BotError):
+    """The transport refused a message for good (the bot is not in the channel, the message is
+    gone): trying again cannot help, so the report goes on without it (the audit log keeps it)."""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Where a run talks: its thread, who asked, and its card once posted."""
+
+    run_id: str
+    channel: str
+    thread_ts: str
+    requester: str
+    card_ts: str | None = None
+
+
+class StepStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    ERROR = "error"
+    REFUSED = "refused"  # declined, unknown tool, outcome unknown: nothing ran this time
+
+
+@dataclass(frozen=True)
+class Step:
+    call_id: str
+    tool: str
+    status: StepStatus
+    category: str | None = None
+    duration_seconds: float | None = None
+    confirmed_by: str | None = None
+    arguments: str = ""  # the call's JSON arguments (the Slack card shows a short form)
+    result: str = ""  # the tool's output text, once it ended
+
+
+@dataclass(frozen=True)
+class CardView:
+    """What the run card shows."""
+
+    status: RunStatus
+    steps: tuple[Step, ...] = ()
+    iterations: int = 0
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class StopNotice:
+    """A run that stopped without an answer: which limit (or failure), and what it had done."""
+
+    status: RunStatus
+    reason: str | None
+    iterations: int
+    tokens: int
+    tools_used: tuple[str, ...] = ()
+
+
+class Presenter(Protocol):
+    def post_run_card(self, run: RunRef, card: CardView) -> str | None:
+        """Post the run card in the thread; returns its message ts."""
+        ...
+
+    def update_run_card(self, run: RunRef, card: CardView) -> None:
+        """Show the card's new state. Never waits for the transport while the run works; a final
+        state (finished, awaiting approval) is delivered before it returns, or ``NotDelivered``."""
+        ...
+
+    def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
+        """Why the card could not show this call completely (``None``: it can). Asked before the
+        approval is stored: a call the card cannot show faithfully is refused, nobody is asked."""
+        ...
+
+    def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
+        """Post the Approve/Decline card for a pending approval; returns its message ts.
+
+        Raises when the card could not be posted (the gate retries, then declines the call);
+        ``None`` means this presenter shows no cards (headless workers).
+        """
+        ...
+
+    def post_notice(self, run: RunRef, text: str) -> None:
+        """A line of the bot's own in the thread (the text is the bot's, not the model's)."""
+        ...
+
+    def show_decision(self, run: RunRef, approval: Approval) -> None:
+        """Replace an approval card's buttons with its decision (approved, expired, ...)."""
+        ...
+
+    def post_answer(self, run: RunRef, text: str) -> None: ...
+
+    def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None: ...
+
+    def acknowledge(self, run: RunRef, message: Message) -> None:
+        """An injected thread reply is now in the run's history (the model will read it)."""
+        ...
+
+
+class CardTracker:
+    """The run card's steps, rebuilt from history when a job starts and updated from events."""
+
+    def __init__(self, history: Sequence[Message]) -> None:
+        self.steps: list[Step] = []
+        calls = {c.id: c.name for m in history if m.role == "assistant" for c in m.tool_calls}
+        arguments = {c.id: c.arguments for m in history if m.role == "assistant" for c in m.tool_calls}
+        for message in history:
+            if message.role == "tool" and message.tool_call_id in calls:
+                failed = (message.content or "").startswith("Error")
+                self.steps.append(
+                    Step(
+                        call_id=message.tool_call_id,
+                        tool=calls[message.tool_call_id],
+                        status=StepStatus.ERROR if failed else StepStatus.OK,
+                        category=message.meta.get("category"),
+                        duration_seconds=message.meta.get("duration"),
+                        confirmed_by=message.meta.get("confirmed_by"),
+                        arguments=arguments[message.tool_call_id],
+                        result=message.content or "",
+                    )
+                )
+
+    def started(self, event: ToolStart) -> None:
+        category = event.category.value if event.category else None
+        self.steps.append(
+            Step(event.call.id, event.call.name, StepStatus.RUNNING, category, arguments=event.call.arguments)
+        )
+
+    def ended(self, event: ToolEnd, confirmed_by: str | None) -> None:
+        if not event.executed:
+            status = StepStatus.REFUSED
+        else:
+            status = StepStatus.ERROR if event.is_error else StepStatus.OK
+        done = Step(
+            event.call.id,
+            event.call.name,
+            status,
+            event.category.value if event.category else None,
+            round(event.duration_seconds, 3),
+            confirmed_by,
+            arguments=event.call.arguments,
+            result=event.output,
+        )
+        for index in range(len(self.steps) - 1, -1, -1):
+            if self.steps[index].call_id == event.call.id and self.steps[index].status is StepStatus.RUNNING:
+                self.steps[index] = done
+                return
+        self.steps.append(done)
+
+    def view(self, status: RunStatus, iterations: int, tokens: int) -> CardView:
+        return CardView(status, tuple(self.steps), iterations, tokens)
+
+
+@dataclass(frozen=True)
+class PresenterCall:
+    method: str
+    run_id: str
+    payload: Any = None
+
+
+@dataclass
+class InMemoryPresenter:
+    """Records every call (thread-safe) and answers with fake message timestamps."""
+
+    calls: list[PresenterCall] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
+
+    def _record(self, method: str, run: RunRef, payload: Any = None) -> str:
+        with self._lock:
+            self.calls.append(PresenterCall(method, run.run_id, payload))
+            return f"{1_700_000_000 + next(self._ts)}.000100"
+
+    def of(self, method: str, run_id: str | None = None) -> list[Any]:
+        """The payloads of one method's calls (for one run), in order."""
+        with self._lock:
+            return [c.payload for c in self.calls if c.method == method and run_id in (None, c.run_id)]
+
+    def post_run_card(self, run: RunRef, card: CardView) -> str | None:
+        return self._record("post_run_card", run, card)
+
+    def update_run_card(self, run: RunRef, card: CardView) -> None:
+        self._record("update_run_card", run, replace(card))
+
+    def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
+        return None
+
+    def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
+        return self._record("ask_approval", run, approval)
+
+    def post_notice(self, run: RunRef, text: str) -> None:
+        self._record("post_notice", run, text)
+
+    def show_decision(self, run: RunRef, approval: Approval) -> None:
+        self._record("show_decision", run, approval)
+
+    def post_answer(self, run: RunRef, text: str) -> None:
+        self._record("post_answer", run, text)
+
+    def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
+        self._record("post_stop_notice", run, notice)
+
+    def acknowledge(self, run: RunRef, message: Message) -> None:
+        self._record("acknowledge", run, message)
+
+
+class LoggingPresenter:
+    """Writes what a person would see to the log; for headless workers and the CLI."""
+
+    def post_run_card(self, run: RunRef, card: CardView) -> str | None:
+        log.info("run %s: started in %s/%s for %s", run.run_id, run.channel, run.thread_ts, run.requester)
+        return None
+
+    def update_run_card(self, run: RunRef, card: CardView) -> None:
+        steps = ", ".join(f"{s.tool}:{s.status.value}" for s in card.steps)
+        log.info("run %s: %s after %d iterations [%s]", run.run_id, card.status.value, card.iterations, steps)
+
+    def approval_problem(self, run: RunRef, approval: Approval) -> str | None:
+        return None
+
+    def post_notice(self, run: RunRef, text: str) -> None:
+        log.info("run %s: %s", run.run_id, text)
+
+    def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
+        log.info(
+            "run %s: approval %s asked for %s %s", run.run_id, approval.id, approval.tool, approval.args_json
+        )
+        return None
+
+    def show_decision(self, run: RunRef, approval: Approval) -> None:
+        log.info(
+            "run %s: approval %s %s by %s",
+            run.run_id,
+            approval.id,
+            approval.status.value,
+            approval.decided_by,
+        )
+
+    def post_answer(self, run: RunRef, text: str) -> None:
+        log.info("run %s: answer: %s", run.run_id, text)
+
+    def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
+        log.info("run %s: stopped (%s): %s", run.run_id, notice.status.value, notice.reason)
+
+    def acknowledge(self, run: RunRef, message: Message) -> None:
+        log.info("run %s: read a reply from %s", run.run_id, message.meta.get("slack_user"))
