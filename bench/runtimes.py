@@ -25,8 +25,8 @@ from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Choice, Message, Request, Response, ToolDef, Usage
-from bot.runs.jobs import Runtime
 from bot.runs.presenter import LoggingPresenter, Presenter
+from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings
 

@@ -21,10 +21,10 @@ import redis
 from agent.keys import Keys
 from bot.errors import BotConfigurationError
 from bot.runs.durability import Durability
-from bot.runs.jobs import Runtime, RuntimeFactory
 from bot.runs.lost_runs import LossDetector
 from bot.runs.metrics import RunMetrics
 from bot.runs.presenter import LoggingPresenter, Presenter
+from bot.runs.runtime import Runtime, RuntimeFactory
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker, Sweep
 from bot.settings import Settings

@@ -7,7 +7,7 @@
 * **Concurrent runs per channel**: at most N runs of a channel not finished at once (a run
   waiting for an approval counts: it is not finished).
 * **Mutating actions per run**: at most N mutating or destructive calls approved per run. The
-  confirm gate (``bot.runs.jobs.ApprovalGate``) declines the next one before anyone is asked, and the
+  confirm gate (``bot.runs.approval_gate.ApprovalGate``) declines the next one before anyone is asked, and the
   model reads ``Error: declined: ...`` saying why.
 
 Every limit is 0 for "no limit". The three admission checks and the recording of the new run are

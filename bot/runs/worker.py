@@ -25,7 +25,7 @@ from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker, Worker
 from rq.worker.base import BaseWorker
 
-from bot.runs.jobs import RuntimeFactory, bound_runtime
+from bot.runs.runtime import RuntimeFactory, bound_runtime
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from agent.keys import Keys
 from agent.tooling import Tool
 from agent.types import Limits, Message, RunStatus
 from bot.runs.audit import AuditKind
-from bot.runs.jobs import Runtime
 from bot.runs.presenter import InMemoryPresenter, Presenter
+from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker
 from tests.bot.runtimes import FileTool, executions, file_tools, plan_model

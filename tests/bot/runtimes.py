@@ -21,8 +21,8 @@ from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Request, ToolDef
-from bot.runs.jobs import Runtime
 from bot.runs.presenter import LoggingPresenter
+from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings
 

@@ -31,8 +31,8 @@ from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory
 from agent.types import Request
-from bot.runs.jobs import Runtime
 from bot.runs.presenter import CardView, RunRef
+from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings
 from bot.slack.client import make_client

@@ -25,7 +25,7 @@ from agent.types import Message, Request, Response, RunStatus, ToolCall
 from bot.ops.worker import slack_presenter
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.audit import AuditKind
-from bot.runs.jobs import Runtime
+from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.slack import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig

@@ -11,7 +11,7 @@ from agent.scripted import FunctionModel
 from bot.errors import BotConfigurationError
 from bot.ops.system_prompt import DEFAULT_PROMPT_FILE, NO_TARGETS, load_template, render, system_prompt
 from bot.ops.worker import default_runtime
-from bot.runs.jobs import Runtime
+from bot.runs.runtime import Runtime
 from bot.settings import Settings
 from tests.bot.conftest import Harness
 

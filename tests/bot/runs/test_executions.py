@@ -15,8 +15,8 @@ from agent.tooling import ToolCategory
 from agent.types import RunStatus
 from bot.runs.approvals import CARD_FAILED_REASON, Approval, Approvals, ApprovalStatus, DecideOutcome
 from bot.runs.audit import AuditKind
-from bot.runs.jobs import Runtime
 from bot.runs.presenter import InMemoryPresenter, RunRef
+from bot.runs.runtime import Runtime
 from tests.bot.conftest import Harness, make_options
 from tests.bot.runtimes import file_tools, plan_model
 

@@ -28,7 +28,7 @@ from agent.keys import Keys
 from agent.redis_memory import as_text
 from agent.tooling import Tool, ToolCategory, ToolResult
 from agent.types import RunStatus
-from bot.runs.jobs import Runtime
+from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker
 from bot.settings import Settings

@@ -13,7 +13,7 @@ from pathlib import Path
 import redis
 
 from agent.keys import Keys
-from bot.runs.jobs import Runtime
+from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings
 from bot.slack.client import make_client

@@ -1,0 +1,382 @@
+"""One job's work on one run: take the lease (or defer), run the loop, report, let go.
+
+A run job: take the run's lease (or defer: someone else works on it), keep it alive from a
+thread, run the loop over a fenced ``RedisMemory``, tell the people (presenter) and the audit
+log what happened, release the lease. A run that stops for an approval ends the job; so no
+worker waits for a person.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import TypeVar
+
+from agent.config import RunConfig
+from agent.errors import LeaseLostError, MemoryStoreError
+from agent.events import Event, IterationStarted, ToolEnd, ToolStart
+from agent.redis_memory import RedisMemory, as_text, hset_if_exists
+from agent.run import Run
+from agent.types import Message, RunResult, RunState, RunStatus
+from bot.logs import run_context
+from bot.runs.approval_gate import ApprovalGate
+from bot.runs.approvals import (
+    SUPERSEDED_REASON,
+    ApprovalStatus,
+)
+from bot.runs.audit import AuditKind, AuditLog
+from bot.runs.lease import Lease
+from bot.runs.lost_runs import claim_notice
+from bot.runs.metrics import MeteredModel, RunMetrics
+from bot.runs.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
+from bot.runs.report_steps import Step, run_steps
+from bot.runs.runtime import Runtime, present
+from bot.runs.service import RunRecord
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+# How often one job goes back into the loop because a decision or reply arrived while it suspended.
+MAX_SEGMENTS_PER_JOB = 10
+# Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
+MAX_DEFERRALS = 6
+REPORTED_FIELD = "reported"  # in the run hash: the steps of a finished run's report already done
+SUSPENDED_FIELD = "suspended_call"  # ... and the call whose wait the audit log has recorded
+REPORT_GIVE_UP_SECONDS = 3600.0  # a report Slack keeps failing is tried again by the sweep this long
+LOST_REASON = (
+    "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
+    "mention me again to start over"
+)
+
+
+# -- the run's callbacks ----------------------------------------------------------------------
+
+
+@dataclass
+class JobEvents:
+    """The loop's events, turned into run card updates, audit entries and acknowledgements."""
+
+    presenter: Presenter
+    audit: AuditLog
+    run: RunRef
+    tracker: CardTracker
+    iteration: int = 0
+    metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, IterationStarted):
+            self.iteration = event.iteration
+        elif isinstance(event, ToolStart):
+            self.tracker.started(event)
+            self._update()
+        elif isinstance(event, ToolEnd):
+            self.tracker.ended(event, _confirmed_by(event.call.arguments))
+            self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
+            self.metrics.tool_finished(event)
+            self._update()
+
+    def injected(self, messages: Sequence[Message]) -> None:
+        """Called by the loop only after the replies are in the history: now acknowledge them."""
+        self.metrics.injected(len(messages))
+        for message in messages:
+            self.audit.record(
+                AuditKind.MESSAGE_INJECTED,
+                self.run.run_id,
+                inbox_id=message.meta.get("inbox_id"),
+                user=message.meta.get("slack_user"),
+                text=message.content,
+            )
+            present(self.presenter.acknowledge, self.run, message)
+
+    def _update(self) -> None:
+        present(
+            self.presenter.update_run_card, self.run, self.tracker.view(RunStatus.RUNNING, self.iteration, 0)
+        )
+
+
+def involved_people(history: Sequence[Message]) -> tuple[str, ...]:
+    """Everyone whose thread message the run has read, in order: none of them may approve its
+    destructive calls (the requester is one of them)."""
+    people = (m.meta.get("slack_user") for m in history if m.role == "user")
+    return tuple(dict.fromkeys(p for p in people if isinstance(p, str) and p))
+
+
+def _confirmed_by(arguments: str) -> str | None:
+    try:
+        value = json.loads(arguments).get("confirmed_by")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+# -- one job's work on one run -----------------------------------------------------------------------
+
+
+class RunJob:
+    """Take the lease, run the loop until it finishes or waits for a person, report, let go."""
+
+    def __init__(self, runtime: Runtime, run_id: str, deferrals: int = 0) -> None:
+        self._rt = runtime
+        self._run_id = run_id
+        self._deferrals = deferrals
+        self._service = runtime.service()
+        self._metrics = RunMetrics.for_redis(runtime.redis, runtime.keys, enabled=runtime.metrics_enabled)
+        self._shown: tuple[RunRef, CardTracker] | None = None  # the thread and card, once known
+
+    def execute(self) -> str:
+        record = self._service.get(self._run_id)
+        where = (record.channel, record.thread_ts) if record else ("", "")
+        with run_context(self._run_id, *where):
+            return self._execute(record)
+
+    def _execute(self, record: RunRecord | None) -> str:
+        if record is None:
+            return "missing"
+        rt = self._rt
+        finished = record.status.terminal
+        if finished and not self._service.reporting(self._run_id):
+            return "finished"  # a duplicate or retried job: nothing to do
+        lease = Lease.acquire(rt.redis, rt.keys, self._run_id, rt.options.lease_ttl_seconds, rt.name)
+        if lease is None:
+            return self._defer()
+        try:
+            with lease.keep_alive():
+                if finished:  # the job that ended it stopped before telling the thread everything
+                    return self._report_finished(record)
+                return self._work(record, lease)
+        except MemoryStoreError as error:
+            if self._service.get(self._run_id) is None:
+                return self._report_lost(record)
+            if not isinstance(error, LeaseLostError):
+                raise  # Redis failed: RQ retries the job, or the recovery sweep resumes the run
+            # Another worker owns the run now; it will report. This one must not write anything more.
+            self._service.audit.record(AuditKind.LEASE_LOST, self._run_id, worker=rt.name, error=str(error))
+            return "lease_lost"
+
+    def _report_lost(self, record: RunRecord) -> str:
+        """The run's record vanished under this job (Redis came back empty): say so in the thread,
+        which otherwise shows a card working forever. Nothing is written to Redis for it but the
+        claim that the thread is told once (``bot.runs.lost_runs``: the lost-run sweep may be first)."""
+        ref, tracker = self._shown or (
+            RunRef(self._run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None),
+            CardTracker([]),
+        )
+        if not claim_notice(self._rt.redis, self._rt.keys, record.channel, record.thread_ts):
+            return "lost"  # the sweep or a click has told the thread and redrawn the card
+        log.error("run %s: its state is gone from Redis; telling the thread", self._run_id)
+        present(self._rt.presenter.update_run_card, ref, tracker.view(RunStatus.FAILED, 0, 0))
+        present(self._rt.presenter.post_stop_notice, ref, StopNotice(RunStatus.FAILED, LOST_REASON, 0, 0))
+        return "lost"
+
+    def _defer(self) -> str:
+        """Someone holds the lease: look again soon, in case it was about to let go or has died."""
+        if self._deferrals >= MAX_DEFERRALS:
+            return "busy"  # the recovery sweep takes over if the holder died
+        delay = max(1.0, min(2.0**self._deferrals, self._rt.options.lease_ttl_seconds))
+        job = self._service.queue.enqueue_in(
+            timedelta(seconds=delay),
+            "bot.runs.jobs.resume",
+            self._run_id,
+            self._deferrals + 1,
+            job_timeout=self._rt.options.job_timeout,
+            retry=self._rt.options.retry,
+        )
+        log.info(
+            "run %s is leased to another worker; looking again in %.0fs (job %s)", self._run_id, delay, job.id
+        )
+        return "deferred"
+
+    def _work(self, record: RunRecord, lease: Lease) -> str:
+        rt, run_id = self._rt, self._run_id
+        attempts = int(rt.redis.hincrby(rt.keys.run(run_id), "attempts", 1))
+        memory = RedisMemory(
+            rt.redis,
+            rt.keys,
+            run_id,
+            fence=lease.token,
+            retention_seconds=rt.options.retention_seconds,
+            lease_ttl_seconds=rt.options.lease_ttl_seconds,
+            clock=rt.clock,
+        )
+        ref = RunRef(run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None)
+        state = memory.load_state()
+        if state is None:
+            self._service.audit.run_started(
+                run_id,
+                requester=record.requester,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                text=record.text,
+            )
+            self._metrics.run_started()
+        if ref.card_ts is None and state is None:  # once per run (a presenter may have no message ts)
+            card_ts = present(rt.presenter.post_run_card, ref, CardView(RunStatus.RUNNING))
+            if card_ts:
+                rt.redis.hset(rt.keys.run(run_id), "card_ts", card_ts)
+                ref = replace(ref, card_ts=card_ts)
+        tracker = CardTracker(memory.load_messages())
+        self._shown = (ref, tracker)
+        # Until its report is done, the run is swept for (a job that dies after the run's last
+        # write must not leave the thread without the answer).
+        rt.redis.zadd(rt.keys.reporting(), {run_id: rt.clock()})
+        if attempts > rt.options.max_attempts:
+            result = self._give_up(memory, state or RunState(), attempts)
+        else:
+            result = self._run_segments(memory, ref, tracker)
+        self._report(ref, tracker, result)
+        return result.status.value
+
+    def _run_segments(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunResult:
+        for _ in range(MAX_SEGMENTS_PER_JOB):
+            result = Run(self._config(memory, ref, tracker)).execute()
+            if result.status is not RunStatus.AWAITING_APPROVAL or not self._settled_meanwhile(result):
+                return result
+        return result
+
+    def _settled_meanwhile(self, result: RunResult) -> bool:
+        """A decision, or a reply by someone who may decide, that arrived while the run was
+        suspending: continue right away. A reply by anyone else waits in the inbox until the
+        approval is decided (the model reads it then); it does not cancel the approval."""
+        approvals = self._service.approvals
+        pending = approvals.for_call(self._run_id, result.pending_call_id or "")
+        if pending is not None and pending.status is not ApprovalStatus.PENDING:
+            return True
+        deciders = [item for item in self._service.inbox.peek(self._run_id) if item.may_supersede]
+        if not deciders:
+            return False
+        settled = False
+        for approval in approvals.for_run(self._run_id):
+            if approval.status is ApprovalStatus.PENDING:
+                decided = approvals.decide(
+                    approval.id, ApprovalStatus.SUPERSEDED, deciders[0].user, SUPERSEDED_REASON
+                )
+                if decided is not None and decided.won:
+                    self._service.audit.approval_decided(decided.approval)
+                    settled = True
+        return settled
+
+    def _config(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunConfig:
+        rt = self._rt
+        events = JobEvents(rt.presenter, self._service.audit, ref, tracker, metrics=self._metrics)
+        gate = ApprovalGate(
+            self._service,
+            rt.presenter,
+            ref,
+            rt.options.approval_timeout_seconds,
+            rt.clock,
+            self._metrics,
+            max_mutating_actions=rt.options.max_mutating_actions,
+            involved=lambda: involved_people(memory.load_messages()),
+            durability=rt.durable(),
+            card_retry_delays=rt.card_retry_delays,
+        )
+        return RunConfig(
+            models=[MeteredModel(m, self._metrics) for m in rt.models] if rt.metrics_enabled else rt.models,
+            memory=memory,
+            tools=rt.tools,
+            system_prompt=rt.system_prompt,
+            inject=lambda: self._service.inbox.messages(self._run_id),
+            on_injected=events.injected,
+            confirm=gate,
+            stop=lambda _state: self._service.stop_requested(self._run_id),
+            limits=rt.options.limits,
+            on_event=events,
+            tool_output_filter=rt.tool_output_filter,
+            clock=rt.clock,
+        )
+
+    def _give_up(self, memory: RedisMemory, state: RunState, attempts: int) -> RunResult:
+        """The run stopped its worker too often (a crash loop): end it as failed, in a durable way."""
+        state.status = RunStatus.FAILED
+        state.error = (
+            f"gave up after {attempts - 1} attempts: the worker stopped each time (see the audit log)"
+        )
+        memory.save_state(state)
+        return RunResult.from_state(state)
+
+    def _report(self, ref: RunRef, tracker: CardTracker, result: RunResult) -> None:
+        """Tell the thread (and the audit log) how the segment ended, each step once.
+
+        The steps of a finished run's report are marked done in the run hash as they go: a job
+        that dies half-way (Redis went away) leaves the rest to the job the sweep enqueues.
+        """
+        rt, audit, presenter = self._rt, self._service.audit, self._rt.presenter
+        rt.redis.hset(rt.keys.run(self._run_id), "attempts", 0)  # a clean end: the crash counter restarts
+        card = tracker.view(result.status, result.iterations, _tokens(result))
+        # First the card's final state (waited for here, after the run's state is saved, never in
+        # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
+        steps: list[Step] = [("card", lambda: presenter.update_run_card(ref, card))]
+        if result.status is RunStatus.AWAITING_APPROVAL:
+            self._audit_suspended(result.pending_call_id or "")
+            if run_steps(self._run_id, steps, [], lambda _done: None):  # the next segment has its own
+                rt.redis.zrem(rt.keys.reporting(), self._run_id)
+            return
+
+        def record_finish() -> None:
+            audit.run_finished(self._run_id, result)
+            self._metrics.run_finished(result)
+
+        steps.append(("audit", record_finish))
+        if result.output:  # a post that raised is not done: tried again (never lost to a log line)
+            output = result.output
+            steps.append(("answer", lambda: presenter.post_answer(ref, output)))
+        if result.status is not RunStatus.COMPLETED:
+            notice = StopNotice(
+                result.status, result.error, result.iterations, _tokens(result), tuple(result.tools_used)
+            )
+            steps.append(("notice", lambda: presenter.post_stop_notice(ref, notice)))
+        steps.append(("unread", self._report_unread))
+
+        def mark(done: list[str]) -> None:
+            if done[-1] != "card":  # showing the card twice is harmless: the next step's mark has it
+                hset_if_exists(rt.redis, rt.keys.run(self._run_id), {REPORTED_FIELD: ",".join(done)})
+
+        if run_steps(self._run_id, steps, self._reported_steps(), mark) or self._give_up_report():
+            rt.redis.zrem(rt.keys.reporting(), self._run_id)
+
+    def _audit_suspended(self, call_id: str) -> None:
+        """Once per call waited for: a job that only redraws the card (the sweep's, after Slack held
+        the card back) suspends the run again on the same call."""
+        run_key = self._rt.keys.run(self._run_id)
+        if as_text(self._rt.redis.hget(run_key, SUSPENDED_FIELD)) == call_id:
+            return
+        self._service.audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=call_id or None)
+        hset_if_exists(self._rt.redis, run_key, {SUSPENDED_FIELD: call_id})
+
+    def _give_up_report(self) -> bool:
+        """True once a finished run's report has been tried for ``REPORT_GIVE_UP_SECONDS``: Slack
+        keeps failing for it (its output stays in the audit log)."""
+        rt = self._rt
+        since = rt.redis.zscore(rt.keys.reporting(), self._run_id)  # when its last job started
+        if since is None or rt.clock() - float(since) < REPORT_GIVE_UP_SECONDS:
+            return False
+        log.error("run %s: gave up telling the thread how it ended (see the audit log)", self._run_id)
+        return True
+
+    def _reported_steps(self) -> list[str]:
+        raw = as_text(self._rt.redis.hget(self._rt.keys.run(self._run_id), REPORTED_FIELD))
+        return [step for step in (raw or "").split(",") if step]
+
+    def _report_finished(self, record: RunRecord) -> str:
+        """Finish the report of a run that ended in a job that then died."""
+        memory = RedisMemory(self._rt.redis, self._rt.keys, self._run_id)
+        state = memory.load_state()
+        if state is None:
+            return "finished"
+        ref = RunRef(self._run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None)
+        self._report(ref, CardTracker(memory.load_messages()), RunResult.from_state(state))
+        return "reported"
+
+    def _report_unread(self) -> None:
+        """Replies stored after the loop's last look at the inbox: the model never read them. Audit them."""
+        for item in self._service.inbox.peek(self._run_id):
+            log.warning("run %s finished before reading a reply from %s", self._run_id, item.user)
+            self._service.audit.record(AuditKind.MESSAGE_UNREAD, self._run_id, user=item.user, text=item.text)
+
+
+def _tokens(result: RunResult) -> int:
+    return result.usage.paid_tokens

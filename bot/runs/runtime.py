@@ -1,0 +1,106 @@
+"""What a job needs, built in the process that runs it: the ``Runtime`` and the job's binding of it.
+
+``bot.runs.worker.ChatopsWorker`` is built with a runtime *factory* and calls it inside
+``perform_job`` (in the work horse, after RQ's fork, so Redis connections are opened there) and
+binds the result to a context variable for the job's duration (``bound_runtime`` /
+``current_runtime``). Tests build a worker whose factory returns a scripted model, test tools and
+an ``InMemoryPresenter``; production builds it from ``Settings`` (``CHATOPS_RUNTIME``, default
+``bot.ops.worker:default_runtime``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import redis
+
+from agent.chat import ChatModel
+from agent.keys import Keys
+from agent.tooling import Tool
+from bot.errors import BotConfigurationError
+from bot.runs.durability import Durability
+from bot.runs.presenter import Presenter
+from bot.runs.service import RunOptions, RunService
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Runtimes built by hand (tests, embedding) get this short one; the worker's default runtime loads
+# the shipped prompt or CHATOPS_SYSTEM_PROMPT_FILE (bot.ops.system_prompt).
+DEFAULT_SYSTEM_PROMPT = "You are an on-call operations assistant."
+# Waits between attempts to post an approval card (Slack's own 429/5xx retries happen inside each).
+CARD_RETRY_DELAYS = (1.0, 3.0)
+
+
+@dataclass
+class Runtime:
+    """What jobs need, built in the process that runs them. ``owns_connection``: close Redis at the end."""
+
+    redis: redis.Redis
+    keys: Keys
+    options: RunOptions
+    models: Sequence[ChatModel]
+    tools: Sequence[Tool]
+    presenter: Presenter
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    tool_output_filter: Callable[[str], str] | None = None
+    clock: Callable[[], float] = time.time
+    owns_connection: bool = False
+    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    metrics_enabled: bool = True  # count runs, tools, approvals, tokens in Redis (``bot.runs.metrics``)
+    durability: Durability | None = None  # default: ``warn`` mode on this Redis (``bot.runs.durability``)
+    card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS  # between attempts to post an approval card
+
+    def durable(self) -> Durability:
+        if self.durability is None:
+            self.durability = Durability(self.redis, self.keys.durability_probe())
+        return self.durability
+
+    def service(self) -> RunService:
+        return RunService(self.redis, self.keys, self.options, clock=self.clock)
+
+    def close(self) -> None:
+        if self.owns_connection:
+            self.redis.close()
+
+
+RuntimeFactory = Callable[[], Runtime]
+_current: ContextVar[Runtime | None] = ContextVar("chatops_runtime", default=None)
+
+
+@contextmanager
+def bound_runtime(factory: RuntimeFactory) -> Iterator[Runtime]:
+    """Build a runtime and make it the current one for the block (one job)."""
+    runtime = factory()
+    token = _current.set(runtime)
+    try:
+        yield runtime
+    finally:
+        _current.reset(token)
+        runtime.close()
+
+
+def current_runtime() -> Runtime:
+    runtime = _current.get()
+    if runtime is None:
+        raise BotConfigurationError(
+            "chatops jobs run inside a chatops worker (bot.runs.worker.ChatopsWorker), which binds their runtime"
+        )
+    return runtime
+
+
+def present(method: Callable[..., T], *args: Any) -> T | None:
+    """Call the presenter; a chat transport failure is logged, never allowed to break the run."""
+    try:
+        return method(*args)
+    except Exception:
+        log.exception("presenter %s failed", getattr(method, "__name__", method))
+        return None
