@@ -9,18 +9,17 @@ reads and writes the API reports land in ``Usage``.
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from typing import Unpack
 
 import httpx
 
 from agent.anthropic_stream import AnthropicStreamAssembler
 from agent.anthropic_wire import DEFAULT_MAX_TOKENS, encode_request, parse_response
 from agent.errors import ConfigurationError, LLMError
-from agent.http_model import HTTPChatModel, RetryNotice, StreamAssembly
+from agent.http_model import HTTPChatModel, HTTPOptions, StreamAssembly
 from agent.provider_errors import error_for_status
-from agent.retry import RetryPolicy, retry_after_hint
+from agent.retry import retry_after_hint
 from agent.types import Request, Response
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -42,7 +41,8 @@ class AnthropicClient(HTTPChatModel):
     """A ``ChatModel`` for Anthropic's Messages API (and gateways that speak it).
 
     ``max_tokens`` is sent when the request names none (the API requires it); ``cache=False``
-    sends no ``cache_control``. The retry options are those of ``agent.llm.LLMClient``.
+    sends no ``cache_control``. The timeouts and retry options (``agent.http_model.HTTPOptions``) are
+    those of ``agent.llm.LLMClient``.
     """
 
     def __init__(
@@ -54,19 +54,8 @@ class AnthropicClient(HTTPChatModel):
         max_tokens: int = DEFAULT_MAX_TOKENS,
         cache: bool = True,
         anthropic_version: str = ANTHROPIC_VERSION,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 60.0,
-        transport: httpx.BaseTransport | None = None,
-        max_attempts: int = 5,
-        backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
-        max_retry_wait: float = 60.0,
-        retry_budget: float = 300.0,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
         extra_headers: Mapping[str, str] | None = None,
-        on_retry: Callable[[RetryNotice], None] | None = None,
+        **options: Unpack[HTTPOptions],
     ) -> None:
         if max_tokens < 1:
             raise ConfigurationError(f"max_tokens must be at least 1, got {max_tokens}")
@@ -82,14 +71,7 @@ class AnthropicClient(HTTPChatModel):
             model,
             headers=headers,
             source=f"anthropic:{url.copy_with(query=None)}",
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            transport=transport,
-            retry=RetryPolicy(max_attempts, backoff_base, backoff_max, max_retry_wait, retry_budget),
-            sleep=sleep,
-            rng=rng,
-            monotonic=monotonic,
-            on_retry=on_retry,
+            **options,
         )
 
     def encode(self, request: Request, *, stream: bool) -> bytes:

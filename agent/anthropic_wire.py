@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent.defaults import MAX_TOKENS
 from agent.errors import ConfigurationError
 from agent.provider_errors import error_from_payload
 from agent.tool_ids import IdMapper, IdStyle
 from agent.types import Choice, Message, Request, Response, ToolCall, ToolDef, Usage
 from agent.wire import decode_json, encode_json, malformed, optional_str, require_object
 
-DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MAX_TOKENS = MAX_TOKENS  # the Messages API requires a limit
 CACHE_CONTROL = {"type": "ephemeral"}
 THINKING_FIELD = "thinking_blocks"
 """``provider_fields`` key of an assistant turn's thinking blocks, sent back before its tool_use."""

@@ -33,6 +33,8 @@ MAX_STRING_CHARS = 8 * 1024
 """The longest single string, key or value, in characters."""
 MAX_TRUSTED_BYTES = 8 * 1024 * 1024
 """Room for values the runtime itself wrote into an approved call (a dry run's plan), beyond ``max_bytes``."""
+CONFIRMED_BY = "confirmed_by"
+"""The argument only the loop writes, into an approved call: who approved it (``agent.tool_step``)."""
 
 # Where nesting can change: brackets and braces, and the quotes and backslashes that decide
 # whether a bracket is inside a string. Everything else is skipped by the regex engine.
@@ -86,6 +88,16 @@ def parse_arguments(
 def canonical_arguments(parsed: dict[str, Any]) -> str:
     """One text per arguments object (sorted keys, no spaces, unicode kept): for hashing and identity."""
     return json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def confirmed_by(arguments: str) -> str | None:
+    """Who approved the call whose ``arguments`` these are, as the loop wrote it in; ``None`` for a
+    call nobody approved. The one reader: the run card, the audit log and the history use it."""
+    try:
+        value = json.loads(arguments).get(CONFIRMED_BY)
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def check_depth(text: str, max_depth: int) -> None:

@@ -4,16 +4,32 @@ Every call gets a run-unique id (``runtime_call_id``) before the assistant messa
 that id is one execution, and what an approval is bound to. Calls the runtime will not run at
 all (past the per-turn cap; arguments too large or too deeply nested to keep) are stored as
 bounded copies marked ``refused``, so nothing downstream parses a 3 MB or 30,000-deep argument.
+
+With a ``redact`` function (the run's redactor: known secrets in every encoding, secret-looking
+values), the model's text is stored redacted, and a call whose arguments carry a secret is stored
+with the redacted arguments and refused: history never holds the secret, and no tool receives one
+the model copied out of a log or a prompt (an exfiltration path, never a legitimate argument:
+tools get their own credentials from the configuration).
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable
 
 from agent.arguments import MAX_ARGUMENTS_BYTES, MAX_ARGUMENTS_DEPTH, check_depth
 from agent.errors import ArgumentsRejected
 from agent.types import Message, RunState, runtime_call_id
 
+SECRET_REFUSAL = (
+    "the arguments contained a secret value (it was redacted); nothing ran: never pass secrets "
+    "to tools, they have their own credentials"
+)
 
-def number_calls(message: Message, state: RunState, cap: int) -> Message:
+
+def number_calls(
+    message: Message, state: RunState, cap: int, redact: Callable[[str], str] | None = None
+) -> Message:
     """Give every tool call the runtime's own run-unique id before the message is stored.
 
     The id is the identity of one execution (approvals are bound to it); the model's id is
@@ -22,6 +38,8 @@ def number_calls(message: Message, state: RunState, cap: int) -> Message:
     the per-turn cap, and arguments too large to keep, are stored as bounded copies marked
     ``refused``: history never holds a 3 MB argument, and nothing runs for them.
     """
+    if redact is not None and message.content:
+        message = message.model_copy(update={"content": redact(message.content)})
     if not message.tool_calls:
         return message
     calls = []
@@ -35,6 +53,9 @@ def number_calls(message: Message, state: RunState, cap: int) -> Message:
         if unkeepable is not None:
             update["arguments"] = "{}"
             update["refused"] = unkeepable
+        elif redact is not None and (redacted := redact(call.arguments)) != call.arguments:
+            update["arguments"] = redacted if _is_json(redacted) else "{}"
+            update["refused"] = SECRET_REFUSAL
         elif position > cap:
             update["refused"] = (
                 f"at most {cap} tool calls are run per turn (this was call {position}); "
@@ -61,3 +82,11 @@ def _unkeepable(arguments: str) -> str | None:
     except ArgumentsRejected as error:
         return f"{error}; nothing ran"
     return None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

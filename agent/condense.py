@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent.chat import ChatModel
 from agent.errors import AgentError
@@ -25,6 +26,17 @@ SUMMARY_PREFIX = "Summary of the earlier conversation (condensed to fit the cont
 
 class CondenseError(AgentError):
     """The history could not be condensed (nothing old enough, or the summary request failed)."""
+
+
+class HistoryCondenser(Protocol):
+    """What ``RunConfig.condense`` is: makes a history that overflowed the context fit again."""
+
+    def condense(
+        self, messages: Sequence[Message], model: ChatModel, tools: Sequence[ToolDef]
+    ) -> tuple[list[Message], Usage]:
+        """The shorter history (system prompt first, no tool result separated from its call) and
+        the tokens it cost; raises ``CondenseError`` when it cannot."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agent.chat import ChatModel
+from agent.condense import Condenser, HistoryCondenser
+from agent.defaults import LOOP_STOP_AT, LOOP_WARN_AT, LOOP_WINDOW
 from agent.events import Event
 from agent.memory import Memory
+from agent.recovery import RecoveryPolicy, RecoveryStrategy
 from agent.tooling import Tool, ToolCategory
 from agent.types import Decision, Limits, Message, RunState, ToolCall
 
@@ -56,12 +59,16 @@ class RunConfig:
       the acknowledgement called only after they are stored.
     * ``stop``: checked after each iteration's tools; ``True`` ends the run as ``cancelled``.
     * ``confirm``: asked before every mutating or destructive call; idempotent per call id.
-    * ``condense``: ``None`` uses ``agent.condense.Condenser`` with the run's model.
-    * ``recovery``: what to do when the model request fails (``agent.recovery.RecoveryPolicy``).
+    * ``condense``: summarises the older history on a context overflow, with the run's model
+      (``agent.condense.HistoryCondenser``; by default ``Condenser``).
+    * ``recovery``: what to do when the model request fails (``agent.recovery.RecoveryStrategy``;
+      by default ``RecoveryPolicy``).
     * ``limits``: iterations, wall-clock deadline, token budget.
     * ``loop_window`` / ``loop_warn_at`` / ``loop_stop_at``: loop detection.
     * ``on_event``: typed events (``agent.events``).
     * ``tool_output_filter``: applied to every tool result text (redaction and truncation).
+    * ``redact``: applied to the model's text and call arguments before they are stored; a call
+      whose arguments it changes is refused (``agent.calls``).
     * ``max_parallel_tools``: the most read-only parallel tools running at once.
     * ``stream``: request with SSE, emit ``TextDelta`` events and watch for degenerate repetition.
     * ``clock``: wall clock for the deadline (seconds since the epoch; injected in tests).
@@ -75,14 +82,15 @@ class RunConfig:
     on_injected: InjectedCallback | None = None
     stop: StopPredicate | None = None
     confirm: ConfirmCallback | None = None
-    condense: object | None = None
-    recovery: object | None = None
+    condense: HistoryCondenser = field(default_factory=Condenser)
+    recovery: RecoveryStrategy = field(default_factory=RecoveryPolicy)
     limits: Limits = field(default_factory=Limits)
-    loop_window: int = 10
-    loop_warn_at: int = 3
-    loop_stop_at: int = 6
+    loop_window: int = LOOP_WINDOW
+    loop_warn_at: int = LOOP_WARN_AT
+    loop_stop_at: int = LOOP_STOP_AT
     on_event: EventCallback | None = None
     tool_output_filter: Callable[[str], str] | None = None
+    redact: Callable[[str], str] | None = None
     max_parallel_tools: int = 4
     stream: bool = False
     recover_tool_calls: bool = True

@@ -26,6 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agent.anthropic_client import DEFAULT_BASE_URL as ANTHROPIC_URL
 from agent.anthropic_client import AnthropicClient
 from agent.chat import ChatModel
+from agent.defaults import (
+    CONNECT_TIMEOUT_SECONDS,
+    MAX_ATTEMPTS,
+    MAX_TOKENS,
+    READ_TIMEOUT_SECONDS,
+    RETRY_MAX_WAIT_SECONDS,
+)
 from agent.errors import ConfigurationError
 from agent.http_model import RetryNotice
 from agent.llm import LLMClient
@@ -145,11 +152,11 @@ def _inherit(endpoint: ModelEndpoint, primary: ModelEndpoint) -> ModelEndpoint:
 class ClientOptions:
     """What every client of the chain shares: timeouts, retries, metrics hook, common headers."""
 
-    connect_timeout: float = 5.0
-    read_timeout: float = 60.0
-    max_attempts: int = 5
-    max_retry_wait: float = 60.0
-    max_tokens: int = 4096
+    connect_timeout: float = CONNECT_TIMEOUT_SECONDS
+    read_timeout: float = READ_TIMEOUT_SECONDS
+    max_attempts: int = MAX_ATTEMPTS
+    max_retry_wait: float = RETRY_MAX_WAIT_SECONDS
+    max_tokens: int = MAX_TOKENS
     extra_headers: Mapping[str, str] = field(default_factory=dict)
     on_retry: Callable[[RetryNotice], None] | None = None
 

@@ -15,11 +15,20 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol, Self, TypedDict
 
 import httpx
 
 from agent.chat import DonePart, StreamPart, TextPart
+from agent.defaults import (
+    BACKOFF_BASE_SECONDS,
+    BACKOFF_MAX_SECONDS,
+    CONNECT_TIMEOUT_SECONDS,
+    MAX_ATTEMPTS,
+    READ_TIMEOUT_SECONDS,
+    RETRY_BUDGET_SECONDS,
+    RETRY_MAX_WAIT_SECONDS,
+)
 from agent.errors import (
     AnswerTooSlowError,
     ConfigurationError,
@@ -49,6 +58,24 @@ class RetryNotice:
     error: TransientLLMError
 
 
+class HTTPOptions(TypedDict, total=False):
+    """The options every HTTP model client takes besides its endpoint (``agent.llm.LLMClient``,
+    ``agent.anthropic_client.AnthropicClient``); their defaults are ``HTTPChatModel``'s."""
+
+    connect_timeout: float
+    read_timeout: float
+    transport: httpx.BaseTransport | None
+    max_attempts: int
+    backoff_base: float
+    backoff_max: float
+    max_retry_wait: float
+    retry_budget: float
+    sleep: Callable[[float], None]
+    rng: random.Random | None
+    monotonic: Callable[[], float]
+    on_retry: Callable[[RetryNotice], None] | None
+
+
 class StreamAssembly(Protocol):
     """Turns the events of one streamed answer into text deltas and, at the end, a ``Response``."""
 
@@ -73,7 +100,10 @@ class HTTPChatModel:
     """A ``ChatModel`` over HTTP ``POST url``; subclasses give the wire format.
 
     ``source`` names the endpoint (provider and URL): assistant messages it produced carry it, so
-    their provider-specific fields go back to it and nowhere else. ``sleep``, ``rng`` and
+    their provider-specific fields go back to it and nowhere else. ``max_attempts`` counts every
+    attempt, the first included; ``backoff_base`` / ``backoff_max`` shape the jittered waits,
+    ``max_retry_wait`` is the longest server hint honoured and ``retry_budget`` the seconds one
+    request may take with its retries (``agent.retry.RetryPolicy``). ``sleep``, ``rng`` and
     ``monotonic`` are the backoff's clock and dice (inject them in tests); ``transport`` replaces
     httpx's network layer; ``on_retry`` is told about every retry before its wait and must not raise.
     """
@@ -85,10 +115,14 @@ class HTTPChatModel:
         *,
         headers: Mapping[str, str],
         source: str,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 60.0,
+        connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+        read_timeout: float = READ_TIMEOUT_SECONDS,
         transport: httpx.BaseTransport | None = None,
-        retry: RetryPolicy | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+        backoff_base: float = BACKOFF_BASE_SECONDS,
+        backoff_max: float = BACKOFF_MAX_SECONDS,
+        max_retry_wait: float = RETRY_MAX_WAIT_SECONDS,
+        retry_budget: float = RETRY_BUDGET_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         monotonic: Callable[[], float] = time.monotonic,
@@ -100,7 +134,7 @@ class HTTPChatModel:
         self._model = model
         self._source = source
         self._headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **headers}
-        self._retry = retry or RetryPolicy()
+        self._retry = RetryPolicy(max_attempts, backoff_base, backoff_max, max_retry_wait, retry_budget)
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._monotonic = monotonic

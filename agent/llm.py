@@ -14,18 +14,17 @@ the key then goes in an ``api-key`` header and the version in the ``api-version`
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from typing import Unpack
 
 import httpx
 
 from agent import wire
 from agent.errors import ConfigurationError, LLMError
 from agent.http_model import HTTPChatModel as _HTTPChatModel
-from agent.http_model import RetryNotice, StreamAssembly
+from agent.http_model import HTTPOptions, RetryNotice, StreamAssembly
 from agent.openai_dialect import Dialect, dialect_for
-from agent.retry import RetryPolicy, retry_after_hint
+from agent.retry import retry_after_hint
 from agent.sse import StreamAssembler
 from agent.types import Request, Response
 
@@ -52,11 +51,10 @@ def chat_completions_url(base_url: str, azure_api_version: str | None = None) ->
 class LLMClient(_HTTPChatModel):
     """A ``ChatModel`` over HTTP: ``POST {base_url}/chat/completions``.
 
-    ``max_attempts`` counts every attempt, the first included; ``backoff_base`` / ``backoff_max``
-    shape the jittered waits, ``max_retry_wait`` is the longest server hint honoured and
-    ``retry_budget`` the seconds one request may take with its retries (see ``agent.retry``).
     ``dialect`` overrides the detected one (``agent.openai_dialect``); ``extra_headers`` are sent
-    with every request.
+    with every request; the timeouts, the retry options (``max_attempts`` counts every attempt, the
+    first included) and the injected clock are ``agent.http_model.HTTPOptions``, documented and
+    defaulted by ``HTTPChatModel``.
     """
 
     def __init__(
@@ -65,21 +63,10 @@ class LLMClient(_HTTPChatModel):
         api_key: str | None,
         model: str,
         *,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 60.0,
-        transport: httpx.BaseTransport | None = None,
-        max_attempts: int = 5,
-        backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
-        max_retry_wait: float = 60.0,
-        retry_budget: float = 300.0,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
         extra_headers: Mapping[str, str] | None = None,
-        on_retry: Callable[[RetryNotice], None] | None = None,
         azure_api_version: str | None = None,
         dialect: Dialect | None = None,
+        **options: Unpack[HTTPOptions],
     ) -> None:
         url = chat_completions_url(base_url, azure_api_version)
         headers: dict[str, str] = {}
@@ -95,14 +82,7 @@ class LLMClient(_HTTPChatModel):
             model,
             headers=headers,
             source=f"{'azure' if azure_api_version else 'openai'}:{url.copy_with(query=None)}",
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            transport=transport,
-            retry=RetryPolicy(max_attempts, backoff_base, backoff_max, max_retry_wait, retry_budget),
-            sleep=sleep,
-            rng=rng,
-            monotonic=monotonic,
-            on_retry=on_retry,
+            **options,
         )
 
     @property

@@ -17,12 +17,13 @@ from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
 
-from agent.arguments import canonical_arguments, parse_arguments
+from agent.arguments import CONFIRMED_BY, canonical_arguments, parse_arguments
+from agent.defaults import LOOP_STOP_AT, LOOP_WARN_AT, LOOP_WINDOW
 from agent.errors import ConfigurationError
 from agent.tooling import APPROVED_PLAN
 
 # Written into the arguments by the runtime after an approval, never chosen by the model.
-_RUNTIME_ARGUMENTS = ("confirmed_by", APPROVED_PLAN)
+_RUNTIME_ARGUMENTS = (CONFIRMED_BY, APPROVED_PLAN)
 
 LOOP_WARNING = (
     "Error: loop detected: this exact call returned this exact result {count} times recently. "
@@ -56,7 +57,11 @@ class LoopDetector:
     """A sliding window of call signatures; ``window`` is persisted so a resumed run keeps it."""
 
     def __init__(
-        self, window: int = 10, warn_at: int = 3, stop_at: int = 6, history: Iterable[str] = ()
+        self,
+        window: int = LOOP_WINDOW,
+        warn_at: int = LOOP_WARN_AT,
+        stop_at: int = LOOP_STOP_AT,
+        history: Iterable[str] = (),
     ) -> None:
         if not 1 < warn_at < stop_at <= window:
             raise ConfigurationError(

@@ -4,6 +4,10 @@ History is the checkpoint: the loop stores every message before anything outside
 on it (a turn of read-only calls is stored together with its results), so a
 run can be resumed from its memory alone. ``RedisMemory`` (``agent.redis_memory``) is the
 durable implementation used by workers.
+
+A memory holds the agent's own state and messages only. What an application keeps about a run
+(chatops: the run record, its thread and its approvals) is the application's; ``RedisMemory``
+lets it join the write that ends the run (``TerminalExtension``) without knowing any of it.
 """
 
 from __future__ import annotations

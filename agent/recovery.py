@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from agent.errors import (
     ContextOverflowError,
@@ -25,6 +26,13 @@ class RecoveryAction(StrEnum):
     RETRY = "retry"
     SWITCH_MODEL = "switch_model"
     FAIL = "fail"
+
+
+class RecoveryStrategy(Protocol):
+    """What ``RunConfig.recovery`` is: the action for a failed model request, given what the run
+    already tried (condensings so far in the run, empty answers so far for this request)."""
+
+    def decide(self, error: LLMError, *, condense_count: int, empty_retries: int) -> RecoveryAction: ...
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,11 @@ Layout (keys from ``agent.keys``):
 * the history is a list with one JSON ``Message`` per item. ``append`` only RPUSHes the new
   messages (one write per message, never a rewrite); ``replace_messages`` (condensing, and the
   first system prompt) is the only rewrite;
-* the ``RunState`` lives in the run's one hash, next to the run record the bot wrote (channel,
-  thread, requester, ...). ``status`` is stored as plain text (scripts compare it); every other
-  state field is JSON. ``saved_at`` marks that the loop saved a state at all. A writer sends only
-  the fields that changed since its own last write (``status`` and ``saved_at`` always).
+* the ``RunState`` lives in the run's hash, next to whatever record the application keeps there
+  (``STATE_FIELDS`` are the memory's; it never touches another). ``status`` is stored as plain
+  text (scripts compare it); every other state field is JSON. ``saved_at`` marks that the loop
+  saved a state at all. A writer sends only the fields that changed since its own last write
+  (``status`` and ``saved_at`` always).
 
 Every write is one Lua script, so history, state, inbox trimming and expiry change together or
 not at all, and the fencing check happens inside the same script: when the run's lease key no
@@ -17,7 +18,7 @@ longer holds this writer's token the write is refused with ``LeaseLostError``.
 Injected messages carry ``meta["inbox_id"]``: when such messages are appended, the same script
 removes exactly those items from the head of the run's inbox (and refuses the write if the head
 does not hold them), so a message moves from inbox to history exactly once. Inbox items are JSON
-objects with an ``id`` field (written by ``bot.runs.inbox``).
+objects with an ``id`` field (chatops: written by ``bot.runs.inbox``).
 
 A write can be sent without waiting for its answer (``append(..., wait=False)``, used for tool
 results): the answer is read before this memory sends or reads anything else, and ``flush``
@@ -25,8 +26,11 @@ reads it on demand, so writes still land in order and a refused one is still rai
 later. Each write carries a ``write_id`` kept in the hash: a write sent again after a lost answer
 (a dropped connection) is recognised and not applied twice.
 
-When a state with a terminal status is written, every key of the run gets the retention TTL,
-the run leaves the active set, and the thread's active-run claim is dropped if it names this run.
+When a state with a terminal status is written, the run's keys (state hash, history, inbox) get
+the retention TTL, and in the same script the memory's ``TerminalExtension`` (if it was given one)
+does its owner's part of the run's end: an application that keeps more of the run in Redis (chatops:
+``bot.runs.record``) expires and releases its own keys there, atomically with the terminal state.
+The memory itself knows no key and no field but its own.
 """
 
 from __future__ import annotations
@@ -36,35 +40,37 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
 
 import redis
 from redis.connection import Connection
 
+from agent.defaults import RETENTION_DAYS
 from agent.errors import LeaseLostError, MemoryStoreError
-from agent.keys import Keys
+from agent.keys import MemoryKeys
+from agent.redis_util import as_text_dict
 from agent.types import Message, RunState, RunStatus
 
-INBOX_ID_META = "inbox_id"
-DEFAULT_RETENTION_SECONDS = 30 * 24 * 3600
-# Run record fields this module reads (written by ``bot.runs.service``) to find the thread claim.
-CHANNEL_FIELD = "channel"
-THREAD_FIELD = "thread_ts"
+INBOX_ID_META: Final = "inbox_id"  # a key of ``agent.types.MessageMeta``
+DEFAULT_RETENTION_SECONDS = RETENTION_DAYS * 24 * 3600
+STATUS_FIELD = "status"
 SAVED_AT_FIELD = "saved_at"
+WRITE_ID_FIELD = "write_id"  # the last write applied: a write sent again is recognised
+# Every field the memory writes in the run's hash; the hash's other fields are its owner's.
+STATE_FIELDS = frozenset({STATUS_FIELD, SAVED_AT_FIELD, WRITE_ID_FIELD, *RunState.model_fields})
 
-# KEYS: 1 state hash, 2 messages, 3 inbox, 4 lease; terminal writes also: 5 active runs, 6 thread claim,
-# 7.. more keys to expire.
+# KEYS: 1 state hash, 2 messages, 3 inbox, 4 lease; terminal writes also: 5.. the extension's keys.
 # ARGV: 1 fencing token ("" = unfenced), 2 JSON header (the small things), 3 the number N of state
 # field items, 4..3+N the state fields (name, value, ...), then the messages' JSON (as they are stored:
 # neither side encodes anything twice).
-_WRITE = """
+_WRITE_HEAD = f"""
 local token = ARGV[1]
 if token ~= '' and redis.call('GET', KEYS[4]) ~= token then
   return redis.error_reply('LEASE_LOST the run is leased to another worker')
 end
 local p = cjson.decode(ARGV[2])
-if redis.call('HGET', KEYS[1], 'write_id') == p.write_id then return -1 end
+if redis.call('HGET', KEYS[1], '{WRITE_ID_FIELD}') == p.write_id then return -1 end
 local n = #p.inbox_ids
 if n > 0 then
   local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
@@ -80,59 +86,61 @@ local nf = tonumber(ARGV[3])
 for i = 4 + nf, #ARGV, 500 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 499, #ARGV)))
 end
-redis.call('HSET', KEYS[1], 'write_id', p.write_id, unpack(ARGV, 4, 3 + nf))
+redis.call('HSET', KEYS[1], '{WRITE_ID_FIELD}', p.write_id, unpack(ARGV, 4, 3 + nf))
 if token ~= '' and p.lease_ms > 0 then redis.call('PEXPIRE', KEYS[4], p.lease_ms) end
 if p.retention > 0 then
   redis.call('EXPIRE', KEYS[1], p.retention)
   redis.call('EXPIRE', KEYS[2], p.retention)
   redis.call('EXPIRE', KEYS[3], p.retention)
-  for i = 7, #KEYS do redis.call('EXPIRE', KEYS[i], p.retention) end
-  redis.call('ZREM', KEYS[5], p.run_id)
-  if p.has_thread and redis.call('GET', KEYS[6]) == p.run_id then redis.call('DEL', KEYS[6]) end
+  local ext_keys = {{}}
+  for i = 5, #KEYS do ext_keys[i - 4] = KEYS[i] end
+"""
+_WRITE_TAIL = """
 end
 return #ARGV - 3 - nf
 """
+
+
+@dataclass(frozen=True)
+class TerminalStep:
+    """What a ``TerminalExtension`` adds to one terminal write: its keys and its arguments."""
+
+    keys: list[str]  # the fragment's ``ext_keys`` (``KEYS[5..]`` of the write)
+    args: dict[str, Any] = field(default_factory=dict)  # the fragment's ``p.ext`` (JSON)
+
+
+class TerminalExtension(Protocol):
+    """The part of the write that ends a run which belongs to the owner of more of the run's keys.
+
+    ``lua`` runs inside the write script, after the state is stored and the memory's own keys got
+    their retention TTL, so it happens atomically with the terminal state or not at all. In scope:
+    ``ext_keys`` and ``p.ext`` (from ``step``), ``p.run_id`` and ``p.retention`` (seconds). It must
+    not ``return``.
+    """
+
+    @property
+    def lua(self) -> str: ...
+
+    def step(self, run_id: str) -> TerminalStep:
+        """The keys and arguments of this run's terminal write (read just before it is sent)."""
+        ...
 
 
 # One encoder for every field: ``json.dumps`` with any option builds a new encoder per call.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
-def as_text(value: bytes | str | None) -> str | None:
-    """A Redis reply as ``str`` whatever ``decode_responses`` the client was built with."""
-    if value is None or isinstance(value, str):
-        return value
-    return value.decode()
-
-
-_HSET_IF_EXISTS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
-"""
-
-
-def hset_if_exists(client: redis.Redis, key: str, fields: dict[str, str]) -> bool:
-    """HSET on a hash that still exists (atomically): an expired record must not come back as a stray."""
-    flat = [item for pair in fields.items() for item in pair]
-    return bool(client.register_script(_HSET_IF_EXISTS)(keys=[key], args=flat))
-
-
-def encode_state(state: RunState, saved_at: float, unchanged: dict[str, Any] | None = None) -> list[str]:
-    """The hash fields of ``state``: ``status`` as text, everything else as JSON.
+def _encode(
+    status: str, dumped: dict[str, Any], saved_at: float, unchanged: dict[str, Any] | None
+) -> list[str]:
+    """The hash fields of a state: ``status`` as text, everything else as JSON.
 
     ``unchanged`` maps field names to the values (``model_dump(mode="json")``) last stored by this
     writer; fields still holding them are left out. ``status`` and ``saved_at`` are always written.
     """
-    return _encode(state.status.value, state.model_dump(mode="json"), saved_at, unchanged)
-
-
-def _encode(
-    status: str, dumped: dict[str, Any], saved_at: float, unchanged: dict[str, Any] | None
-) -> list[str]:
-    fields = ["status", status, SAVED_AT_FIELD, repr(saved_at)]
+    fields = [STATUS_FIELD, status, SAVED_AT_FIELD, repr(saved_at)]
     for name, value in dumped.items():
-        if name != "status" and (unchanged is None or name not in unchanged or unchanged[name] != value):
+        if name != STATUS_FIELD and (unchanged is None or name not in unchanged or unchanged[name] != value):
             # An int's JSON is its decimal text: skip the encoder for the counters.
             fields += [name, str(value) if type(value) is int else _COMPACT_JSON.encode(value)]
     return fields
@@ -142,9 +150,9 @@ def decode_state(raw: dict[str, str]) -> RunState | None:
     """The ``RunState`` in a run hash, or ``None`` when the loop never saved one."""
     if SAVED_AT_FIELD not in raw:
         return None
-    data: dict[str, Any] = {"status": RunStatus(raw["status"])}
+    data: dict[str, Any] = {STATUS_FIELD: RunStatus(raw[STATUS_FIELD])}
     for name in RunState.model_fields:
-        if name != "status" and name in raw:
+        if name != STATUS_FIELD and name in raw:
             data[name] = json.loads(raw[name])
     return RunState.model_validate(data)
 
@@ -160,37 +168,39 @@ class _InFlight:
 class RedisMemory:
     """The durable ``agent.memory.Memory`` of one run.
 
-    ``fence`` is the writer's fencing token (from ``bot.runs.lease``); ``None`` writes unfenced (tools,
-    tests, one-shot runs). ``lease_ttl_seconds`` renews the lease on every successful write, on top
-    of the renewer thread, so a busy run never loses it between renewals.
+    ``fence`` is the writer's fencing token (chatops: from ``bot.runs.lease``); ``None`` writes
+    unfenced (tools, tests, one-shot runs). ``lease_ttl_seconds`` renews the lease on every
+    successful write, on top of the renewer thread, so a busy run never loses it between renewals.
+    ``on_terminal``: the owner of the run's other keys, whose part of the run's end happens in the
+    terminal write itself.
     """
 
     def __init__(
         self,
         redis_client: redis.Redis,
-        keys: Keys,
+        keys: MemoryKeys,
         run_id: str,
         *,
         fence: int | None = None,
         retention_seconds: int = DEFAULT_RETENTION_SECONDS,
         lease_ttl_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
+        on_terminal: TerminalExtension | None = None,
     ) -> None:
         self._redis = redis_client
-        self._keys = keys
         self.run_id = run_id
         self.fence = fence
         self._retention = retention_seconds
         self._lease_ms = int(lease_ttl_seconds * 1000) if lease_ttl_seconds else 0
         self._clock = clock
-        self._write = redis_client.register_script(_WRITE)
+        self._on_terminal = on_terminal
+        extension = on_terminal.lua if on_terminal else ""
+        self._write = redis_client.register_script(_WRITE_HEAD + extension + _WRITE_TAIL)
         # Built once: every write names the same keys.
         self._run_key = keys.run(run_id)
         self._messages_key = keys.messages(run_id)
         self._inbox_key = keys.inbox(run_id)
         self._lease_key = keys.lease(run_id)
-        self._active_key = keys.active_runs()
-        self._more_keys = [keys.fence(run_id), keys.approvals(run_id)]
         # The state fields this writer last stored (JSON-ready values): unchanged ones are not resent.
         self._stored_fields: dict[str, Any] = {}
         self._writer_id = os.urandom(6).hex()
@@ -211,7 +221,7 @@ class RedisMemory:
         with self._lock:
             self._settle()
             raw = self._call(lambda: self._redis.hgetall(self._run_key))
-        return decode_state({as_text(k) or "": as_text(v) or "" for k, v in raw.items()})
+        return decode_state(as_text_dict(raw))
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -249,13 +259,13 @@ class RedisMemory:
                 "retention": 0,
             }
             script_keys = [self._run_key, self._messages_key, self._inbox_key, self._lease_key]
-            if terminal:  # expire everything, leave the active set, free the thread
-                thread_key = self._thread_key()
-                header.update(
-                    retention=self._retention, run_id=self.run_id, has_thread=thread_key is not None
-                )
-                script_keys += [self._active_key, thread_key or self._active_key, *self._more_keys]
-                script_keys += self._approval_keys()
+            if terminal:  # expire the run's keys, and the extension's part of the run's end
+                header.update(retention=self._retention, run_id=self.run_id)
+                if self._on_terminal is not None:
+                    extension = self._on_terminal
+                    step: TerminalStep = self._call(lambda: extension.step(self.run_id))
+                    header["ext"] = step.args
+                    script_keys += step.keys
             token = "" if self.fence is None else str(self.fence)
             fields = _encode(state.status.value, dumped, self._clock(), self._stored_fields)
             args = [token, json.dumps(header), str(len(fields)), *fields]
@@ -316,18 +326,6 @@ class RedisMemory:
         if broken:
             connection.disconnect()  # type: ignore[no-untyped-call]
         self._redis.connection_pool.release(connection)
-
-    def _thread_key(self) -> str | None:
-        channel, thread_ts = self._call(
-            lambda: self._redis.hmget(self._keys.run(self.run_id), [CHANNEL_FIELD, THREAD_FIELD])
-        )
-        if not channel or not thread_ts:
-            return None
-        return self._keys.thread(as_text(channel) or "", as_text(thread_ts) or "")
-
-    def _approval_keys(self) -> list[str]:
-        ids = self._call(lambda: self._redis.hvals(self._keys.approvals(self.run_id)))
-        return [self._keys.approval(as_text(i) or "") for i in ids]
 
     @staticmethod
     def _call(operation: Callable[[], Any]) -> Any:

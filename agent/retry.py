@@ -21,6 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
+from agent.defaults import (
+    BACKOFF_BASE_SECONDS,
+    BACKOFF_MAX_SECONDS,
+    MAX_ATTEMPTS,
+    RETRY_BUDGET_SECONDS,
+    RETRY_MAX_WAIT_SECONDS,
+)
 from agent.errors import ConfigurationError, TransientLLMError
 
 RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 501, 502, 503, 504, 520, 521, 522, 523, 524, 529})
@@ -38,11 +45,11 @@ class RetryPolicy:
     attempt up to ``backoff_max`` (the jitter's ceiling); ``max_wait`` is the longest server hint
     honoured; ``budget_seconds`` bounds one request's attempts and waits together."""
 
-    max_attempts: int = 5
-    backoff_base: float = 1.0
-    backoff_max: float = 30.0
-    max_wait: float = 60.0
-    budget_seconds: float = 300.0
+    max_attempts: int = MAX_ATTEMPTS
+    backoff_base: float = BACKOFF_BASE_SECONDS
+    backoff_max: float = BACKOFF_MAX_SECONDS
+    max_wait: float = RETRY_MAX_WAIT_SECONDS
+    budget_seconds: float = RETRY_BUDGET_SECONDS
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

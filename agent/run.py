@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from agent.calls import number_calls
 from agent.chat import ChatModel, DonePart, TextPart
-from agent.condense import CondenseError, Condenser
+from agent.condense import CondenseError
 from agent.config import RunConfig
 from agent.context import RunContext
 from agent.errors import (
@@ -34,7 +34,7 @@ from agent.events import (
 )
 from agent.history import unanswered_calls
 from agent.loop_detection import LoopDetector
-from agent.recovery import RecoveryAction, RecoveryPolicy
+from agent.recovery import RecoveryAction
 from agent.repetition import RepetitionDetector
 from agent.tool_step import StepOutcome, ToolStep, call_kind
 from agent.toolcall_recovery import recover_tool_calls
@@ -84,8 +84,8 @@ class Run:
         self._tools = {tool.definition.name: tool for tool in tools}
         # Computed once: the tool list is part of the cacheable prefix and must not change in a run.
         self._tool_defs = [tool.definition for tool in tools]
-        self._recovery = config.recovery if isinstance(config.recovery, RecoveryPolicy) else RecoveryPolicy()
-        self._condenser = config.condense if isinstance(config.condense, Condenser) else Condenser()
+        self._recovery = config.recovery
+        self._condenser = config.condense
 
     def execute(self) -> RunResult:
         ctx = self._load()
@@ -218,7 +218,7 @@ class Run:
             if recovered is not None:
                 # The text form never enters history: the structured call replaces it.
                 message = recovered
-        return number_calls(message, ctx.state, self._config.limits.max_calls_per_turn)
+        return number_calls(message, ctx.state, self._config.limits.max_calls_per_turn, self._config.redact)
 
     # -- requests and recovery -----------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from agent.arguments import CONFIRMED_BY, confirmed_by
 from agent.config import ConfirmRequest
 from agent.context import RunContext
 from agent.events import ToolEnd, ToolStart
@@ -33,9 +34,7 @@ from agent.tooling import (
     call_category,
     describe_call,
 )
-from agent.types import DecisionStatus, DryRun, Message, ToolCall
-
-CONFIRMED_BY = "confirmed_by"
+from agent.types import DecisionStatus, DryRun, Message, MessageMeta, ToolCall
 
 OUTCOME_UNKNOWN = (
     "Error: outcome unknown: the worker stopped while {tool} was running; verify the state before retrying"
@@ -346,13 +345,13 @@ class ToolStep:
 
     @staticmethod
     def _result_message(item: CallResult, text: str) -> Message:
-        meta: dict[str, object] = {"tool": item.call.name, "duration": round(item.duration, 3)}
+        meta: MessageMeta = {"tool": item.call.name, "duration": round(item.duration, 3)}
         if item.category is not None:
             meta["category"] = item.category.value
         if item.executed and item.category is not None and item.category.requires_confirmation:
             # History keeps the call as it ran, confirmed_by included, next to its result.
             meta["arguments"] = item.call.arguments
-            meta["confirmed_by"] = json.loads(item.call.arguments).get("confirmed_by")
+            meta["confirmed_by"] = confirmed_by(item.call.arguments)
         return Message.tool(item.call.id, text, **meta)
 
     def _close(self, calls: list[ToolCall], reason: str) -> None:

@@ -10,9 +10,11 @@ import hashlib
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict, Unpack
 
 from agent.arguments import canonical_arguments, parse_arguments
+from agent.defaults import DEADLINE_SECONDS, MAX_CALLS_PER_TURN, MAX_ITERATIONS
 
 # Keys the loop itself writes into approved calls (``agent.tooling``): exempt from the text limits.
 TRUSTED_ARGUMENTS = ("approved_plan",)
@@ -56,19 +58,45 @@ class ToolCall(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class Message(BaseModel):
-    """One chat message.
+@with_config(ConfigDict(extra="allow"))
+class MessageMeta(TypedDict, total=False):
+    """``Message.meta``: ours, never sent to the model; each key is written by one kind of message.
 
-    ``meta`` is ours, never sent to the model: the Slack user and ``ts`` of an injected
-    reply, the inbox it came from, and so on.
+    Stored as a plain JSON object with the message. The keys are declared in the order their
+    writers set them, so a message is stored exactly as before it had a type; a key not declared
+    here (history stored by an older version) is kept as it was, untyped.
     """
+
+    # user messages: the person and the Slack message they came from (``bot.runs``)
+    inbox_id: str
+    """The inbox item an injected reply was taken from (removed from the inbox with the append)."""
+    slack_user: str
+    ts: str
+    condensed: int
+    """The summary that replaced this many older messages (``agent.condense``)."""
+    # assistant messages
+    model: str
+    """The model of the chain that answered."""
+    # tool results (``agent.tool_step``)
+    tool: str
+    duration: float
+    """Seconds the call took."""
+    category: str
+    """The call's ``ToolCategory`` value."""
+    arguments: str
+    """A call that needed a person: its arguments as it ran, ``confirmed_by`` included."""
+    confirmed_by: str | None
+
+
+class Message(BaseModel):
+    """One chat message. ``meta`` is ours, never sent to the model (``MessageMeta``)."""
 
     role: Role
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
-    meta: dict[str, Any] = Field(default_factory=dict)
+    meta: MessageMeta = Field(default_factory=lambda: MessageMeta())
     provider_source: str | None = None
     """The endpoint an assistant message came from (``agent.endpoints``), for ``provider_fields``."""
     provider_fields: dict[str, Any] = Field(default_factory=dict)
@@ -80,7 +108,7 @@ class Message(BaseModel):
         return cls(role="system", content=text)
 
     @classmethod
-    def user(cls, text: str, **meta: Any) -> Message:
+    def user(cls, text: str, **meta: Unpack[MessageMeta]) -> Message:
         return cls(role="user", content=text, meta=meta)
 
     @classmethod
@@ -88,7 +116,7 @@ class Message(BaseModel):
         return cls(role="assistant", content=text, tool_calls=tool_calls or [])
 
     @classmethod
-    def tool(cls, call_id: str, text: str, **meta: Any) -> Message:
+    def tool(cls, call_id: str, text: str, **meta: Unpack[MessageMeta]) -> Message:
         return cls(role="tool", tool_call_id=call_id, content=text, meta=meta)
 
 
@@ -200,10 +228,10 @@ class Decision(BaseModel):
 class Limits(BaseModel):
     """The terminal boundaries of a run. ``deadline_seconds`` is wall clock for the whole run."""
 
-    max_iterations: int = 20
-    deadline_seconds: float = 600.0
+    max_iterations: int = MAX_ITERATIONS
+    deadline_seconds: float = DEADLINE_SECONDS
     token_budget: int | None = None
-    max_calls_per_turn: int = 32  # calls past this in one answer are not run (an error names the cap)
+    max_calls_per_turn: int = MAX_CALLS_PER_TURN
 
 
 class RunStatus(StrEnum):
@@ -278,7 +306,6 @@ class RunState(BaseModel):
     active_seconds: float = 0.0  # time spent working in earlier segments; waiting for a human is not counted
     loop_window: list[str] = Field(default_factory=list)
     condense_count: int = 0
-    empty_retries: int = 0
     failed_models: list[str] = Field(default_factory=list)
     model: str | None = None
     tools_used: list[str] = Field(default_factory=list)

@@ -25,28 +25,30 @@ from typing import Any
 
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import RunStatus
 from bench.common import (
     BenchRedis,
     Options,
-    Process,
     Result,
     bench_redis,
-    chatops_command,
     median,
     parse_options,
     percentile,
-    processes,
     rq_patterns,
     save_plot,
     settle,
+)
+from bench.processes import (
+    Process,
+    chatops_command,
+    processes,
     start_process,
     wait_until,
     worker_env,
 )
 from bench.runtimes import plan_runtime
+from bot.keys import Keys
 from bot.ops.worker import build_worker
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
@@ -216,7 +218,7 @@ def _click_all(
         delay = start + index * spacing - time.time()
         if delay > 0:
             time.sleep(delay)
-        service.decide(approval_id, user="U_BOB", approve=True)
+        service.lifecycle.decide(approval_id, user="U_BOB", approve=True)
     clicks = time.time() - start
     wait_until(
         lambda: all(s == RunStatus.COMPLETED.value for s in _statuses(bench.client, keys, run_ids)),

@@ -27,52 +27,44 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import RunStatus
 from bench import loadgen
+from bench.burst_report import MENTIONS, NAME, Burst, plot, print_burst, report
 from bench.common import (
     BenchRedis,
-    Options,
-    Process,
     Result,
     bench_redis,
+    delete_run_jobs,
+    parse_options,
+    settle,
+)
+from bench.cpu_meter import CpuMeter
+from bench.processes import (
+    Process,
     chatops_command,
     free_port,
-    http_status,
-    median,
-    parse_options,
-    percentile,
     processes,
-    rq_patterns,
-    save_plot,
-    settle,
     start_process,
+    wait_for_web,
     wait_until,
     worker_env,
 )
-from bench.ingress import CpuMeter, mention_request
+from bench.slack_events import BOT_USER, SECRET, TOKEN, mention_request
+from bot.keys import Keys
 from bot.runs.metrics import RUNS_FINISHED, metric_key
 from emulator.slack import SlackEmulatorClient
 
-NAME = "burst"
-MENTIONS, RATE = 3000, 300
+RATE = 300
 QUICK_MENTIONS, QUICK_RATE = 40, 40
 WARM_MENTIONS = 30
 WORKERS = 2
 NICE = 19
 CHANNELS = 100
-SECRET = "bench-signing-secret"
-TOKEN = "xoxb-bench-token"
-BOT_USER = "U_OPS"
 TEXT = "plan: check"
-TARGET_P99_MS = 20.0
-TARGET_SECONDS = 120.0
-TARGET_RATE = MENTIONS / TARGET_SECONDS  # 25 runs/s
 WAIT_SECONDS = 600.0  # how long the benchmark waits for the last run (past the target: to measure it)
 SAMPLE_SECONDS = 0.1
 
@@ -82,25 +74,6 @@ class Mention:
     channel: str
     ts: str
     user: str
-
-
-@dataclass
-class Burst:
-    """What one burst measured."""
-
-    sent: int
-    acked: int
-    errors: int
-    latencies_ms: list[float]
-    send_seconds: float  # from the first due time to the last answer
-    last_done: float | None  # seconds from the first due time until the last run was done
-    completions: list[tuple[float, int]] = field(default_factory=list)  # (seconds, runs done)
-    loads: list[tuple[float, float]] = field(default_factory=list)  # (seconds, 1-minute load average)
-    cpu_seconds: dict[str, float] = field(default_factory=dict)
-    redis_calls: dict[str, int] = field(default_factory=dict)  # commands Redis ran meanwhile, by name
-
-    def p(self, q: float) -> float:
-        return percentile(self.latencies_ms, q)
 
 
 def channel_name(index: int) -> str:
@@ -291,12 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     command = [*chatops_command(), "worker", "--name", f"{queue}-{number}"]
                     command += ["--simple"] if args.simple else []
                     started.append(start_process(f"worker{number}", command, env, logs, args.nice))
-                wait_until(
-                    lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200,
-                    30,
-                    "chatops web",
-                    watch=started,
-                )
+                wait_for_web(port, started)
                 meters = {p.name: CpuMeter(p.popen.pid) for p in started}
                 meters["Redis"] = CpuMeter(redis_client=bench.client)
                 if not options.quick and args.workers:  # the web's threads, the bot's identity, imports
@@ -305,12 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 result = Result(NAME, "Mention burst", options.quick, load)
                 wait = WAIT_SECONDS if args.workers else 0.0  # no workers: the acks alone
                 burst = run_burst(bench, control, port, count, rate, "burst", meters, wait)
-                _print(burst)
+                print_burst(burst)
                 completed, cards, answers = check_runs(bench, control, "burst")
         finally:
-            _cleanup(bench, queue)
-    _report(result, burst, count, rate, args, (completed, cards, answers))
-    _plot(options, result, burst, rate)
+            delete_run_jobs(bench, queue)
+    report(result, burst, count, rate, args, (completed, cards, answers))
+    plot(options, result, burst, rate)
     result.save(options)
     return 0
 
@@ -321,142 +289,6 @@ def _answers(control: SlackEmulatorClient) -> bool:
     except OSError:
         return False
     return True
-
-
-def _print(burst: Burst) -> None:
-    done = f"{burst.last_done:.1f} s" if burst.last_done is not None else "not within the wait"
-    print(
-        f"sent {burst.sent} in {burst.send_seconds:.1f} s, acked {burst.acked}, errors {burst.errors}; "
-        f"ack p50 {burst.p(50):.2f} ms, p99 {burst.p(99):.2f} ms, max {max(burst.latencies_ms):.1f} ms; "
-        f"last run done after {done}"
-    )
-
-
-def _cleanup(bench: BenchRedis, queue: str) -> None:
-    """RQ's job hashes are not under our prefix: delete the ones our runs enqueued, then the queue."""
-    from bench.ingress import _cleanup as ingress_cleanup
-
-    ingress_cleanup(bench, queue)
-    bench.cleanup(*rq_patterns(queue))
-
-
-def _rate(burst: Burst) -> float:
-    """Runs completed per second, from the first due time to the last completion."""
-    if burst.last_done is None or burst.last_done <= 0:
-        done = burst.completions[-1][1] if burst.completions else 0
-        elapsed = burst.completions[-1][0] if burst.completions else 1.0
-        return done / elapsed
-    return burst.acked / burst.last_done
-
-
-def _report(
-    result: Result,
-    burst: Burst,
-    count: int,
-    rate: float,
-    args: argparse.Namespace,
-    checked: tuple[int, int, int],
-) -> None:
-    completed, cards, answers = checked
-    runs_per_second = _rate(burst)
-    done = burst.last_done if burst.last_done is not None else float("nan")
-    result.add_table(
-        f"{count:,} signed mentions at {rate:g}/s into `chatops web`, {args.workers} "
-        f"{'`chatops worker --simple`' if args.simple else 'forking `chatops worker`'}s, zero-latency "
-        "model, one read-only tool call per run, the real Slack presenter against the emulator (its own "
-        f"process; it and the workers at nice {args.nice}); seconds from the first mention's due time",
-        [
-            "mentions",
-            "acked",
-            "errors",
-            "ack p50 ms",
-            "ack p99 ms",
-            "ack max ms",
-            "sent in s",
-            "last run done after s",
-            "runs/s",
-            "completed",
-            "cards final",
-            "answers",
-        ],
-        [
-            [
-                burst.sent,
-                burst.acked,
-                burst.errors,
-                burst.p(50),
-                burst.p(99),
-                max(burst.latencies_ms),
-                burst.send_seconds,
-                done,
-                runs_per_second,
-                completed,
-                cards,
-                answers,
-            ]
-        ],
-    )
-    total = sum(burst.cpu_seconds.values())
-    result.add_table(
-        "CPU seconds used during the burst (until the last run was done), by process tree",
-        [*burst.cpu_seconds, "total"],
-        [[*burst.cpu_seconds.values(), total]],
-    )
-    top = sorted(burst.redis_calls.items(), key=lambda item: -item[1])[:14]
-    result.add_table(
-        "Redis commands per run during the burst (`INFO commandstats`; on a shared Redis every "
-        "client's commands count), the most frequent",
-        [name for name, _ in top] + ["all"],
-        [[n / max(burst.acked, 1) for _, n in top] + [sum(burst.redis_calls.values()) / max(burst.acked, 1)]],
-    )
-    result.data = {
-        "redis_calls": burst.redis_calls,
-        "latencies_ms": burst.latencies_ms,
-        "completions": burst.completions,
-        "loads": burst.loads,
-        "cpu_seconds": burst.cpu_seconds,
-        "last_done": burst.last_done,
-        "runs_per_second": runs_per_second,
-    }
-    p99 = burst.p(99)
-    result.target(
-        f"ack p99 at most {TARGET_P99_MS:.0f} ms",
-        f"{p99:.1f} ms ({p99 / TARGET_P99_MS:.2f}x the target)",
-        p99 <= TARGET_P99_MS,
-    )
-    within = burst.last_done is not None and burst.last_done <= TARGET_SECONDS and completed == count
-    result.target(
-        f"every mention a completed run within {TARGET_SECONDS:.0f} s",
-        f"{completed} of {count} completed, the last after {done:.1f} s "
-        f"({done / TARGET_SECONDS:.2f}x the target)",
-        within,
-    )
-    result.target(
-        f"at least {TARGET_RATE:.0f} runs/s on {args.workers} workers",
-        f"{runs_per_second:.1f} runs/s ({runs_per_second / TARGET_RATE:.2f}x the target)",
-        runs_per_second >= TARGET_RATE,
-    )
-    result.note(
-        f"ack latency median {median(burst.latencies_ms):.2f} ms over {len(burst.latencies_ms)} events"
-    )
-    result.note(f"cards showing the final state when the last run was done: {cards} of {count}")
-
-
-def _plot(options: Options, result: Result, burst: Burst, rate: float) -> None:
-    def draw(axes: Any) -> None:
-        times = [t for t, _ in burst.completions]
-        axes.plot(times, [n for _, n in burst.completions], label="runs completed")
-        axes.plot(
-            [0, burst.sent / rate], [0, burst.sent], linestyle="--", color="gray", label="mentions sent"
-        )
-        axes.plot([0, TARGET_SECONDS], [0, burst.sent], linestyle=":", color="red", label="target pace")
-        axes.set_xlabel("seconds since the first mention")
-        axes.set_ylabel("runs")
-        axes.set_title("Mention burst: runs completed over time")
-        axes.legend(fontsize=7)
-        axes.grid(True, alpha=0.3)
-
-    save_plot(options, NAME, draw, result)
 
 
 if __name__ == "__main__":

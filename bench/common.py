@@ -1,9 +1,10 @@
-"""What every benchmark shares: options, the machine's load, statistics, tables, results, Redis, processes.
+"""What every benchmark shares: options, the machine's load, statistics, tables, results, Redis.
 
 Each benchmark is a module with ``main(argv) -> int``; ``python -m bench.<name> [--quick] [--out DIR]``
 prints its figures (with the load average next to them) and writes ``<out>/<name>.json``, which
 ``bench.report`` turns into ``docs/BENCHMARKS.md``. ``--quick`` is the smoke-test size: it checks
-the script still works, its figures mean nothing.
+the script still works, its figures mean nothing. The processes a benchmark starts:
+``bench.processes``.
 """
 
 from __future__ import annotations
@@ -13,13 +14,9 @@ import contextlib
 import json
 import os
 import platform
-import signal
-import socket
 import statistics
 import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,11 +25,12 @@ from typing import Any
 
 import redis
 
+from agent.redis_util import as_text
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
 PLOTS_DIR = ROOT / "docs" / "bench"
 QUIET_LOAD = 0.5  # a 1-minute load average below this counts as a quiet machine
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # -- options -----------------------------------------------------------------------------------------
@@ -248,6 +246,37 @@ class BenchRedis:
                 self.client.delete(*batch)
 
 
+def run_records(bench: BenchRedis) -> list[bytes]:
+    """The run records under our prefix (not their ``:messages``, ``:lease``, ... keys)."""
+    skip = len(bench.prefix)
+    return [
+        key
+        for key in bench.client.scan_iter(match=f"{bench.prefix}run:*", count=5000)
+        if key[skip:].count(b":") == 1
+    ]
+
+
+def delete_run_jobs(bench: BenchRedis, queue: str) -> None:
+    """RQ's job hashes are not under our prefix: delete the ones our runs enqueued, then the queue."""
+    client = bench.client
+    batch = run_records(bench)
+    for start in range(0, len(batch), 1000):
+        pipe = client.pipeline(transaction=False)
+        for key in batch[start : start + 1000]:
+            pipe.hget(key, "job_id")
+        jobs = [as_text(j) for j in pipe.execute() if j]
+        if jobs:
+            client.delete(*[f"rq:job:{j}" for j in jobs])
+    bench.cleanup(*rq_patterns(queue))
+
+
+def rq_patterns(queue: str) -> tuple[str, ...]:
+    """RQ's keys of ``queue`` (its job hashes expire by themselves)."""
+    return (f"rq:queue:{queue}*", f"rq:wip:{queue}*", f"rq:finished:{queue}*", f"rq:failed:{queue}*",
+            f"rq:scheduled:{queue}*", f"rq:deferred:{queue}*", f"rq:canceled:{queue}*",
+            f"rq:executions:{queue}*")  # fmt: skip
+
+
 @contextlib.contextmanager
 def bench_redis(name: str) -> Iterator[BenchRedis]:
     """The Redis at ``REDIS_URL`` (or 127.0.0.1:6379), else an embedded one; keys under a unique prefix."""
@@ -263,142 +292,3 @@ def bench_redis(name: str) -> Iterator[BenchRedis]:
             bench.cleanup()
         client.close()
         server.stop()
-
-
-# -- processes -----------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def chatops_command() -> list[str]:
-    """``chatops`` of this interpreter's environment (``python -m bot.ops.cli`` works the same)."""
-    return [sys.executable, "-m", "bot.ops.cli"]
-
-
-@dataclass
-class Process:
-    """A subprocess we started, in its own process group (chatops web and RQ fork children)."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM our process group, then SIGKILL it if it lingers (only ids we started)."""
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=timeout)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, signal.SIGKILL)  # leftover children (work horses) of our group
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=5)
-
-    def tail(self, chars: int = 3000) -> str:
-        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
-
-
-def start_process(
-    name: str, command: Sequence[str], env: dict[str, str], log_dir: Path, nice: int = 0
-) -> Process:
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = log_dir / f"{name}.log"
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    full_env.pop("SLACK_APP_TOKEN", None)
-    with open(log, "wb") as handle:
-        popen = subprocess.Popen(
-            list(command),
-            cwd=ROOT,
-            env=full_env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=(lambda: _lower_priority(nice)) if nice else None,
-        )
-    return Process(name, popen, log)
-
-
-def _lower_priority(nice: int) -> None:
-    """``nice`` this process and, where the kernel groups processes by session for scheduling
-    (``sched_autogroup_enabled``: a new session is a new group, and a plain nice value then only
-    ranks processes inside their own group), its session's group too: otherwise a niced worker in
-    a session of its own gets as much CPU as the web process."""
-    os.nice(nice)
-    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
-        group.write(str(nice))
-
-
-def http_status(url: str, timeout: float = 2.0) -> int | None:
-    try:
-        with _OPENER.open(url, timeout=timeout) as response:
-            return int(response.status)
-    except OSError:
-        return None
-
-
-def wait_until(
-    probe: Callable[[], object],
-    timeout: float,
-    what: str,
-    interval: float = 0.05,
-    watch: Sequence[Process] = (),
-) -> None:
-    """Poll ``probe`` until it is true; fail at once if a ``watch``ed process has exited."""
-    deadline = time.monotonic() + timeout
-    while not probe():
-        for process in watch:
-            if process.popen.poll() is not None:
-                raise RuntimeError(
-                    f"{process.name} exited ({process.popen.returncode}) while waiting for {what}"
-                )
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-
-
-@contextlib.contextmanager
-def processes(started: list[Process]) -> Iterator[list[Process]]:
-    """Stop every process in ``started`` (in reverse order) when the block ends, printing failed logs."""
-    try:
-        yield started
-    except BaseException:
-        for process in started:
-            sys.stderr.write(f"--- {process.name} log (tail) ---\n{process.tail()}\n")
-        raise
-    finally:
-        for process in reversed(started):
-            process.stop()
-
-
-# The run limits (``bot.runs.limits``) stay on, as deployed, but high enough never to refuse: a
-# benchmark's mentions must all become runs.
-NEVER_LIMITED = {
-    "CHATOPS_USER_RUNS_PER_WINDOW": "100000000",
-    "CHATOPS_CHANNEL_RUNS_PER_WINDOW": "100000000",
-    "CHATOPS_CHANNEL_MAX_ACTIVE_RUNS": "100000000",
-}
-
-
-def worker_env(bench: BenchRedis, queue: str, runtime: str, **extra: str) -> dict[str, str]:
-    """The environment of ``chatops worker`` / ``chatops web`` processes of a benchmark."""
-    return {
-        **NEVER_LIMITED,
-        "REDIS_URL": bench.url,
-        "CHATOPS_REDIS_PREFIX": bench.prefix,
-        "CHATOPS_QUEUE": queue,
-        "CHATOPS_RUNTIME": runtime,
-        "CHATOPS_RETENTION_DAYS": "1",
-        **extra,
-    }
-
-
-def rq_patterns(queue: str) -> tuple[str, ...]:
-    """RQ's keys of ``queue`` (its job hashes expire by themselves)."""
-    return (f"rq:queue:{queue}*", f"rq:wip:{queue}*", f"rq:finished:{queue}*", f"rq:failed:{queue}*",
-            f"rq:scheduled:{queue}*", f"rq:deferred:{queue}*", f"rq:canceled:{queue}*",
-            f"rq:executions:{queue}*")  # fmt: skip

@@ -28,30 +28,32 @@ from typing import Any, TypeVar
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import RunStatus
 from bench.common import (
     BenchRedis,
     Options,
-    Process,
     Result,
     bench_redis,
-    chatops_command,
-    free_port,
-    http_status,
     median,
     parse_options,
     percentile,
-    processes,
     rq_patterns,
     save_plot,
     settle,
+)
+from bench.processes import (
+    Process,
+    chatops_command,
+    free_port,
+    processes,
     start_process,
+    wait_for_web,
     wait_until,
     worker_env,
 )
 from bench.runtimes import stamps_key
+from bot.keys import Keys
 from bot.slack import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 
@@ -68,15 +70,9 @@ TARGET_MS = 100.0
 T = TypeVar("T")
 
 
-def poll(probe: Callable[[], T | None], timeout: float = 30.0, interval: float = 0.01) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError("timed out waiting for the bot")
-        time.sleep(interval)
+def poll(probe: Callable[[], T | None], interval: float = 0.01) -> T:
+    """``probe``'s first true answer, within 30 s."""
+    return wait_until(probe, 30.0, "the bot", interval=interval)
 
 
 class Bench:
@@ -225,12 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with processes(started):
                 started.append(start_process("web", [*chatops_command(), "web"], env, logs))
                 started.append(start_process("worker", [*chatops_command(), "worker"], env, logs))
-                wait_until(
-                    lambda: http_status(f"http://127.0.0.1:{port}/healthz") == 200,
-                    30,
-                    "chatops web",
-                    watch=started,
-                )
+                wait_for_web(port, started)
                 slack.set_events_url(f"http://127.0.0.1:{port}/slack/events")
                 b = Bench(bench, SlackEmulatorClient(slack.url))
                 if not options.quick:

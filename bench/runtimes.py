@@ -21,10 +21,10 @@ from typing import Any
 
 import redis
 
-from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Choice, Message, Request, Response, ToolDef, Usage
+from bot.keys import Keys
 from bot.runs.presenter import LoggingPresenter, Presenter
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions

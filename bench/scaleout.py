@@ -19,25 +19,27 @@ from typing import Any
 
 from rq import Worker
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import RunStatus
 from bench.common import (
     BenchRedis,
     Options,
-    Process,
     Result,
     bench_redis,
-    chatops_command,
     parse_options,
-    processes,
     rq_patterns,
     save_plot,
     settle,
+)
+from bench.processes import (
+    Process,
+    chatops_command,
+    processes,
     start_process,
     wait_until,
     worker_env,
 )
+from bot.keys import Keys
 from bot.runs.service import RunOptions, RunService
 from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall
 

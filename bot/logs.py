@@ -28,7 +28,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from bot.settings import Settings
+from bot.settings import DEFAULTS, Settings
 from tools.errors import ToolConfigError
 from tools.safety import REDACTED, Redactor
 
@@ -158,7 +158,7 @@ def wants_json(fmt: str, stream: TextIO) -> bool:
 
 def configure_logging(
     level: str | int = "INFO",
-    fmt: str = "auto",
+    fmt: str = DEFAULTS.chatops_log_format,
     *,
     redactor: Redactor | None = None,
     stream: TextIO | None = None,

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final
 from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from agent import defaults as agent_defaults
 from agent.errors import AgentError
+from agent.keys import DEFAULT_PREFIX
+from tools.config import BOT_SECRET_ENV, KUBE_NAMESPACE, LOG_DIRS, SERVICE_BACKEND, SERVICE_BACKENDS
+from tools.egress import DEFAULT_UNLISTED, Unlisted
+from tools.egress_endpoints import ALL_INTERFACES
+from tools.safety import DEFAULT_MAX_CHARS, MIN_MAX_CHARS
 
 
 def _split_list(value: object) -> object:
@@ -23,6 +29,9 @@ CsvList = Annotated[list[str], NoDecode]
 
 
 class Settings(BaseSettings):
+    """Every default is written once: here, or (for what ``agent`` and ``tools`` also use without
+    settings) as the constant of ``agent.defaults`` / ``tools`` that a field names."""
+
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True
     )
@@ -35,9 +44,9 @@ class Settings(BaseSettings):
 
     # Redis and queues
     redis_url: str = "redis://127.0.0.1:6379/0"
-    chatops_redis_prefix: str = "chatops:"
+    chatops_redis_prefix: str = DEFAULT_PREFIX
     chatops_queue: str = "chatops"
-    chatops_retention_days: int = Field(default=30, ge=1)
+    chatops_retention_days: int = Field(default=agent_defaults.RETENTION_DAYS, ge=1)
     chatops_audit_max_len: int = Field(default=1_000_000, ge=1000)
     chatops_durability: str = Field(default="warn", pattern=r"^(strict|warn)$")
     chatops_durability_timeout_ms: int = Field(default=2000, ge=1)  # 0 would make WAIT block forever
@@ -55,11 +64,11 @@ class Settings(BaseSettings):
     llm_api_version: str = ""  # azure: the api-version query parameter
     llm_extra_headers: dict[str, str] = Field(default_factory=dict)  # JSON object
     llm_fallbacks: str = ""  # JSON list or [provider:]model[@url], ... (agent.endpoints)
-    llm_max_tokens: int = Field(default=4096, ge=1)
-    llm_connect_timeout: float = 5.0
-    llm_read_timeout: float = 60.0
-    llm_max_attempts: int = Field(default=5, ge=1)
-    llm_retry_max_wait_seconds: float = Field(default=60.0, ge=0)
+    llm_max_tokens: int = Field(default=agent_defaults.MAX_TOKENS, ge=1)
+    llm_connect_timeout: float = agent_defaults.CONNECT_TIMEOUT_SECONDS
+    llm_read_timeout: float = agent_defaults.READ_TIMEOUT_SECONDS
+    llm_max_attempts: int = Field(default=agent_defaults.MAX_ATTEMPTS, ge=1)
+    llm_retry_max_wait_seconds: float = Field(default=agent_defaults.RETRY_MAX_WAIT_SECONDS, ge=0)
     chatops_system_prompt_file: Path | None = None
 
     # Tools and approvals
@@ -67,21 +76,19 @@ class Settings(BaseSettings):
     chatops_approvers: CsvList = Field(default_factory=list)
     chatops_approver_cache_seconds: float = Field(default=60.0, ge=0)
     chatops_channels: CsvList = Field(default_factory=list)
-    chatops_approval_timeout_seconds: int = Field(default=1800, ge=10)
-    chatops_log_dirs: CsvList = Field(default_factory=lambda: ["/var/log"])
-    chatops_service_backend: str = Field(default="systemd", pattern=r"^(systemd|docker|kubernetes)$")
-    chatops_kube_namespace: str = "default"
+    chatops_approval_timeout_seconds: int = Field(default=agent_defaults.APPROVAL_TIMEOUT_SECONDS, ge=10)
+    chatops_log_dirs: CsvList = Field(default_factory=lambda: list(LOG_DIRS))
+    chatops_service_backend: str = Field(default=SERVICE_BACKEND, pattern=f"^({'|'.join(SERVICE_BACKENDS)})$")
+    chatops_kube_namespace: str = KUBE_NAMESPACE
     chatops_kube_context: str | None = None
-    chatops_tool_output_max_chars: int = Field(default=4000, ge=200)
-    chatops_redact_env: CsvList = Field(
-        default_factory=lambda: ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY"]
-    )
+    chatops_tool_output_max_chars: int = Field(default=DEFAULT_MAX_CHARS, ge=MIN_MAX_CHARS)
+    chatops_redact_env: CsvList = Field(default_factory=lambda: list(BOT_SECRET_ENV))
     chatops_redact_patterns: list[str] = Field(default_factory=list)  # JSON list: regexes contain commas
     chatops_egress_allow: CsvList = Field(default_factory=list)  # tools/egress.py: names, *.domains, CIDRs
     # What a network tool's call to a host the allow list does not hold becomes: "refuse" (an error the
     # model reads) or "approve" (a mutating call: a card, and the approved call reaches exactly that
     # host and port, once). Loopback, link-local and the bot's own ports are refused either way.
-    chatops_egress_unlisted: Literal["refuse", "approve"] = "refuse"
+    chatops_egress_unlisted: Unlisted = DEFAULT_UNLISTED
 
     @field_validator("chatops_log_dirs", "chatops_redact_env", "chatops_egress_allow", mode="before")
     @classmethod
@@ -89,10 +96,10 @@ class Settings(BaseSettings):
         return _split_list(value)
 
     # Run limits
-    chatops_max_iterations: int = Field(default=20, ge=1)
-    chatops_deadline_seconds: float = Field(default=900.0, gt=0)
+    chatops_max_iterations: int = Field(default=agent_defaults.MAX_ITERATIONS, ge=1)
+    chatops_deadline_seconds: float = Field(default=agent_defaults.DEADLINE_SECONDS, gt=0)
     chatops_token_budget: int | None = None
-    chatops_max_calls_per_turn: int = Field(default=32, ge=1)
+    chatops_max_calls_per_turn: int = Field(default=agent_defaults.MAX_CALLS_PER_TURN, ge=1)
 
     # Limits
     chatops_rate_window_seconds: int = Field(default=60, ge=1)
@@ -103,7 +110,7 @@ class Settings(BaseSettings):
 
     # Web process
     port: int = Field(default=3000, ge=0, le=65535)
-    web_host: str = "0.0.0.0"
+    web_host: str = ALL_INTERFACES
     web_workers: int = Field(default=2, ge=1)
     web_threads: int = Field(default=8, ge=1)
     web_header_timeout_seconds: float = Field(default=10.0, gt=0)
@@ -152,3 +159,8 @@ class Settings(BaseSettings):
         if password:
             values += [password, unquote(password)]
         return [value for value in values if value]
+
+
+DEFAULTS: Final = Settings.model_construct()
+"""Every field's default, not read from the environment (nor validated): what the bot's own
+dataclasses built from settings (``RunOptions``, ``LimitSettings``, ...) default to."""

@@ -17,17 +17,12 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
-from types import TracebackType
 from typing import Any
 
 from emulator.anthropic_rules import CacheUsage, PromptCache, RequestRejected, check_request
-from emulator.http_base import ClientGone, TrackingHTTPServer
-from emulator.openai_server import RecordedRequest, ScriptedToolCall
+from emulator.scripted_server import RecordedRequest, ScriptedHandler, ScriptedServer, ScriptedToolCall
 
 __all__ = ["AnthropicReply", "AnthropicReplyFn", "AnthropicServer", "ScriptedToolCall"]
 
@@ -87,7 +82,7 @@ class AnthropicReply:
 AnthropicReplyFn = Callable[[dict[str, Any]], AnthropicReply]
 
 
-class AnthropicServer:
+class AnthropicServer(ScriptedServer[AnthropicReply]):
     """The scripted server, listening on 127.0.0.1 from construction until ``close()``."""
 
     def __init__(
@@ -101,89 +96,30 @@ class AnthropicServer:
         min_cache_tokens: int = 0,
     ) -> None:
         self.api_key = api_key
-        self.fallback = fallback
         self.cache = PromptCache(min_cache_tokens)
-        self.stopping = threading.Event()
-        self._script: deque[AnthropicReply | AnthropicReplyFn] = deque(script)
-        self._records: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._httpd = TrackingHTTPServer((host, port), _Handler, self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.01},
+        super().__init__(
+            _Handler,
+            host,
+            port,
             name="anthropic-emulator",
-            daemon=True,
+            reply_type=AnthropicReply,
+            script=script,
+            fallback=fallback,
         )
-        self._thread.start()
 
     @property
     def url(self) -> str:
         """The API root to give a client (``/v1/messages`` is below it)."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._records)
-
-    def enqueue(self, *items: AnthropicReply | AnthropicReplyFn) -> None:
-        with self._lock:
-            self._script.extend(items)
-
-    def record(self, request: RecordedRequest) -> int:
-        with self._lock:
-            self._records.append(request)
-            return len(self._records)
-
-    def next_reply(self, body: dict[str, Any]) -> AnthropicReply | None:
-        with self._lock:
-            item = self._script.popleft() if self._script else self.fallback
-        return item(body) if callable(item) else item
-
-    def close(self) -> None:
-        self.stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._httpd.drop_connections()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> AnthropicServer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        return self.root_url
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: TrackingHTTPServer
-    timeout = 30
-    disable_nagle_algorithm = True
+class _Handler(ScriptedHandler):
+    request_id_header = "request-id"
+    request_id_prefix = "req_emul"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: tests read ``requests``."""
-
-    def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        headers = {name.lower(): value for name, value in self.headers.items()}
+    def answer(self, record: RecordedRequest) -> None:
         owner: AnthropicServer = self.server.owner
-        self.record = RecordedRequest("POST", self.path, headers, raw, body, self.client_address[1])
-        self.number = owner.record(self.record)
-        try:
-            self._answer(owner, headers, body)
-            self.record.outcome = self.record.outcome if self.record.outcome != "pending" else "answered"
-        except ClientGone:
-            self.record.outcome = "client_disconnected"
-            self.close_connection = True
-
-    def _answer(self, owner: AnthropicServer, headers: dict[str, str], body: Any) -> None:
+        headers, body = record.headers, record.body
         if self.path.split("?")[0] != "/v1/messages":
             return self._error(404, "not_found_error", f"Not found: {self.path}")
         given = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
@@ -197,34 +133,23 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "invalid_request_error", str(rejected))
         reply = owner.next_reply(body)
         if reply is None:
-            return self._error(500, "api_error", f"the emulator's script ran out (request {self.number})")
+            return self._error(
+                500, "api_error", f"the emulator's script ran out (request {self.request_number})"
+            )
         if reply.status is not None:
             return self._error(reply.status, reply.error_type, reply.message, reply.headers)
-        message = _Message(reply, body, self.number, owner.cache.account(body))
+        message = _Message(reply, body, self.request_number, owner.cache.account(body))
         if body.get("stream") is True:
             return self._stream(reply, message)
-        self._send(200, "application/json", json.dumps(message.as_json()).encode())
+        self.send_body(200, json.dumps(message.as_json()).encode())
 
     def _error(self, status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> None:
         payload = {
             "type": "error",
             "error": {"type": kind, "message": message},
-            "request_id": f"req_emul{self.number}",
+            "request_id": self.request_id,
         }
-        self._send(status, "application/json", json.dumps(payload).encode(), headers)
-
-    def _send(self, status: int, kind: str, data: bytes, headers: Mapping[str, str] | None = None) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("request-id", f"req_emul{self.number}")
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError as exc:
-            raise ClientGone from exc
+        self.send_body(status, json.dumps(payload).encode(), headers)
 
     def _stream(self, reply: AnthropicReply, message: _Message) -> None:
         events = message.events()
@@ -234,22 +159,8 @@ class _Handler(BaseHTTPRequestHandler):
         truncated = reply.truncate_after is not None and reply.truncate_after < len(events)
         if reply.truncate_after is not None:
             events = events[: reply.truncate_after]
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for name, data in events:
-                chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            if truncated:
-                self.record.outcome = "truncated"
-                self.close_connection = True
-            else:
-                self.wfile.write(b"0\r\n\r\n")
-        except OSError as exc:
-            raise ClientGone from exc
+        encoded = [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
+        self.send_events(encoded, truncated=truncated)
 
 
 class _Message:

@@ -22,46 +22,46 @@ the demo's Redis keys removed and an embedded Redis shut down.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import os
-import queue
-import re
 import secrets
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 import webbrowser
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-import psutil
 import redis
 
+from emulator.demo_activity import ActivityLog
 from emulator.demo_host import DemoHost, build_host
-from emulator.embedded_redis import DEFAULT_URL, RedisServer, ensure_redis
+from emulator.demo_options import DEFAULT_PAGE_PORT, Options, parse_args
+from emulator.demo_processes import (
+    Child,
+    first_exited,
+    free_port,
+    http_status,
+    spawn_chatops,
+    stop_children,
+    tail,
+)
+from emulator.demo_redis import forget_session
+from emulator.embedded_redis import RedisServer, ensure_redis
 from emulator.openai_server import OpenAIServer
 from emulator.scenario import Scenario, ScenarioSet, load_script
 from emulator.slack import SlackEmulator, WorkspaceConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PAGE_PORT = 3100
 HEALTH_TIMEOUT = 60.0
-STOP_TIMEOUT = 10.0
 # Settings the children must not inherit from the shell: the demo sets its own.
 _OWN_PREFIXES = ("SLACK_", "CHATOPS_", "LLM_", "WEB_")
 _OWN_NAMES = ("REDIS_URL", "PORT")
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-_MENTION = re.compile(r"<@([A-Z0-9_]+)>")
 TRY_THESE = (
     "@ops web-03 is out of disk, deal with it",
     "@ops the api on web-03 is burning CPU, restart it",
@@ -74,30 +74,6 @@ class DemoError(RuntimeError):
 
 class Interrupted(Exception):
     """Stopped (Ctrl-C) while starting."""
-
-
-@dataclass
-class Options:
-    directory: Path = Path(".demo")
-    port: int | None = None
-    scenario: str = "demo"
-    latency: float | None = None
-    redis_url: str = DEFAULT_URL
-    open_browser: bool = True
-    activity: bool = True
-
-
-@dataclass
-class Child:
-    """A process the demo started, in its own process group, writing to ``log``."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Path
-    descendants: list[psutil.Process] = field(default_factory=list)
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
 
 
 class Demo:
@@ -120,7 +96,7 @@ class Demo:
         self.children: list[Child] = []
         self.web_url = ""
         self._lock: IO[str] | None = None
-        self._activity: queue.Queue[dict[str, Any] | None] | None = None
+        self._activity: ActivityLog | None = None
         self._stopped = False
 
     # -- starting ----------------------------------------------------------------------------------
@@ -144,7 +120,7 @@ class Demo:
         self._start_slack(token, secret)
         llm_env = self._start_llm()
         env = self._child_env(token, secret, llm_env)
-        port = _free_port()
+        port = free_port()
         self.web_url = f"http://127.0.0.1:{port}"
         self._spawn("web", ["web", "--port", str(port), "--host", "127.0.0.1"], env)
         self._spawn("worker", ["worker"], {**env, "PATH": f"{self.host.bin_dir}{os.pathsep}{env['PATH']}"})
@@ -265,26 +241,15 @@ class Demo:
         return env
 
     def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
+        banner = f"chatops {name}, demo session {self.session}, {time.ctime()}"
         log = self.logs / f"{name}.log"
-        with open(log, "ab") as handle:
-            handle.write(f"\n--- chatops {name}, demo session {self.session}, {time.ctime()} ---\n".encode())
-            handle.flush()
-            process = subprocess.Popen(
-                [sys.executable, "-m", "bot.ops.cli", *arguments],
-                cwd=self.directory,  # no .env there: the demo's settings are all in env
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches the demo only, which stops them in order
-            )
-        self.children.append(Child(name, process, log))
+        self.children.append(spawn_chatops(name, arguments, env, cwd=self.directory, log=log, banner=banner))
 
     def _wait_for_web(self) -> None:
         deadline = time.monotonic() + HEALTH_TIMEOUT
         while True:
             self._check_children()
-            if _http_status(f"{self.web_url}/healthz") == 200:
+            if http_status(f"{self.web_url}/healthz") == 200:
                 return
             if self.stopping.wait(0.1):
                 raise Interrupted
@@ -295,13 +260,13 @@ class Demo:
                 )
 
     def _check_children(self) -> None:
-        for child in self.children:
-            code = child.process.poll()
-            if code is not None:
-                raise DemoError(
-                    f"chatops {child.name} exited with status {code}; the end of {self._show(child.log)}:\n"
-                    + _tail(child.log, 15)
-                )
+        exited = first_exited(self.children)
+        if exited is not None:
+            child, code = exited
+            raise DemoError(
+                f"chatops {child.name} exited with status {code}; the end of {self._show(child.log)}:\n"
+                + tail(child.log, 15)
+            )
 
     # -- running -----------------------------------------------------------------------------------
 
@@ -330,35 +295,8 @@ class Demo:
 
     def _watch_activity(self) -> None:
         assert self.slack is not None
-        notices = self.slack.hub.subscribe()
-        self._activity = notices
-        threading.Thread(
-            target=self._print_activity, args=(notices,), name="demo-activity", daemon=True
-        ).start()
-
-    def _print_activity(self, notices: queue.Queue[dict[str, Any] | None]) -> None:
-        """A line per new message, and per change of a bot message's status (``Working`` -> ``Done``)."""
-        assert self.slack is not None
-        workspace = self.slack.core.ws
-        shown: dict[str, str] = {}  # ts -> the status shown last for that message
-        while (notice := notices.get()) is not None:
-            if notice.get("type") not in ("message", "message_changed"):
-                continue
-            with workspace.lock:
-                message = workspace.message(str(notice["channel"]), str(notice["ts"]))
-                if message is None or message.ephemeral_to is not None:
-                    continue
-                channel = workspace.channels[message.channel].name
-                names = {user.id: user.name for user in workspace.users.values()}
-                text, is_bot, thread = message.text, bool(message.bot_id), message.thread_ts
-            author = names.get(message.user, message.user)
-            first = " ".join(_MENTION.sub(_NameOf(names), text).split("\n", 1)[0].split())
-            status = first.split(":", 1)[0] if is_bot else first
-            if shown.get(message.ts) == status:
-                continue  # a run card counting its steps, or an edit with nothing new to say
-            shown[message.ts] = status
-            where = f"#{channel}" + (" (thread)" if thread else "")
-            self.say(f"{time.strftime('%H:%M:%S')}  {where:<19} {author:>6}: {_cut(first, 90)}")
+        self._activity = ActivityLog(self.slack, self.say)
+        self._activity.start()
 
     # -- stopping ----------------------------------------------------------------------------------
 
@@ -368,10 +306,9 @@ class Demo:
             return
         self._stopped = True
         self.say("chatops demo: stopping ...")
-        if self._activity is not None and self.slack is not None:
-            self.slack.hub.unsubscribe(self._activity)
-            self._activity.put(None)
-        self._stop_children()
+        if self._activity is not None:
+            self._activity.stop()
+        stop_children(self.children, self.say)
         if self.slack is not None:
             self.slack.close()
         if self.llm is not None:
@@ -383,109 +320,16 @@ class Demo:
             self._lock.close()
         self.say("chatops demo: stopped")
 
-    def _stop_children(self) -> None:
-        for child in self.children:
-            with contextlib.suppress(psutil.Error):
-                child.descendants = psutil.Process(child.process.pid).children(recursive=True)
-        # The worker first: a run that is working finishes its step (RQ's warm shutdown).
-        for child in reversed(self.children):
-            if child.alive():
-                child.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        for child in reversed(self.children):
-            try:
-                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.say(f"  chatops {child.name} did not stop within {STOP_TIMEOUT:.0f}s: killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.process.pid, signal.SIGKILL)
-                child.process.wait()
-        for child in self.children:  # anything a child left behind (a work horse, a web worker process)
-            for process in child.descendants:
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
-
     def _forget_redis_data(self) -> None:
         if self.redis is None:
             return
         try:
-            client = redis.Redis.from_url(self.redis.url, socket_timeout=5)
-            try:
-                if self.redis.embedded is not None:
-                    client.flushall()
-                else:
-                    _delete_demo_keys(client, self.key_prefix, self.queue)
-            finally:
-                client.close()
+            forget_session(self.redis, self.key_prefix, self.queue)
         except redis.RedisError as error:
             self.say(f"  could not remove the demo's Redis keys ({error}); they expire within a day")
 
 
-def _delete_demo_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:
-    """The session's keys and its RQ queue, registries and jobs; nothing else."""
-    from rq.job import Job
-    from rq.queue import Queue
-
-    rq_queue = Queue(queue_name, connection=client)
-    job_ids = set(rq_queue.get_job_ids())
-    for registry in (
-        rq_queue.started_job_registry,
-        rq_queue.finished_job_registry,
-        rq_queue.failed_job_registry,
-        rq_queue.deferred_job_registry,
-        rq_queue.scheduled_job_registry,
-        rq_queue.canceled_job_registry,
-    ):
-        job_ids.update(registry.get_job_ids())
-    for job in Job.fetch_many(sorted(job_ids), connection=client):
-        if job is not None:
-            job.delete(remove_from_queue=True)
-    for pattern in (f"{prefix}*", f"rq:*:{queue_name}", f"rq:*:{queue_name}:*"):
-        for key in client.scan_iter(match=pattern, count=1000):
-            client.delete(key)
-
-
 # -- helpers ---------------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _http_status(url: str) -> int | None:
-    try:
-        with _OPENER.open(url, timeout=2) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return None
-
-
-def _tail(path: Path, lines: int) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join("    " + line for line in text.splitlines()[-lines:])
-
-
-class _NameOf:
-    """``<@U123>`` as ``@name`` (a ``re.sub`` replacement)."""
-
-    def __init__(self, names: dict[str, str]) -> None:
-        self.names = names
-
-    def __call__(self, match: re.Match[str]) -> str:
-        return "@" + self.names.get(match.group(1), match.group(1))
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _has_display() -> bool:
@@ -507,41 +351,6 @@ def _signals(demo: Demo) -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
-
-def parse_args(argv: list[str] | None = None) -> Options:
-    parser = argparse.ArgumentParser(
-        prog="python -m emulator.demo",
-        description="Run the whole bot on this machine: the Slack emulator's page, a scripted model "
-        "(or LLM_BASE_URL's), Redis, chatops web and chatops worker, and a simulated host.",
-    )
-    parser.add_argument(
-        "--port", type=int, help=f"the page's port (default {DEFAULT_PAGE_PORT}, or any free one)"
-    )
-    parser.add_argument("--scenario", default="demo", help="scenario (set) name or YAML path (default: demo)")
-    parser.add_argument(
-        "--latency", type=float, help="seconds before each scripted answer (default: the scenario's)"
-    )
-    parser.add_argument(
-        "--dir", default=".demo", help="the demo's folder: host, logs, Redis data (default .demo)"
-    )
-    parser.add_argument(
-        "--redis-url",
-        default=os.environ.get("REDIS_URL") or DEFAULT_URL,
-        help="Redis to use if it answers, else an embedded one (default: REDIS_URL or the local default)",
-    )
-    parser.add_argument("--no-browser", action="store_true", help="do not open the page in a browser")
-    parser.add_argument("--quiet", action="store_true", help="do not print a line per Slack message")
-    args = parser.parse_args(argv)
-    return Options(
-        directory=Path(args.dir),
-        port=args.port,
-        scenario=args.scenario,
-        latency=args.latency,
-        redis_url=args.redis_url,
-        open_browser=not args.no_browser,
-        activity=not args.quiet,
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

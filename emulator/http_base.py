@@ -1,4 +1,5 @@
-"""What the scripted model servers share: a threaded HTTP server that can drop its open connections.
+"""What the emulator's local HTTP servers share: a threaded HTTP server that can drop its open
+connections, served on a background thread from construction until ``close()``.
 
 Closing a scripted server must also end the answers still being written (a delayed reply, a slow
 stream), so the server keeps the sockets it serves and shuts them down on ``drop_connections``.
@@ -11,7 +12,8 @@ import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 
 class ClientGone(Exception):
@@ -51,3 +53,38 @@ class TrackingHTTPServer(ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], OSError):
             return
         super().handle_error(request, client_address)
+
+
+class BackgroundServer:
+    """A ``TrackingHTTPServer`` (its ``owner`` is this object) on a daemon thread, listening from
+    construction until ``close()``; ``stopping`` is set when it closes, to end waits early."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], host: str, port: int, *, name: str) -> None:
+        self.stopping = threading.Event()
+        self._httpd = TrackingHTTPServer((host, port), handler, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, name=name, daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def root_url(self) -> str:
+        """``http://HOST:PORT``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def close(self) -> None:
+        """Stop serving, wake waiting answers and drop open connections."""
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd.drop_connections()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Redis (local server or embedded), isolated per test by key prefix."""
+"""Shared fixtures: a real Redis (local server or embedded), isolated per test by key prefix and RQ queue."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from bot.keys import Keys
 from emulator.embedded_redis import RedisServer, ensure_redis
 
 
@@ -27,6 +28,17 @@ def redis_url(redis_server: RedisServer) -> str:
 def key_prefix() -> str:
     """A prefix no other test uses, so tests can share one Redis in parallel."""
     return f"test:{uuid.uuid4().hex[:12]}:"
+
+
+@pytest.fixture
+def keys(key_prefix: str) -> Keys:
+    return Keys(key_prefix)
+
+
+@pytest.fixture
+def queue_name() -> str:
+    """An RQ queue no other test uses (RQ's own keys are not under our prefix)."""
+    return f"test-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from agent.arguments import CONFIRMED_BY as CONFIRMED_BY  # re-exported: the catalog fills it in
 from agent.arguments import parse_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVED_PLAN, CallCategory, ToolCategory, ToolResult
@@ -42,7 +43,6 @@ from tools.errors import ToolArgumentError, ToolCallError, ToolConfigError
 
 log = logging.getLogger(__name__)
 
-CONFIRMED_BY = "confirmed_by"
 # A Slack user ID in practice; kept strict because catalog commands may put it into argv.
 _CONFIRMED_BY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 _TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -8,11 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tools.egress import EgressPolicy, Unlisted, protected_endpoints
+from agent.defaults import APPROVAL_TIMEOUT_SECONDS
+from tools.egress import DEFAULT_UNLISTED, EgressPolicy, Unlisted, protected_endpoints
+from tools.egress_endpoints import ALL_INTERFACES
 from tools.errors import ToolConfigError
 from tools.resolver import Resolver, SystemResolver
 
+# The defaults of the tools' settings (``bot.settings.Settings`` names them as its fields' defaults).
 SERVICE_BACKENDS = ("systemd", "docker", "kubernetes")
+SERVICE_BACKEND = "systemd"
+LOG_DIRS = ("/var/log",)
+KUBE_NAMESPACE = "default"
 BOT_SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY")
 # How long a dry run of a destructive built-in stays valid beyond the approval timeout.
 _PLAN_TTL_MARGIN_SECONDS = 300
@@ -64,12 +70,12 @@ class ToolsConfig:
 
     tools_file: Path | None = None
     """The YAML catalog (``CHATOPS_TOOLS_FILE``); ``None`` loads only the built-ins."""
-    log_dirs: tuple[Path, ...] = (Path("/var/log"),)
+    log_dirs: tuple[Path, ...] = tuple(Path(path) for path in LOG_DIRS)
     """Where ``tail_log``, ``list_logs`` and ``clean_old_logs`` may look."""
-    service_backend: str = "systemd"
-    kube_namespace: str = "default"
+    service_backend: str = SERVICE_BACKEND
+    kube_namespace: str = KUBE_NAMESPACE
     kube_context: str | None = None
-    plan_ttl_seconds: float = 1800 + _PLAN_TTL_MARGIN_SECONDS
+    plan_ttl_seconds: float = APPROVAL_TIMEOUT_SECONDS + _PLAN_TTL_MARGIN_SECONDS
     """The oldest dry-run plan an approved destructive built-in still executes."""
     env: Mapping[str, str] | None = None
     """The environment for commands and catalog ``${NAME}`` headers; ``None`` is ``os.environ``."""
@@ -77,12 +83,12 @@ class ToolsConfig:
     """Variables removed from the environment of every command (the bot's own secrets)."""
     egress_allow: tuple[str, ...] = ()
     """``CHATOPS_EGRESS_ALLOW``: what network tools may reach (see ``tools.egress``); empty: nothing."""
-    egress_unlisted: Unlisted = "refuse"
+    egress_unlisted: Unlisted = DEFAULT_UNLISTED
     """``CHATOPS_EGRESS_UNLISTED``: an unlisted destination is refused, or needs an approval card."""
     redis_url: str | None = None
     """The bot's own Redis: never reachable through a tool unless an entry names its port."""
     web_port: int | None = None
-    web_host: str = "0.0.0.0"
+    web_host: str = ALL_INTERFACES
     """The bot's own web and metrics port (``PORT`` on ``WEB_HOST``), protected like Redis."""
     resolver: Resolver | None = None
     """Name lookups for the network tools; ``None`` is the system resolver (tests inject one)."""

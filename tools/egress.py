@@ -174,6 +174,7 @@ _NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
 
 Unlisted = Literal["refuse", "approve"]
 """``CHATOPS_EGRESS_UNLISTED``: what a call to a destination the allow list does not hold becomes."""
+DEFAULT_UNLISTED: Unlisted = "refuse"
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ class EgressPolicy:
     entries: tuple[AllowEntry, ...] = ()
     protected: tuple[ProtectedEndpoint, ...] = ()
     resolver: Resolver = field(default_factory=SystemResolver)
-    unlisted: Unlisted = "refuse"
+    unlisted: Unlisted = DEFAULT_UNLISTED
     approved: Destination | None = None
     """The one destination a person approved for the execution this policy serves (``approving``)."""
 
@@ -220,7 +221,7 @@ class EgressPolicy:
         *,
         protected: Sequence[ProtectedEndpoint] = (),
         resolver: Resolver | None = None,
-        unlisted: Unlisted = "refuse",
+        unlisted: Unlisted = DEFAULT_UNLISTED,
     ) -> EgressPolicy:
         """From ``CHATOPS_EGRESS_ALLOW`` entries; raises ``ToolConfigError`` naming a bad one."""
         entries = tuple(parse_entry(text) for text in allow if text.strip())

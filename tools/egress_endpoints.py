@@ -29,11 +29,14 @@ class ProtectedEndpoint:
         return self.local and special_range(address) in ("loopback", "unspecified")
 
 
+ALL_INTERFACES = "0.0.0.0"  # a web port bound to every address of the host (WEB_HOST's default)
+
+
 def protected_endpoints(
     *,
     redis_url: str | None,
     web_port: int | None,
-    web_host: str = "0.0.0.0",
+    web_host: str = ALL_INTERFACES,
     resolver: Resolver,
     local_addresses: Callable[[], Iterable[str]] = interface_addresses,
 ) -> list[ProtectedEndpoint]:

@@ -16,10 +16,11 @@ from typing import cast
 
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text, as_text_dict
+from bot.keys import Keys
 from bot.logs import redactor_for
-from bot.ops.runs_cli import cli_errors, connect
+from bot.ops.runs_cli import cli_errors
+from bot.redis_connection import open_redis
 from bot.runs.audit import AuditEntry, AuditKind
 from bot.runs.transcript import stamp
 from bot.settings import Settings
@@ -32,7 +33,7 @@ RawEntry = tuple[bytes | str, dict[bytes | str, bytes | str]]
 
 
 def parse_entry(entry_id: bytes | str, raw: dict[bytes | str, bytes | str]) -> AuditEntry:
-    fields = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+    fields = as_text_dict(raw)
     kind = AuditKind(fields.pop("kind"))
     run_id = fields.pop("run_id", "")
     at = float(fields.pop("at", "0"))
@@ -102,7 +103,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
 
     kinds = set(args.kind or [])
     with cli_errors(settings) as status:
-        client = connect(settings)
+        client = open_redis(settings.redis_url, blocking_seconds=_BLOCK_MS / 1000)  # --follow's XREAD
         key = Keys(settings.chatops_redis_prefix).audit()
         last = "0-0"
         for entry in newest(client, key, max(0, args.lines), args.run, kinds):

@@ -47,6 +47,7 @@ from bot.models import client_options, endpoints, model_keys
 from bot.ops.runs_cli import Progress
 from bot.ops.tools_cli import BUILT_IN, tool_rows
 from bot.ops.worker import load_runtime_factory
+from bot.redis_connection import open_redis
 from bot.runs.durability import DurabilityMode, findings, read_persistence
 from bot.settings import Settings
 from bot.slack.client import api_base_url
@@ -124,7 +125,7 @@ def check_settings(settings: Settings) -> Check:
 
 def check_redis(settings: Settings, redact: Callable[[str], str]) -> Check:
     where = redact(settings.redis_url)
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3.0, socket_timeout=5.0)
+    client = open_redis(settings.redis_url)
     try:
         client.ping()
         version_text = str(client.info("server").get("redis_version", "0"))
@@ -158,7 +159,7 @@ PERSISTENCE_FIX = (
 def check_persistence(settings: Settings, redact: Callable[[str], str]) -> Check:
     """Can a Redis crash or eviction lose an executing mark (and let an approved call run twice)?"""
     where = redact(settings.redis_url)
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3.0, socket_timeout=5.0)
+    client = open_redis(settings.redis_url)
     try:
         persistence = read_persistence(client)
     except redis.RedisError as error:

@@ -19,18 +19,16 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import redis
-from pydantic import ValidationError
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
 from agent.types import RunStatus
 from bot.errors import BotError, RunNotFoundError
+from bot.keys import Keys
 from bot.logs import redactor_for
-from bot.runs.service import RunOptions, RunRecord, RunService
+from bot.redis_connection import open_redis
+from bot.runs.record import ACTIVE_STATUSES, RunRecord, RunRecords
+from bot.runs.service import RunOptions, RunService
 from bot.runs.transcript import RENDERERS, load_transcript, stamp
 from bot.settings import Settings
-
-ACTIVE = ("queued", "running", "awaiting_approval")
 
 
 class Progress:
@@ -53,10 +51,6 @@ class Progress:
             self._stream.write("\r\033[K")
             self._stream.flush()
             self._shown = False
-
-
-def connect(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.redis_url, socket_connect_timeout=3.0, socket_timeout=10.0)
 
 
 def service_for(settings: Settings, client: redis.Redis) -> RunService:
@@ -82,25 +76,23 @@ def cli_errors(settings: Settings, stderr: TextIO | None = None) -> Iterator[lis
 # -- finding runs ------------------------------------------------------------------------------------
 
 
-def _run_ids(client: redis.Redis, keys: Keys, prefix: str, progress: Progress) -> list[str]:
+def _run_ids(records: RunRecords, prefix: str, progress: Progress) -> list[str]:
     """Ids of run records whose id starts with ``prefix`` (a SCAN: cost grows with the keyspace)."""
-    base = keys.run("x")[:-1]
-    found: list[str] = []
-    for seen, raw in enumerate(client.scan_iter(match=keys.run(f"{prefix}*"), count=1000), 1):
-        if seen % 500 == 0:
-            progress.update(f"scanning Redis for runs… {seen:,} keys, {len(found):,} runs")
-        run_id = (as_text(raw) or "")[len(base) :]
-        if run_id and ":" not in run_id:
-            found.append(run_id)
+
+    def scanned(seen: int, found: int) -> None:
+        progress.update(f"scanning Redis for runs… {seen:,} keys, {found:,} runs")
+
+    found = records.scan_ids(prefix, scanned)
     progress.done()
     return found
 
 
 def resolve_run_id(client: redis.Redis, keys: Keys, given: str) -> str:
     """``given`` if such a run exists, else the one run whose id starts with it."""
-    if client.exists(keys.run(given)):
+    records = RunRecords(client, keys)
+    if records.exists(given):
         return given
-    matches = _run_ids(client, keys, given, Progress()) if len(given) >= 4 else []
+    matches = _run_ids(records, given, Progress()) if len(given) >= 4 else []
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
@@ -118,7 +110,7 @@ class RunRow:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            **self.record.model_dump(mode="json"),
+            **self.record.created_fields(),
             "iterations": self.iterations,
             "paid_tokens": self.paid_tokens,
         }
@@ -134,28 +126,16 @@ def list_runs(
     progress: Progress | None = None,
 ) -> list[RunRow]:
     """Runs, newest first, filtered by status and channel."""
-    run_ids = _run_ids(client, keys, "", progress or Progress())
-    pipe = client.pipeline(transaction=False)
-    for run_id in run_ids:
-        pipe.hgetall(keys.run(run_id))
+    records = RunRecords(client, keys)
+    run_ids = _run_ids(records, "", progress or Progress())
     rows = []
-    for raw in pipe.execute() if run_ids else []:
-        try:
-            record = RunRecord.from_hash(raw)
-        except ValidationError:  # expired between SCAN and HGETALL, or not a run record
-            continue
-        fields = {as_text(k) or "": as_text(v) or "" for k, v in raw.items()}
+    for record in records.get_many(run_ids):
         if statuses and record.status.value not in statuses:
             continue
         if channel and record.channel != channel:
             continue
-        usage = json.loads(fields.get("usage") or "{}")
-        paid = (
-            usage.get("prompt_tokens", 0)
-            - usage.get("cache_read_tokens", 0)
-            + usage.get("completion_tokens", 0)
-        )
-        rows.append(RunRow(record, int(json.loads(fields.get("iteration") or "0")), int(paid)))
+        state = record.state()
+        rows.append(RunRow(record, state.iteration if state else 0, state.usage.paid_tokens if state else 0))
     rows.sort(key=lambda row: row.record.created_at, reverse=True)
     return rows[:limit]
 
@@ -209,7 +189,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
         "cancel": _cancel,
     }
     with cli_errors(settings) as status:
-        service = service_for(settings, connect(settings))
+        service = service_for(settings, open_redis(settings.redis_url))
         try:
             status[0] = commands[args.action](args, settings, service)
         except RunNotFoundError:
@@ -224,7 +204,7 @@ def _list(args: argparse.Namespace, settings: Settings, service: RunService) -> 
     wanted: set[str] = set()
     for status in args.status or []:
         if status == "active":
-            wanted.update(ACTIVE)
+            wanted.update(ACTIVE_STATUSES)
         elif status == "finished":
             wanted.update(s.value for s in RunStatus if s.terminal)
         else:

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from agent.keys import Keys
 from bot.errors import BotConfigurationError
+from bot.keys import Keys
+from bot.redis_connection import open_redis
 from bot.runs.durability import Durability
 from bot.runs.lost_runs import LossDetector
 from bot.runs.metrics import RunMetrics
@@ -60,7 +61,8 @@ def default_runtime(settings: Settings) -> Runtime:
     from tools.registry import build_registry_from_settings
     from tools.safety import OutputFilter
 
-    client = redis.Redis.from_url(settings.redis_url)
+    # Its one blocking command is the durability wait (WAITAOF / WAIT, ``bot.runs.durability``).
+    client = open_redis(settings.redis_url, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
     model_env = model_keys(settings)
@@ -68,6 +70,9 @@ def default_runtime(settings: Settings) -> Runtime:
     # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
     model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
     registry = build_registry_from_settings(settings)
+    output_filter = OutputFilter.from_settings(
+        settings, env=model_env, extra_secrets=[*registry.secret_values, *model_secrets]
+    )
     return Runtime(
         redis=client,
         keys=keys,
@@ -76,9 +81,8 @@ def default_runtime(settings: Settings) -> Runtime:
         tools=registry.tools(),
         system_prompt=system_prompt(settings.chatops_system_prompt_file),
         presenter=_presenter(settings, client, keys, [*registry.secret_values, *model_secrets]),
-        tool_output_filter=OutputFilter.from_settings(
-            settings, env=model_env, extra_secrets=[*registry.secret_values, *model_secrets]
-        ),
+        tool_output_filter=output_filter,
+        redact=output_filter.redactor.redact,  # the model's text and arguments, before they are stored
         owns_connection=True,
         metrics_enabled=settings.chatops_metrics_enabled,
         durability=Durability.from_settings(client, keys, settings),
@@ -113,7 +117,7 @@ def build_worker(
     name: str | None = None,
 ) -> ChatopsWorker | ChatopsSimpleWorker:
     """A worker on ``CHATOPS_QUEUE`` whose jobs use ``runtime_factory`` (default: ``CHATOPS_RUNTIME``)."""
-    connection = connection or redis.Redis.from_url(settings.redis_url)
+    connection = connection or open_redis(settings.redis_url)  # RQ widens its timeout for its dequeue
     if runtime_factory is None:
         build = load_runtime_factory(settings.chatops_runtime)
 
@@ -191,7 +195,7 @@ def run_worker(
 
 
 def _wait_for_redis(url: str, poll_seconds: float) -> None:
-    client = redis.Redis.from_url(url, socket_connect_timeout=poll_seconds, socket_timeout=poll_seconds)
+    client = open_redis(url)
     try:
         while True:
             try:

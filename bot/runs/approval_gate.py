@@ -4,7 +4,8 @@ The first time a call asks, the gate refuses what nobody should be asked about (
 mutating actions, a call the card cannot show completely), stores the approval record
 (``pending``), posts the card and answers ``pending``: the run stops as ``awaiting_approval`` and
 the job ends. When the run is resumed the gate answers from the record: approved exactly once
-(``consume``, made durable before the tool runs), or declined, expired, superseded.
+(``consume``, made durable before the tool runs), or declined, expired, superseded. Every move of
+the record (create, expire, decline, consume) is ``bot.runs.approval_lifecycle``'s, audited there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from agent.types import Decision
 from bot.errors import DurabilityError
 from bot.runs.approvals import (
     CARD_FAILED_REASON,
-    EXPIRED_REASON,
     SYSTEM_DECIDER,
     Approval,
     ApprovalStatus,
@@ -57,7 +57,6 @@ class ApprovalGate:
     presenter: Presenter
     run: RunRef
     timeout_seconds: float
-    clock: Callable[[], float]
     metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
     max_mutating_actions: int = 0
     involved: Callable[[], tuple[str, ...]] = tuple
@@ -109,22 +108,16 @@ class ApprovalGate:
         )
 
     def _create(self, request: ConfirmRequest) -> Approval:
-        approval, created = self.service.approvals.store(self._draft(request), self.timeout_seconds)
+        approval, created = self.service.lifecycle.request(self._draft(request), self.timeout_seconds)
         if created:
-            self.service.audit.approval_requested(approval)
             self.metrics.approval_requested(approval.category.value)
-            self.service.schedule_expiry(approval.id, self.clock() + self.timeout_seconds)
         return approval
 
     def _expire_if_due(self, approval: Approval) -> Approval:
         """The scheduled expiry may not have run yet; Redis's clock says whether it is due."""
-        result = self.service.approvals.decide(
-            approval.id, ApprovalStatus.EXPIRED, SYSTEM_DECIDER, EXPIRED_REASON, only_if_due=True
-        )
+        result = self.service.lifecycle.expire_if_due(approval.id)
         if result is None or result.outcome is DecideOutcome.NOT_DUE:
             return approval
-        if result.won:
-            self.service.audit.approval_decided(result.approval)
         return result.approval
 
     def _show_card(self, approval: Approval) -> Decision:
@@ -142,17 +135,13 @@ class ApprovalGate:
             if card_ts:
                 self.service.approvals.set_card(approval.id, self.run.channel, card_ts)
             return Decision.pending()  # a presenter without cards (headless): decided by other means
-        result = self.service.approvals.decide(
-            approval.id, ApprovalStatus.DECLINED, SYSTEM_DECIDER, CARD_FAILED_REASON
-        )
-        if result is not None and result.won:
-            self.service.audit.approval_decided(result.approval)
+        self.service.lifecycle.decline(approval.id, SYSTEM_DECIDER, CARD_FAILED_REASON)
         present(self.presenter.post_notice, self.run, CARD_FAILED_NOTICE.format(tool=approval.tool))
         return Decision.decline(CARD_FAILED_REASON)
 
     def _consume(self, approval: Approval) -> Decision:
         """Use the approval for its one execution, durably, before the side effect starts."""
-        outcome = self.service.approvals.consume(approval.id)
+        outcome = self.service.lifecycle.consume(approval.id)
         if outcome == "used":
             return Decision.used()  # an execution already started on it: never a second one
         if outcome != "consumed":

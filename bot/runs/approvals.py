@@ -14,7 +14,9 @@ its execution starts (``consume``): a second execution can never ride on it.
   expiry and decision times all come from one clock, so a host whose clock is minutes off can
   neither expire a fresh approval nor approve a stale one.
 
-The plain transition is one Lua function (``DECIDE_LUA``) shared by every script that decides.
+The plain transition is one Lua function (``DECIDE_LUA``) shared by every script that decides;
+a reply's supersede is ``SUPERSEDE_LUA`` on top of it (the inbox's delivery script runs it). Who
+moves a record, and the audit entry of every move, is ``bot.runs.approval_lifecycle``.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from enum import StrEnum
 import redis
 from pydantic import BaseModel, Field
 
-from agent.keys import Keys
-from agent.redis_memory import as_text, hset_if_exists
+from agent.redis_util import as_text, hset_if_exists
 from agent.tooling import ToolCategory
 from agent.types import Decision, ToolCall
+from bot.keys import Keys
 
 SYSTEM_DECIDER = "chatops"
 EXPIRED_REASON = "approval expired"
@@ -52,7 +54,7 @@ end
 DECIDE_LUA = (
     _NOW_LUA
     + """
-local function decide(key, status, by, at, reason)
+local function decide(key, status, by, reason)
   local current = redis.call('HMGET', key, 'status', 'decided_by', 'decided_at', 'reason')
   if not current[1] then return {'missing', '', '', '', ''} end
   if current[1] ~= 'pending' then
@@ -61,6 +63,17 @@ local function decide(key, status, by, at, reason)
   local when = string.format('%.6f', now())
   redis.call('HSET', key, 'status', status, 'decided_by', by, 'decided_at', when, 'reason', reason)
   return {'won', status, by, when, reason}
+end
+"""
+)
+# The reason is a Lua literal: plain text, nothing to escape.
+assert SUPERSEDED_REASON.replace(" ", "").isalnum()
+# A Lua function for scripts that store a reply: supersede one pending approval, ``by`` its author.
+SUPERSEDE_LUA = (
+    DECIDE_LUA
+    + f"""
+local function supersede(key, by)
+  return decide(key, 'superseded', by, '{SUPERSEDED_REASON}')
 end
 """
 )
@@ -78,11 +91,11 @@ if ARGV[5] ~= '' and (card[3] ~= ARGV[4] or card[4] ~= ARGV[5]) then return {'mi
 if card[1] ~= 'pending' then return {'lost'} end
 local due = now() >= tonumber(card[2])
 if due and ARGV[1] ~= 'expired' then
-  decide(key, 'expired', ARGV[7], '', ARGV[8])
+  decide(key, 'expired', ARGV[7], ARGV[8])
   return {'expired'}
 end
-if not due and ARGV[6] == '1' then return {'not_due', string.format('%.6f', tonumber(card[2]) - now())} end
-return {decide(key, ARGV[1], ARGV[2], '', ARGV[3])[1]}
+if not due and ARGV[6] == '1' then return {'not_due'} end
+return {decide(key, ARGV[1], ARGV[2], ARGV[3])[1]}
 """
 )
 # KEYS: 1 run's approvals index, 2 the new record. ARGV: 1 call id, 2 new approval id, 3 fields,
@@ -203,6 +216,11 @@ class DecideResult:
     def won(self) -> bool:
         return self.outcome is DecideOutcome.WON
 
+    @property
+    def settled(self) -> bool:
+        """This call moved the record out of ``pending``: as asked (won), or as expired (it was due)."""
+        return self.outcome in (DecideOutcome.WON, DecideOutcome.EXPIRED)
+
     def describe(self) -> str:
         a = self.approval
         when = time.strftime("%H:%M:%S UTC", time.gmtime(a.decided_at or 0))
@@ -232,6 +250,11 @@ class Approvals:
         ids = self._redis.hvals(self._keys.approvals(run_id))
         found = (self.get(as_text(i) or "") for i in ids)
         return sorted((a for a in found if a is not None), key=lambda a: a.created_at)
+
+    def keys_of_run(self, run_id: str) -> list[str]:
+        """The run's approval keys, its index and then its records: they expire with the run."""
+        ids = self._redis.hvals(self._keys.approvals(run_id))
+        return [self._keys.approvals(run_id), *(self._keys.approval(as_text(i) or "") for i in ids)]
 
     def create(
         self,

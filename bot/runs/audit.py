@@ -20,10 +20,11 @@ from enum import StrEnum
 
 import redis
 
+from agent.arguments import confirmed_by
 from agent.events import ToolEnd
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text, as_text_dict
 from agent.types import RunResult
+from bot.keys import Keys
 from bot.runs.approvals import Approval
 from tools.safety import Redactor, truncate
 
@@ -152,11 +153,7 @@ class AuditLog:
         )
 
     def tool_finished(self, run_id: str, event: ToolEnd, *, requester: str) -> str:
-        """A tool call answered: executed (with its outcome) or refused (nothing ran)."""
-        try:
-            confirmed_by = json.loads(event.call.arguments).get("confirmed_by")
-        except (ValueError, AttributeError):
-            confirmed_by = None
+        """A tool call answered: executed (with its outcome and who approved it) or refused (nothing ran)."""
         return self.record(
             AuditKind.TOOL_EXECUTED if event.executed else AuditKind.TOOL_REFUSED,
             run_id,
@@ -165,7 +162,7 @@ class AuditLog:
             arguments=event.call.arguments,
             category=event.category.value if event.category else "unknown",
             requester=requester,
-            confirmed_by=confirmed_by,
+            confirmed_by=confirmed_by(event.call.arguments),
             outcome="error" if event.is_error else "ok",
             output=truncate(self._redactor.redact(event.output), _OUTPUT_CHARS),  # redacted, then cut
             duration_seconds=round(event.duration_seconds, 3),
@@ -191,7 +188,7 @@ class AuditLog:
         """All entries (of one run), oldest first. A full scan: for tests, support and ``doctor``."""
         found = []
         for entry_id, raw in self._redis.xrange(self._key) or []:
-            fields = {as_text(k) or "": as_text(v) or "" for k, v in (raw or {}).items()}
+            fields = as_text_dict(raw)
             if run_id is not None and fields.get("run_id") != run_id:
                 continue
             kind = AuditKind(fields.pop("kind"))

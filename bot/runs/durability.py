@@ -35,10 +35,10 @@ from enum import StrEnum
 
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from bot.errors import DurabilityUnconfirmedError, NotDurableError
-from bot.settings import Settings
+from bot.keys import Keys
+from bot.settings import DEFAULTS, Settings
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,9 @@ _warned: set[tuple[str, str]] = set()
 class DurabilityMode(StrEnum):
     STRICT = "strict"  # refuse a mutating tool when a crash could lose its mark
     WARN = "warn"  # log that risk once per process (and server) and run the tool
+
+
+DEFAULT_MODE = DurabilityMode(DEFAULTS.chatops_durability)
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,8 @@ class Durability:
         client: redis.Redis,
         probe_key: str,
         *,
-        mode: DurabilityMode = DurabilityMode.WARN,
-        timeout_ms: int = 2000,
+        mode: DurabilityMode = DEFAULT_MODE,
+        timeout_ms: int = DEFAULTS.chatops_durability_timeout_ms,
         refresh_seconds: float = REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

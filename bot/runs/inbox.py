@@ -3,8 +3,9 @@
 Delivery (web process): one Lua script checks that the thread's active run is still the one we
 looked up and still active, claims the Slack message once (Slack retries events), RPUSHes the
 item, and — when the run is waiting for an approval and the caller says the author may decide
-(``may_supersede``, the approver policy's answer) — supersedes the pending approvals with the
-same ``DECIDE_LUA`` every decision uses. Anyone else's reply is stored all the same and read by
+(``may_supersede``, the approver policy's answer) — supersedes the pending approvals with
+``SUPERSEDE_LUA``, the approvals' own transition (``bot.runs.approvals``; its audit entry is
+``bot.runs.approval_lifecycle``'s). Anyone else's reply is stored all the same and read by
 the model when the run resumes; the approval stays pending. Only after the script returns
 ``stored`` may the caller acknowledge the message: it is in Redis.
 
@@ -26,34 +27,33 @@ from enum import StrEnum
 import redis
 from pydantic import BaseModel
 
-from agent.keys import Keys
-from agent.redis_memory import INBOX_ID_META, as_text
+from agent.redis_util import as_text
 from agent.types import Message
 from bot.errors import BotError
-from bot.runs.approvals import DECIDE_LUA, SUPERSEDED_REASON
+from bot.keys import Keys
+from bot.runs.approvals import SUPERSEDE_LUA
+from bot.runs.record import RUN_STATUS_LUA, RunRecords
 
 DEDUPE_SECONDS = 24 * 3600
 _MAX_ATTEMPTS = 20
 
 # KEYS: 1 thread claim, 2 run hash, 3 inbox, 4 seen-message claim, 5 approvals index, 6.. approvals.
-# ARGV: 1 run id, 2 item JSON, 3 dedupe ttl, 4 user, 5 now, 6 reason, 7 approvals index size seen,
-# 8 '1' when the author may supersede, 9.. the approval ids of KEYS 6..
+# ARGV: 1 run id, 2 item JSON, 3 dedupe ttl, 4 user, 5 approvals index size seen,
+# 6 '1' when the author may supersede, 7.. the approval ids of KEYS 6..
 _DELIVER = (
-    DECIDE_LUA
+    SUPERSEDE_LUA
+    + RUN_STATUS_LUA
     + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {'retry'} end
-if redis.call('HLEN', KEYS[5]) ~= tonumber(ARGV[7]) then return {'retry'} end
-local status = redis.call('HGET', KEYS[2], 'status')
-if status ~= 'queued' and status ~= 'running' and status ~= 'awaiting_approval' then
-  return {'no_active_run'}
-end
+if redis.call('HLEN', KEYS[5]) ~= tonumber(ARGV[5]) then return {'retry'} end
+local status = run_status(KEYS[2])
+if not run_active(status) then return {'no_active_run'} end
 if not redis.call('SET', KEYS[4], ARGV[1], 'NX', 'EX', ARGV[3]) then return {'duplicate', status} end
 redis.call('RPUSH', KEYS[3], ARGV[2])
 local result = {'stored', status}
-if status == 'awaiting_approval' and ARGV[8] == '1' then
+if status == 'awaiting_approval' and ARGV[6] == '1' then
   for i = 6, #KEYS do
-    local outcome = decide(KEYS[i], 'superseded', ARGV[4], ARGV[5], ARGV[6])
-    if outcome[1] == 'won' then table.insert(result, ARGV[i + 3]) end
+    if supersede(KEYS[i], ARGV[4])[1] == 'won' then table.insert(result, ARGV[i + 1]) end
   end
 end
 return result
@@ -72,7 +72,7 @@ class InboxItem(BaseModel):
     may_supersede: bool = False  # its author may decide: it supersedes an approval it finds pending
 
     def message(self) -> Message:
-        return Message.user(self.text, **{INBOX_ID_META: self.id, "slack_user": self.user, "ts": self.ts})
+        return Message.user(self.text, inbox_id=self.id, slack_user=self.user, ts=self.ts)
 
 
 class DeliveryStatus(StrEnum):
@@ -109,6 +109,7 @@ class Inbox:
         self._keys = keys
         self._dedupe = dedupe_seconds
         self._clock = clock
+        self._records = RunRecords(redis_client, keys)
         self._deliver = redis_client.register_script(_DELIVER)
 
     def deliver(
@@ -121,7 +122,7 @@ class Inbox:
         """
         keys = self._keys
         for _ in range(_MAX_ATTEMPTS):
-            run_id = as_text(self._redis.get(keys.thread(channel, thread_ts)))
+            run_id = self._records.active_run(channel, thread_ts)
             if run_id is None:
                 return Delivery(DeliveryStatus.NO_ACTIVE_RUN)
             approval_ids = [as_text(i) or "" for i in self._redis.hvals(keys.approvals(run_id))]
@@ -147,8 +148,6 @@ class Inbox:
                     item.model_dump_json(),
                     self._dedupe,
                     user,
-                    repr(self._clock()),
-                    SUPERSEDED_REASON,
                     len(approval_ids),
                     "1" if may_supersede else "0",
                     *approval_ids,

@@ -1,7 +1,8 @@
 """RQ jobs: ``start`` and ``resume`` work on a run, ``expire_approval`` declines an old approval.
 
-Job functions are imported by path (``bot.runs.jobs.start``) and receive only ids; everything else
-comes from the ``Runtime`` the worker bound for the job (``bot.runs.runtime``).
+They are enqueued by ``bot.runs.queueing`` only (by function; RQ stores the import path) and
+receive only ids; everything else comes from the ``Runtime`` the worker bound for the job
+(``bot.runs.runtime``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from bot.runs.approvals import DecideOutcome
 from bot.runs.run_job import RunJob
 from bot.runs.runtime import current_runtime
 
-# -- the job functions (imported by path by RQ) ------------------------------------------------------
+# -- the job functions (RQ imports them by path in the work horse) ----------------------------------
 
 
 def start(run_id: str) -> str:
@@ -25,9 +26,9 @@ def resume(run_id: str, deferrals: int = 0) -> str:
 
 def expire_approval(approval_id: str) -> str:
     """Scheduled at the approval's ``expires_at``: decline it if nobody decided, and resume the run."""
-    result = current_runtime().service().expire(approval_id)
+    result = current_runtime().service().lifecycle.expire(approval_id)
     if result is None:
         return "missing"
     if result.outcome is DecideOutcome.NOT_DUE:
         return "not_due"  # this scheduler's clock ran ahead of Redis's: scheduled again
-    return "expired" if result.won else f"already {result.approval.status.value}"
+    return "expired" if result.settled else f"already {result.approval.status.value}"

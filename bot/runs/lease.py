@@ -4,6 +4,8 @@ Acquiring INCRs the run's fence counter and stores the new token in the lease ke
 TTL (one Lua script, only when the key is free), so tokens only ever grow. ``RedisMemory``
 refuses any write whose token is not the one in the lease key: a worker that stalled past its
 TTL, or crashed and came back, cannot write once it lost the lease, even if nobody took it yet.
+This module owns the lease key and the fence counter; the same script names the holder in the
+run record (through ``bot.runs.record``'s Lua, which owns those fields).
 
 Renewal: a background thread (``Lease.keep_alive``) renews every third of the TTL, and every
 memory write renews too. Renewing on writes alone is not enough: a model request or a tool may
@@ -21,17 +23,21 @@ from dataclasses import dataclass, field
 
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
+from bot.keys import Keys
+from bot.runs.record import LEASE_HOLDER_LUA
 
-# KEYS: 1 lease, 2 fence counter, 3 run hash. ARGV: 1 ttl ms, 2 holder name.
-_ACQUIRE = """
+# KEYS: 1 lease, 2 fence counter, 3 run hash (the record names the holder). ARGV: 1 ttl ms, 2 holder name.
+_ACQUIRE = (
+    LEASE_HOLDER_LUA
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-redis.call('HSET', KEYS[3], 'leased_by', ARGV[2], 'lease_token', token)
+record_lease_holder(KEYS[3], ARGV[2], token)
 return token
 """
+)
 # KEYS: 1 lease. ARGV: 1 token, 2 ttl ms.
 _RENEW = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -70,9 +76,9 @@ class Lease:
         return cls(redis_client, keys, run_id, token, ttl_seconds) if token else None
 
     @staticmethod
-    def remaining_seconds(redis_client: redis.Redis, keys: Keys, run_id: str) -> float:
-        """How long the current holder's lease still runs (0 when nobody holds it)."""
-        return max(0, int(redis_client.pttl(keys.lease(run_id)))) / 1000
+    def held(redis_client: redis.Redis, keys: Keys, run_id: str) -> bool:
+        """Whether a worker holds the run's lease (a live one renews it)."""
+        return bool(redis_client.exists(keys.lease(run_id)))
 
     @staticmethod
     def holder_token(redis_client: redis.Redis, keys: Keys, run_id: str) -> int | None:

@@ -14,7 +14,7 @@ Every limit is 0 for "no limit". The three admission checks and the recording of
 one Lua script, so two mentions at the same moment cannot both take the last slot; a recorded
 slot that does not become a run (the thread had a run already, storing failed) is given back.
 
-Redis (keys from ``agent.keys.Keys.limits``): ``limits:user:{U}`` and ``limits:channel:{C}``
+Redis (keys from ``bot.keys.Keys.limits``): ``limits:user:{U}`` and ``limits:channel:{C}``
 are sorted sets of admitted mentions scored by time (expiring with the window);
 ``limits:active:{C}`` holds the channel's runs (a ``pending:`` entry until the run exists),
 pruned at each admission against the run service's set of active runs.
@@ -30,10 +30,10 @@ from enum import StrEnum
 
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
+from bot.keys import Keys
 from bot.runs.approvals import Approval, ApprovalStatus
-from bot.settings import Settings
+from bot.settings import DEFAULTS, Settings
 
 PENDING = "pending:"
 PENDING_SECONDS = 60  # a reservation not turned into a run by then was abandoned (a crash)
@@ -81,13 +81,13 @@ class Refusal(StrEnum):
 
 @dataclass(frozen=True)
 class LimitSettings:
-    """The limits (0 = none), from ``Settings`` (``# Limits``)."""
+    """The limits (0 = none), from ``Settings`` (``# Limits``), whose defaults are theirs."""
 
-    window_seconds: int = 60
-    user_runs: int = 0
-    channel_runs: int = 0
-    channel_active_runs: int = 0
-    mutating_actions: int = 0
+    window_seconds: int = DEFAULTS.chatops_rate_window_seconds
+    user_runs: int = DEFAULTS.chatops_user_runs_per_window
+    channel_runs: int = DEFAULTS.chatops_channel_runs_per_window
+    channel_active_runs: int = DEFAULTS.chatops_channel_max_active_runs
+    mutating_actions: int = DEFAULTS.chatops_max_mutating_actions
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LimitSettings:

@@ -36,9 +36,10 @@ import redis
 from agent.chat import ChatModel, DonePart, StreamPart
 from agent.errors import LLMError
 from agent.events import ToolEnd
-from agent.keys import Keys
 from agent.llm import RetryNotice
 from agent.types import Request, Response, RunResult, Usage
+from bot.keys import Keys
+from bot.redis_connection import open_redis
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +340,7 @@ class LazyMetrics:
     def get(self) -> RunMetrics:
         with self._lock:
             if self._pid != os.getpid():
-                client = redis.Redis.from_url(self._url, socket_connect_timeout=1.0, socket_timeout=2.0)
+                client = open_redis(self._url)
                 self._metrics = RunMetrics.for_redis(client, self._keys)
                 self._pid = os.getpid()
             return self._metrics

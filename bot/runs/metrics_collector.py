@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC
-from typing import Any, cast
+from typing import Any
 
 import redis
 from prometheus_client.core import (
@@ -33,9 +33,9 @@ from rq import Queue, Worker
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from bot.keys import Keys
 from bot.runs.metrics import SPECS, MetricsStore, Spec
+from bot.runs.record import ACTIVE_STATUSES, RunRecords
 
 log = logging.getLogger(__name__)
 
@@ -138,16 +138,9 @@ class RedisCollector(Collector):
         family = GaugeMetricFamily(
             "chatops_runs_active", "Runs not finished yet, by status.", labels=["status"]
         )
-        members = cast("list[bytes]", client.zrange(self._keys.active_runs(), 0, -1))
-        run_ids = [as_text(i) or "" for i in members]
-        pipe = client.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hget(self._keys.run(run_id), "status")
-        counts = {"queued": 0, "running": 0, "awaiting_approval": 0}
-        for status in pipe.execute() if run_ids else []:
-            text = as_text(status)
-            if text:
-                counts[text] = counts.get(text, 0) + 1
+        counts = {status.value: 0 for status in ACTIVE_STATUSES}
+        for status in RunRecords(client, self._keys).active_statuses():
+            counts[status] = counts.get(status, 0) + 1
         for status, count in sorted(counts.items()):
             family.add_metric([status], count)
         return family

@@ -8,33 +8,29 @@ worker waits for a person.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 from typing import TypeVar
 
+from agent.arguments import confirmed_by
 from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
 from agent.events import Event, IterationStarted, ToolEnd, ToolStart
-from agent.redis_memory import RedisMemory, as_text, hset_if_exists
+from agent.redis_memory import RedisMemory
 from agent.run import Run
 from agent.types import Message, RunResult, RunState, RunStatus
 from bot.logs import run_context
 from bot.runs.approval_gate import ApprovalGate
-from bot.runs.approvals import (
-    SUPERSEDED_REASON,
-    ApprovalStatus,
-)
+from bot.runs.approvals import ApprovalStatus
 from bot.runs.audit import AuditKind, AuditLog
 from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
 from bot.runs.metrics import MeteredModel, RunMetrics
 from bot.runs.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
+from bot.runs.record import RunRecord
 from bot.runs.report_steps import Step, run_steps
 from bot.runs.runtime import Runtime, present
-from bot.runs.service import RunRecord
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,8 +40,6 @@ T = TypeVar("T")
 MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
 MAX_DEFERRALS = 6
-REPORTED_FIELD = "reported"  # in the run hash: the steps of a finished run's report already done
-SUSPENDED_FIELD = "suspended_call"  # ... and the call whose wait the audit log has recorded
 REPORT_GIVE_UP_SECONDS = 3600.0  # a report Slack keeps failing is tried again by the sweep this long
 LOST_REASON = (
     "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
@@ -74,7 +68,7 @@ class JobEvents:
             self.tracker.started(event)
             self._update()
         elif isinstance(event, ToolEnd):
-            self.tracker.ended(event, _confirmed_by(event.call.arguments))
+            self.tracker.ended(event, confirmed_by(event.call.arguments))
             self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
             self.metrics.tool_finished(event)
             self._update()
@@ -105,14 +99,6 @@ def involved_people(history: Sequence[Message]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in people if isinstance(p, str) and p))
 
 
-def _confirmed_by(arguments: str) -> str | None:
-    try:
-        value = json.loads(arguments).get("confirmed_by")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
-
-
 # -- one job's work on one run -----------------------------------------------------------------------
 
 
@@ -124,6 +110,7 @@ class RunJob:
         self._run_id = run_id
         self._deferrals = deferrals
         self._service = runtime.service()
+        self._records = self._service.records
         self._metrics = RunMetrics.for_redis(runtime.redis, runtime.keys, enabled=runtime.metrics_enabled)
         self._shown: tuple[RunRef, CardTracker] | None = None  # the thread and card, once known
 
@@ -177,14 +164,7 @@ class RunJob:
         if self._deferrals >= MAX_DEFERRALS:
             return "busy"  # the recovery sweep takes over if the holder died
         delay = max(1.0, min(2.0**self._deferrals, self._rt.options.lease_ttl_seconds))
-        job = self._service.queue.enqueue_in(
-            timedelta(seconds=delay),
-            "bot.runs.jobs.resume",
-            self._run_id,
-            self._deferrals + 1,
-            job_timeout=self._rt.options.job_timeout,
-            retry=self._rt.options.retry,
-        )
+        job = self._service.jobs.run(self._run_id, delay=delay, deferrals=self._deferrals + 1)
         log.info(
             "run %s is leased to another worker; looking again in %.0fs (job %s)", self._run_id, delay, job.id
         )
@@ -192,16 +172,8 @@ class RunJob:
 
     def _work(self, record: RunRecord, lease: Lease) -> str:
         rt, run_id = self._rt, self._run_id
-        attempts = int(rt.redis.hincrby(rt.keys.run(run_id), "attempts", 1))
-        memory = RedisMemory(
-            rt.redis,
-            rt.keys,
-            run_id,
-            fence=lease.token,
-            retention_seconds=rt.options.retention_seconds,
-            lease_ttl_seconds=rt.options.lease_ttl_seconds,
-            clock=rt.clock,
-        )
+        attempts = self._records.count_attempt(run_id)
+        memory = self._service.memory(run_id, fence=lease.token)
         ref = RunRef(run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None)
         state = memory.load_state()
         if state is None:
@@ -216,13 +188,13 @@ class RunJob:
         if ref.card_ts is None and state is None:  # once per run (a presenter may have no message ts)
             card_ts = present(rt.presenter.post_run_card, ref, CardView(RunStatus.RUNNING))
             if card_ts:
-                rt.redis.hset(rt.keys.run(run_id), "card_ts", card_ts)
+                self._records.set_card(run_id, card_ts)
                 ref = replace(ref, card_ts=card_ts)
         tracker = CardTracker(memory.load_messages())
         self._shown = (ref, tracker)
         # Until its report is done, the run is swept for (a job that dies after the run's last
         # write must not leave the thread without the answer).
-        rt.redis.zadd(rt.keys.reporting(), {run_id: rt.clock()})
+        self._records.start_reporting(run_id, rt.clock())
         if attempts > rt.options.max_attempts:
             result = self._give_up(memory, state or RunState(), attempts)
         else:
@@ -246,18 +218,7 @@ class RunJob:
         if pending is not None and pending.status is not ApprovalStatus.PENDING:
             return True
         deciders = [item for item in self._service.inbox.peek(self._run_id) if item.may_supersede]
-        if not deciders:
-            return False
-        settled = False
-        for approval in approvals.for_run(self._run_id):
-            if approval.status is ApprovalStatus.PENDING:
-                decided = approvals.decide(
-                    approval.id, ApprovalStatus.SUPERSEDED, deciders[0].user, SUPERSEDED_REASON
-                )
-                if decided is not None and decided.won:
-                    self._service.audit.approval_decided(decided.approval)
-                    settled = True
-        return settled
+        return bool(deciders) and self._service.lifecycle.supersede(self._run_id, deciders[0].user)
 
     def _config(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunConfig:
         rt = self._rt
@@ -267,7 +228,6 @@ class RunJob:
             rt.presenter,
             ref,
             rt.options.approval_timeout_seconds,
-            rt.clock,
             self._metrics,
             max_mutating_actions=rt.options.max_mutating_actions,
             involved=lambda: involved_people(memory.load_messages()),
@@ -286,6 +246,7 @@ class RunJob:
             limits=rt.options.limits,
             on_event=events,
             tool_output_filter=rt.tool_output_filter,
+            redact=rt.redact,
             clock=rt.clock,
         )
 
@@ -304,8 +265,8 @@ class RunJob:
         The steps of a finished run's report are marked done in the run hash as they go: a job
         that dies half-way (Redis went away) leaves the rest to the job the sweep enqueues.
         """
-        rt, audit, presenter = self._rt, self._service.audit, self._rt.presenter
-        rt.redis.hset(rt.keys.run(self._run_id), "attempts", 0)  # a clean end: the crash counter restarts
+        audit, presenter, records = self._service.audit, self._rt.presenter, self._records
+        records.reset_attempts(self._run_id)  # a clean end: the crash counter restarts
         card = tracker.view(result.status, result.iterations, _tokens(result))
         # First the card's final state (waited for here, after the run's state is saved, never in
         # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
@@ -313,7 +274,7 @@ class RunJob:
         if result.status is RunStatus.AWAITING_APPROVAL:
             self._audit_suspended(result.pending_call_id or "")
             if run_steps(self._run_id, steps, [], lambda _done: None):  # the next segment has its own
-                rt.redis.zrem(rt.keys.reporting(), self._run_id)
+                records.done_reporting(self._run_id)
             return
 
         def record_finish() -> None:
@@ -333,37 +294,32 @@ class RunJob:
 
         def mark(done: list[str]) -> None:
             if done[-1] != "card":  # showing the card twice is harmless: the next step's mark has it
-                hset_if_exists(rt.redis, rt.keys.run(self._run_id), {REPORTED_FIELD: ",".join(done)})
+                records.mark_reported(self._run_id, done)
 
-        if run_steps(self._run_id, steps, self._reported_steps(), mark) or self._give_up_report():
-            rt.redis.zrem(rt.keys.reporting(), self._run_id)
+        reported = records.reported_steps(self._run_id)
+        if run_steps(self._run_id, steps, reported, mark) or self._give_up_report():
+            records.done_reporting(self._run_id)
 
     def _audit_suspended(self, call_id: str) -> None:
         """Once per call waited for: a job that only redraws the card (the sweep's, after Slack held
         the card back) suspends the run again on the same call."""
-        run_key = self._rt.keys.run(self._run_id)
-        if as_text(self._rt.redis.hget(run_key, SUSPENDED_FIELD)) == call_id:
+        if self._records.suspended_call(self._run_id) == call_id:
             return
         self._service.audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=call_id or None)
-        hset_if_exists(self._rt.redis, run_key, {SUSPENDED_FIELD: call_id})
+        self._records.mark_suspended(self._run_id, call_id)
 
     def _give_up_report(self) -> bool:
         """True once a finished run's report has been tried for ``REPORT_GIVE_UP_SECONDS``: Slack
         keeps failing for it (its output stays in the audit log)."""
-        rt = self._rt
-        since = rt.redis.zscore(rt.keys.reporting(), self._run_id)  # when its last job started
-        if since is None or rt.clock() - float(since) < REPORT_GIVE_UP_SECONDS:
+        since = self._records.reporting_since(self._run_id)  # when its last job started
+        if since is None or self._rt.clock() - since < REPORT_GIVE_UP_SECONDS:
             return False
         log.error("run %s: gave up telling the thread how it ended (see the audit log)", self._run_id)
         return True
 
-    def _reported_steps(self) -> list[str]:
-        raw = as_text(self._rt.redis.hget(self._rt.keys.run(self._run_id), REPORTED_FIELD))
-        return [step for step in (raw or "").split(",") if step]
-
     def _report_finished(self, record: RunRecord) -> str:
         """Finish the report of a run that ended in a job that then died."""
-        memory = RedisMemory(self._rt.redis, self._rt.keys, self._run_id)
+        memory = self._service.memory(self._run_id)
         state = memory.load_state()
         if state is None:
             return "finished"

@@ -23,12 +23,13 @@ from typing import Any, TypeVar
 import redis
 
 from agent.chat import ChatModel
-from agent.keys import Keys
 from agent.tooling import Tool
 from bot.errors import BotConfigurationError
+from bot.keys import Keys
 from bot.runs.durability import Durability
 from bot.runs.presenter import Presenter
 from bot.runs.service import RunOptions, RunService
+from bot.settings import DEFAULTS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,10 +53,11 @@ class Runtime:
     presenter: Presenter
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     tool_output_filter: Callable[[str], str] | None = None
+    redact: Callable[[str], str] | None = None  # the model's text and call arguments (``agent.calls``)
     clock: Callable[[], float] = time.time
     owns_connection: bool = False
     name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    metrics_enabled: bool = True  # count runs, tools, approvals, tokens in Redis (``bot.runs.metrics``)
+    metrics_enabled: bool = DEFAULTS.chatops_metrics_enabled  # count runs, tools, ... (``bot.runs.metrics``)
     durability: Durability | None = None  # default: ``warn`` mode on this Redis (``bot.runs.durability``)
     card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS  # between attempts to post an approval card
 

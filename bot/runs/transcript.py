@@ -20,12 +20,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.redis_memory import RedisMemory
 from agent.types import Message, Usage
 from bot.errors import RunNotFoundError
 from bot.runs.approvals import Approval
 from bot.runs.audit import AuditEntry, AuditKind
-from bot.runs.service import RunRecord, RunService
+from bot.runs.record import RunRecord
+from bot.runs.service import RunService
 
 Redact = Callable[[str], str]
 StepKind = Literal["system", "request", "reply", "assistant", "tool"]
@@ -94,7 +94,7 @@ def load_transcript(service: RunService, run_id: str, redact: Redact = lambda te
     record = service.get(run_id)
     if record is None:
         raise RunNotFoundError(run_id)
-    state = RedisMemory(service.redis, service.keys, run_id).load_state()
+    state = record.state()
     history = service.history(run_id)
     approvals = [_approval(a) for a in service.approvals.for_run(run_id)]
     audit = service.audit.entries(run_id)

@@ -5,8 +5,9 @@ to redraw. A click that is not allowed, or comes late (the approval was decided,
 has expired), changes nothing and says why, naming who decided first and when. A click naming a
 run or approval Redis does not know may come from the card of a run Redis lost: ``Reply.unknown``
 has the app check that in Slack after the ack (``bot.slack.lost_cards``), and redraw it as lost. The decision
-itself is the atomic transition in ``bot.runs.approvals`` (through ``RunService.decide``), so a
-double click, or two approvers at once, decide exactly once.
+itself is ``ApprovalLifecycle.decide`` (``bot.runs.approval_lifecycle``: the atomic transition of
+``bot.runs.approvals``, its audit entry, the run's resume), so a double click, or two approvers at
+once, decide exactly once.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from slack_sdk.errors import SlackApiError
 from bot.errors import ApprovalNotFoundError
 from bot.logs import redactor_for
 from bot.runs.approvals import Approval, ApprovalStatus, DecideOutcome
-from bot.runs.service import RunRecord
+from bot.runs.record import RunRecord
 from bot.runs.transcript import load_transcript, to_markdown
 from bot.slack.mrkdwn import mention
 from bot.slack.render import slack_date, transcript_messages
@@ -170,7 +171,7 @@ class Interactions:
     def _decide(self, approval_id: str, user: str, card: Card, *, approve: bool, reason: str = "") -> Reply:
         """The atomic decision; expiry is judged by Redis's clock inside it, never this host's."""
         try:
-            result = self._rt.service().decide(
+            result = self._rt.service().lifecycle.decide(
                 approval_id, user=user, approve=approve, reason=reason, card=card
             )
         except ApprovalNotFoundError:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack import render
 from bot.slack.actions import Interactions, Reply
 from bot.slack.client import make_client
-from bot.slack.events import EventHandler, Outcome
+from bot.slack.events import EventHandler, Outcome, OutcomeKind
 from bot.slack.identity import Authorizer, remember_authorizations
 from bot.slack.lost_cards import clicked_lost_card
 from bot.slack.presenter import EYES, add_reaction, redacted_blocks
@@ -42,8 +42,16 @@ from bot.slack.runtime import WebRuntime
 log = logging.getLogger(__name__)
 
 # Outcomes with Slack calls to make after the answer.
-FOLLOW_UP_KINDS = frozenset({"injected", "refused_channel", "limited"})
+FOLLOW_UP_KINDS = frozenset({OutcomeKind.INJECTED, OutcomeKind.REFUSED_CHANNEL, OutcomeKind.LIMITED})
 LAZY_THREADS = 16
+
+# Makes the thread pool (named by its argument) of the halves that run after the answer.
+PoolFactory = Callable[[str], Executor]
+
+
+def thread_pool(name: str) -> Executor:
+    """``LAZY_THREADS`` threads named ``name``: the pools of the halves that run after the answer."""
+    return ThreadPoolExecutor(LAZY_THREADS, thread_name_prefix=name)
 
 
 @dataclass(frozen=True)
@@ -86,8 +94,10 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def build_app(runtime: WebRuntime, *, socket_mode: bool = False) -> App:
-    """The Bolt app over ``runtime``. HTTP mode needs ``SLACK_SIGNING_SECRET``; Socket Mode does not."""
+def build_app(runtime: WebRuntime, *, socket_mode: bool = False, pools: PoolFactory = thread_pool) -> App:
+    """The Bolt app over ``runtime``. HTTP mode needs ``SLACK_SIGNING_SECRET``; Socket Mode does not.
+    ``pools`` makes the thread pools of the halves that run after the answer (a test's pools tell
+    when that work is done)."""
     settings = runtime.settings
     if not socket_mode and not settings.slack_signing_secret:
         raise BotConfigurationError("SLACK_SIGNING_SECRET is required to serve Slack over HTTP")
@@ -101,22 +111,21 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False) -> App:
         authorize=Authorizer(settings.slack_bot_token, runtime.identity),
         before_authorize=remember_authorizations,
         process_before_response=True,
-        listener_executor=ThreadPoolExecutor(LAZY_THREADS, thread_name_prefix="chatops-slack"),
+        listener_executor=pools("chatops-slack"),
     )
-    _register_events(app, runtime)
-    _register_actions(app, runtime)
+    _register_events(app, runtime, pools("chatops-follow-up"))
+    _register_actions(app, runtime, pools("chatops-click"))
     return app
 
 
 # -- events ----------------------------------------------------------------------------------------
 
 
-def _register_events(app: App, runtime: WebRuntime) -> None:
+def _register_events(app: App, runtime: WebRuntime, follow_ups: Executor) -> None:
     handler = EventHandler(runtime)
     # Not Bolt's lazy listeners: those copy every request and start a thread even when there is
     # nothing to do after the answer, which is the case for almost every event (a started run, a
     # duplicate, a bot's own message). Only an outcome with Slack calls to make is handed over.
-    follow_ups = ThreadPoolExecutor(LAZY_THREADS, thread_name_prefix="chatops-follow-up")
 
     def answer(outcome: Outcome, ack: Ack) -> BoltResponse | None:
         response = _answer(outcome, ack)
@@ -137,7 +146,7 @@ def _register_events(app: App, runtime: WebRuntime) -> None:
 def _answer(outcome: Outcome, ack: Ack) -> BoltResponse | None:
     """200 once stored (or deliberately ignored); 503 while another request is still storing the
     same event, so Slack retries it later rather than being told it is done."""
-    if outcome.kind == "in_progress":
+    if outcome.kind is OutcomeKind.IN_PROGRESS:
         return BoltResponse(status=503, body="this event is being stored; retry later")
     ack()
     return None
@@ -154,11 +163,11 @@ def _follow_up(runtime: WebRuntime, outcome: Outcome) -> None:
     """The Slack side of a stored event: :eyes: on an injected reply, the channel notice."""
     client = runtime.client()
     try:
-        if outcome.kind == "injected":
+        if outcome.kind is OutcomeKind.INJECTED:
             add_reaction(client, outcome.channel, outcome.ts, EYES)
-        elif outcome.kind == "limited":  # over a limit on new runs (bot.runs.limits): say why, politely
+        elif outcome.kind is OutcomeKind.LIMITED:  # over a limit on new runs: say why, politely
             client.chat_postMessage(channel=outcome.channel, thread_ts=outcome.thread_ts, text=outcome.note)
-        elif outcome.kind == "refused_channel" and outcome.notify:
+        elif outcome.kind is OutcomeKind.REFUSED_CHANNEL and outcome.notify:
             client.chat_postMessage(
                 channel=outcome.channel, thread_ts=outcome.thread_ts, text=channel_notice(runtime)
             )
@@ -177,13 +186,12 @@ def channel_notice(runtime: WebRuntime) -> str:
 # -- clicks and the modal ----------------------------------------------------------------------------
 
 
-def _register_actions(app: App, runtime: WebRuntime) -> None:
+def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
     """Approve and Decline are decided before the answer (a Redis script, milliseconds; Slack
     does not retry clicks, so a 200 must mean "decided"). If deciding fails, the answer is an
     error and Slack shows the clicker that the click did not go through. The Slack calls that
     follow (redraw, ephemeral note, the modal) run afterwards on a pool."""
     interactions = Interactions(runtime)
-    after = ThreadPoolExecutor(LAZY_THREADS, thread_name_prefix="chatops-click")
 
     def acknowledge(ack: Ack) -> None:
         ack()

@@ -25,8 +25,6 @@ from bot.slack.blockkit import (
     ACTION_APPROVE,
     ACTION_DECLINE,
     APPROVAL_CONTROLS,
-    BUTTON_TEXT,
-    BUTTON_VALUE,
     CARD_TEXT,
     CONFIRM_BUTTON,
     CONFIRM_TEXT,
@@ -35,6 +33,8 @@ from bot.slack.blockkit import (
     SECTION_FIELD,
     SECTION_TEXT,
     Block,
+    actions,
+    button,
     context,
     mrkdwn,
     plain,
@@ -302,25 +302,12 @@ def _footer(approval: Approval, complete: bool) -> Block:
         return context(decision_line(approval))
     destructive = approval.category is ToolCategory.DESTRUCTIVE
     elements = [_approve_button(approval, destructive)] if complete else []
-    decline: Block = {
-        "type": "button",
-        "action_id": ACTION_DECLINE,
-        "style": "danger",
-        "text": plain("Decline", BUTTON_TEXT),
-        "value": approval.id[:BUTTON_VALUE],
-    }
-    elements.append(decline)
-    return {"type": "actions", "block_id": APPROVAL_CONTROLS, "elements": elements}
+    elements.append(button(ACTION_DECLINE, "Decline", approval.id, style="danger"))
+    return actions(APPROVAL_CONTROLS, elements)
 
 
 def _approve_button(approval: Approval, destructive: bool) -> Block:
-    approve: Block = {
-        "type": "button",
-        "action_id": ACTION_APPROVE,
-        "style": "primary",
-        "text": plain("Approve", BUTTON_TEXT),
-        "value": approval.id[:BUTTON_VALUE],
-    }
+    approve = button(ACTION_APPROVE, "Approve", approval.id, style="primary")
     if destructive:
         # Slack requires plain_text in a confirm dialog's text.
         approve["confirm"] = {

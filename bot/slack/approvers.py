@@ -37,10 +37,11 @@ from slack_sdk.errors import SlackApiError
 
 from agent.tooling import ToolCategory
 from bot.runs.approvals import Approval
+from bot.settings import DEFAULTS
 
 log = logging.getLogger(__name__)
 
-CACHE_SECONDS = 60.0
+CACHE_SECONDS = DEFAULTS.chatops_approver_cache_seconds
 CACHE_MAX_ENTRIES = 10_000
 # Slack's user IDs (``W…`` on Enterprise Grid). Bot IDs (``B…``) and Slackbot are never people.
 USER_ID = re.compile(r"[UW][A-Z0-9_]{1,40}")

@@ -55,6 +55,20 @@ def context(text: str) -> Block:
     return {"type": "context", "elements": [mrkdwn(text, CONTEXT_TEXT)]}
 
 
+def button(action_id: str, label: str, value: str, style: str | None = None) -> Block:
+    """A button whose click carries ``value`` (cut to what Slack keeps); ``style``: ``primary``
+    or ``danger``."""
+    element: Block = {"type": "button", "action_id": action_id}
+    if style is not None:
+        element["style"] = style
+    element.update(text=plain(label, BUTTON_TEXT), value=value[:BUTTON_VALUE])
+    return element
+
+
+def actions(block_id: str, elements: list[Block]) -> Block:
+    return {"type": "actions", "block_id": block_id, "elements": elements}
+
+
 def slack_date(epoch: float) -> str:
     """A date Slack shows in each reader's own time zone, with a UTC fallback."""
     fallback = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))

@@ -18,7 +18,7 @@ from enum import StrEnum
 
 import redis
 
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class ClaimState(StrEnum):
 
 
 class Claims:
-    """``take`` / ``confirm`` / ``release`` on dedupe keys (built by ``agent.keys.Keys``)."""
+    """``take`` / ``confirm`` / ``release`` on dedupe keys (built by ``bot.keys.Keys``)."""
 
     def __init__(
         self,

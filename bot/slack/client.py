@@ -27,7 +27,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import SlackResponse
 
-from agent.keys import Keys
+from bot.keys import Keys
 from bot.runs.metrics import slack_error_counter
 from bot.settings import Settings
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import Message
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import LimitSettings, RunLimits
@@ -37,11 +38,23 @@ CARRY_MESSAGES = 20  # the most earlier messages a new run in the same thread ca
 CARRY_CHARS = 6000
 
 
+class OutcomeKind(StrEnum):
+    """What the ack half did with an event."""
+
+    STARTED = "started"  # a new run
+    INJECTED = "injected"  # into the inbox of the thread's active run
+    DUPLICATE = "duplicate"  # handled before: a retry, or a mention's second event
+    IN_PROGRESS = "in_progress"  # another request is storing it: Slack is to retry later
+    IGNORED = "ignored"
+    REFUSED_CHANNEL = "refused_channel"  # outside ``CHATOPS_CHANNELS``
+    LIMITED = "limited"  # over a limit on new runs (``bot.runs.limits``)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What the ack half decided; the follow-up half acts on it after the answer."""
 
-    kind: str  # started | injected | duplicate | in_progress | ignored | refused_channel | limited
+    kind: OutcomeKind
     channel: str = ""
     ts: str = ""
     thread_ts: str = ""
@@ -50,15 +63,28 @@ class Outcome:
     notify: bool = False  # refused_channel: say so (the first time in this channel)
     note: str = ""  # limited: the polite reply (``bot.runs.limits``)
 
-    def to_context(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_context(cls, value: object) -> Outcome:
-        return cls(**value) if isinstance(value, dict) else cls("ignored")
+@dataclass(frozen=True)
+class Origin:
+    """The message an event is about: where it was posted, and by whom."""
+
+    channel: str
+    ts: str
+    thread_ts: str
+    user: str
+
+    def outcome(
+        self, kind: OutcomeKind, *, run_id: str = "", notify: bool = False, note: str = ""
+    ) -> Outcome:
+        return Outcome(kind, self.channel, self.ts, self.thread_ts, self.user, run_id, notify, note)
 
 
-IGNORED = Outcome("ignored")
+IGNORED = Outcome(OutcomeKind.IGNORED)
+
+
+def _not_taken(state: ClaimState) -> OutcomeKind:
+    """A claim this request did not get: the event was stored before, or another request is storing it."""
+    return OutcomeKind.DUPLICATE if state is ClaimState.DONE else OutcomeKind.IN_PROGRESS
 
 
 def strip_mention(text: str, bot_user: str | None) -> str:
@@ -123,13 +149,13 @@ class EventHandler:
         if from_a_bot(event) or not (channel and ts and user):
             return IGNORED
         thread_ts = slack_id(event.get("thread_ts")) or ts
-        where = Outcome("", channel, ts, thread_ts, user)
+        where = Origin(channel, ts, thread_ts, user)
         if not self._rt.channel_allowed(channel):
             return self._once(body, where, self._refuse_channel)
         text = strip_mention(message_text(event), bot_user)
         return self._once(body, where, lambda o: self._start_or_inject(o, text))
 
-    def _start_or_inject(self, where: Outcome, text: str) -> Outcome:
+    def _start_or_inject(self, where: Origin, text: str) -> Outcome:
         service = self._rt.service()
         message_key = self._rt.keys.seen_message(where.channel, where.ts)
         active = service.active_run(where.channel, where.thread_ts)
@@ -137,13 +163,13 @@ class EventHandler:
             if self._started_by(active, where.ts):
                 # An earlier attempt for this very message started the run, then failed to confirm.
                 self._claims.confirm(message_key, active)
-                return replace(where, kind="duplicate")
+                return where.outcome(OutcomeKind.DUPLICATE)
             injected = self._inject(where, text)
             if injected is not None:
                 return injected
         state = self._claims.take(message_key)
         if state is not ClaimState.NEW:
-            return replace(where, kind="duplicate" if state is ClaimState.DONE else "in_progress")
+            return where.outcome(_not_taken(state))
         try:
             admission = self._limits.admit(where.channel, where.user, where.ts)
         except BaseException:
@@ -152,7 +178,7 @@ class EventHandler:
         if not admission.allowed:
             self._claims.confirm(message_key, "limited")  # a retry of this mention is answered once
             note = admission.message(where.user, self._limits.limits.window_seconds)
-            return replace(where, kind="limited", note=note)
+            return where.outcome(OutcomeKind.LIMITED, note=note)
         try:
             submission = service.submit(
                 where.channel,
@@ -169,7 +195,7 @@ class EventHandler:
             self._limits.cancel(where.channel, where.user, where.ts)  # no new run: the slot goes back
             if self._started_by(submission.run_id, where.ts):
                 self._claims.confirm(message_key, submission.run_id)
-                return replace(where, kind="duplicate")
+                return where.outcome(OutcomeKind.DUPLICATE)
             # Another mention started a run in this thread a moment ago: this one belongs to it.
             # The message claim must go first, or the inbox would take the message for a retry.
             self._claims.release(message_key)
@@ -183,14 +209,14 @@ class EventHandler:
         )
         self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
         pipeline.execute()
-        return replace(where, kind="started", run_id=submission.run_id)
+        return where.outcome(OutcomeKind.STARTED, run_id=submission.run_id)
 
     def _started_by(self, run_id: str, ts: str) -> bool:
         """Whether ``run_id`` was started by the message at ``ts``."""
         record = self._rt.service().get(run_id)
         return record is not None and record.message_ts == ts
 
-    def _prompt(self, where: Outcome, text: str) -> str:
+    def _prompt(self, where: Origin, text: str) -> str:
         """The mention, preceded by what was said with the thread's previous run (if any)."""
         if where.thread_ts == where.ts:
             return text  # a new thread
@@ -221,10 +247,10 @@ class EventHandler:
             return IGNORED  # a mention: the app_mention event carries it
         if not self._rt.channel_allowed(channel) or not self._rt.service().active_run(channel, thread_ts):
             return IGNORED
-        where = Outcome("", channel, ts, thread_ts, user)
+        where = Origin(channel, ts, thread_ts, user)
         return self._once(body, where, lambda o: self._inject(o, message_text(event)) or IGNORED)
 
-    def _inject(self, where: Outcome, text: str) -> Outcome | None:
+    def _inject(self, where: Origin, text: str) -> Outcome | None:
         """Deliver to the thread's active run; ``None`` when there is none any more.
 
         The inbox claims the message itself, atomically with storing it.
@@ -239,9 +265,9 @@ class EventHandler:
         )
         if delivery.status is DeliveryStatus.NO_ACTIVE_RUN:
             return None
-        return replace(where, kind="injected", run_id=delivery.run_id or "")
+        return where.outcome(OutcomeKind.INJECTED, run_id=delivery.run_id or "")
 
-    def _may_supersede(self, where: Outcome) -> bool:
+    def _may_supersede(self, where: Origin) -> bool:
         """Whether this reply may cancel the run's pending approval (``ApproverPolicy.may_supersede``).
 
         Asked for every reply to an active run, not only one that waits for an approval: a run
@@ -260,7 +286,7 @@ class EventHandler:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _once(self, body: dict[str, Any], where: Outcome, handle: Callable[[Outcome], Outcome]) -> Outcome:
+    def _once(self, body: dict[str, Any], where: Origin, handle: Callable[[Origin], Outcome]) -> Outcome:
         """Run ``handle`` for an event id not seen before (see ``bot.slack.claims``)."""
         event_id = slack_id(body.get("event_id"))
         if not event_id:
@@ -268,23 +294,23 @@ class EventHandler:
         key = self._rt.keys.seen_event(event_id)
         state = self._claims.take(key)
         if state is not ClaimState.NEW:
-            return replace(where, kind="duplicate" if state is ClaimState.DONE else "in_progress")
+            return where.outcome(_not_taken(state))
         try:
             outcome = handle(where)
         except BaseException:
             self._claims.release(key)
             raise
-        if outcome.kind == "in_progress":
+        if outcome.kind is OutcomeKind.IN_PROGRESS:
             self._claims.release(key)  # the message is being stored by another request: retry later
         else:
             self._claims.confirm(key)
         return outcome
 
-    def _refuse_channel(self, where: Outcome) -> Outcome:
+    def _refuse_channel(self, where: Origin) -> Outcome:
         """Outside ``CHATOPS_CHANNELS``: say so, once per channel."""
         key = self._rt.keys.slack("channel_notice", where.channel)
         first = bool(self._rt.redis().set(key, "1", nx=True, ex=self._retention_seconds()))
-        return replace(where, kind="refused_channel", notify=first)
+        return where.outcome(OutcomeKind.REFUSED_CHANNEL, notify=first)
 
     def _last_run_key(self, channel: str, thread_ts: str) -> str:
         return self._rt.keys.slack("thread_last_run", channel, thread_ts)

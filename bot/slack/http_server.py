@@ -33,6 +33,7 @@ from typing import Any
 
 import h11
 
+from bot.settings import DEFAULTS
 from bot.slack.wsgi import WsgiApp, WsgiResponse, call_app, environ_for, plain
 
 log = logging.getLogger(__name__)
@@ -42,17 +43,22 @@ READ_BYTES = 64 * 1024
 LINGER_SECONDS = 2.0  # after a refusal, how long the rest of the request is read and dropped
 LINGER_BYTES = 4 * 1024 * 1024  # ... and how much of it at most
 REPORT_EVERY = 60.0  # seconds between the summaries of connections cut for a timeout or evicted
+# Slack's payloads are a few KB; Bolt reads a whole body into memory before it checks the signature,
+# so anything bigger is refused from its Content-Length, before a byte of it is read.
+MAX_BODY_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class Limits:
-    header_timeout: float = 10.0
-    body_timeout: float = 10.0
-    keepalive: float = 5.0
-    max_connections: int = 1000
-    max_header_bytes: int = 32 * 1024
-    max_body_bytes: int = 1024 * 1024
-    graceful_timeout: float = 20.0
+    """What one connection may take (``WEB_*`` settings, whose defaults are these)."""
+
+    header_timeout: float = DEFAULTS.web_header_timeout_seconds
+    body_timeout: float = DEFAULTS.web_body_timeout_seconds
+    keepalive: float = DEFAULTS.web_keepalive_seconds
+    max_connections: int = DEFAULTS.web_max_connections
+    max_header_bytes: int = DEFAULTS.web_max_header_bytes
+    max_body_bytes: int = MAX_BODY_BYTES
+    graceful_timeout: float = DEFAULTS.web_graceful_timeout_seconds
 
 
 class State(enum.Enum):

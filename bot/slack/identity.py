@@ -26,7 +26,7 @@ from slack_bolt.context import BoltContext
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent.keys import Keys
+from bot.keys import Keys
 
 log = logging.getLogger(__name__)
 

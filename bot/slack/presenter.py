@@ -35,8 +35,8 @@ import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent.keys import Keys
 from agent.types import Message, RunStatus
+from bot.keys import Keys
 from bot.runs.approvals import Approval
 from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
 from bot.slack import render

@@ -46,6 +46,8 @@ from bot.slack.blockkit import (
     SECTION_TEXT,
     VIEW_DECLINE,
     Block,
+    actions,
+    button,
     context,
     mrkdwn,
     plain,
@@ -151,21 +153,9 @@ def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
     usage.append(f"run `{escape(run_id[:12])}`")
     blocks.append(context(" · ".join(usage)))
     if not card.status.terminal:
-        stop = {
-            "type": "button",
-            "action_id": ACTION_STOP,
-            "text": plain("Stop", BUTTON_TEXT),
-            "value": run_id[:BUTTON_VALUE],
-        }
-        blocks.append({"type": "actions", "block_id": RUN_CONTROLS, "elements": [stop]})
+        blocks.append(actions(RUN_CONTROLS, [button(ACTION_STOP, "Stop", run_id)]))
     else:  # a finished run offers its transcript for the post-mortem (bot.runs.transcript)
-        transcript = {
-            "type": "button",
-            "action_id": ACTION_TRANSCRIPT,
-            "text": plain("Transcript", BUTTON_TEXT),
-            "value": run_id[:BUTTON_VALUE],
-        }
-        blocks.append({"type": "actions", "block_id": RUN_CONTROLS, "elements": [transcript]})
+        blocks.append(actions(RUN_CONTROLS, [button(ACTION_TRANSCRIPT, "Transcript", run_id)]))
     return blocks[:MAX_BLOCKS]
 
 

@@ -17,16 +17,15 @@ from dataclasses import dataclass, field, replace
 import redis
 from slack_sdk import WebClient
 
-from agent.keys import Keys
+from bot.keys import Keys
 from bot.logs import redactor_for
+from bot.redis_connection import open_redis
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.client import make_client
 from bot.slack.identity import IdentityCache
 
-REDIS_CONNECT_TIMEOUT = 1.0
-REDIS_TIMEOUT = 2.0
 LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 
 
@@ -71,12 +70,7 @@ class WebRuntime:
             return self._state
 
     def _build(self) -> _ProcessState:
-        client = redis.Redis.from_url(
-            self.settings.redis_url,
-            socket_connect_timeout=REDIS_CONNECT_TIMEOUT,
-            socket_timeout=REDIS_TIMEOUT,
-            health_check_interval=30,
-        )
+        client = open_redis(self.settings.redis_url)
         # The Slack layer resolves approver groups and the requester rule itself (ApproverPolicy);
         # the service's plain list check would refuse members of a listed group.
         options = replace(RunOptions.from_settings(self.settings), approvers=())

@@ -38,7 +38,7 @@ from enum import StrEnum
 import redis
 from slack_sdk.errors import SlackApiError
 
-from agent.keys import Keys
+from bot.keys import Keys
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from bot.runs.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.settings import Settings
 from bot.slack import prefork
-from bot.slack.app import build_app
-from bot.slack.http_server import Limits
+from bot.slack.app import PoolFactory, build_app, thread_pool
+from bot.slack.http_server import MAX_BODY_BYTES, Limits
 from bot.slack.runtime import WebRuntime
 from bot.slack.wsgi import WsgiApp
 
@@ -40,9 +40,6 @@ HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"  # Prometheus; see bot.runs.metrics_collector and docs/OPERATIONS.md
 
 StartResponse = Callable[..., Any]
-# Slack's payloads are a few KB; Bolt reads a whole body into memory before it checks the signature,
-# so anything bigger is refused from its Content-Length, before a byte of it is read.
-MAX_BODY_BYTES = 1024 * 1024
 
 
 def _body_refusal(environ: dict[str, Any]) -> tuple[str, str] | None:
@@ -89,9 +86,10 @@ def _plain(start_response: StartResponse, status: str, text: str) -> Iterable[by
 class WebApp:
     """WSGI: ``/healthz`` here, everything else to Bolt (which answers 404 off its path)."""
 
-    def __init__(self, runtime: WebRuntime) -> None:
+    def __init__(self, runtime: WebRuntime, pools: PoolFactory = thread_pool) -> None:
+        """``pools``: see ``bot.slack.app.build_app``."""
         self.runtime = runtime
-        self._slack = SlackRequestHandler(build_app(runtime), path=EVENTS_PATH)
+        self._slack = SlackRequestHandler(build_app(runtime, pools=pools), path=EVENTS_PATH)
         settings = runtime.settings
         self._metrics = MetricsEndpoint(
             RedisCollector(runtime.redis, runtime.keys, settings.chatops_queue),

@@ -44,6 +44,11 @@ class SlackEmulatorClient:
             raw = exc.read()
             raise ControlApiError(exc.code, json.loads(raw) if raw else None) from None
 
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /control{path}`` with a JSON ``body``; the JSON object answered."""
+        result: dict[str, Any] = self._request("POST", path, body)
+        return result
+
     # --- acting --------------------------------------------------------------------------------
 
     def post_message(
@@ -57,8 +62,7 @@ class SlackEmulatorClient:
             "thread_ts": thread_ts,
             "reply_broadcast": reply_broadcast,
         }
-        result: dict[str, Any] = self._request("POST", "/messages", body)
-        return result
+        return self._post("/messages", body)
 
     def click(
         self,
@@ -76,20 +80,15 @@ class SlackEmulatorClient:
             "value": value,
             "channel": channel,
         }
-        result: dict[str, Any] = self._request("POST", "/actions", body)
-        return result
+        return self._post("/actions", body)
 
     def submit_view(self, view_id: str, values: dict[str, Any], user: str | None = None) -> dict[str, Any]:
         """Submit a modal with ``{block_id: {action_id: value}}`` (or ``{action_id: value}``)."""
-        result: dict[str, Any] = self._request(
-            "POST", f"/views/{view_id}/submit", {"values": values, "user": user}
-        )
-        return result
+        return self._post(f"/views/{view_id}/submit", {"values": values, "user": user})
 
     def close_view(self, view_id: str, user: str | None = None) -> dict[str, Any]:
         """Cancel a modal."""
-        result: dict[str, Any] = self._request("POST", f"/views/{view_id}/close", {"user": user})
-        return result
+        return self._post(f"/views/{view_id}/close", {"user": user})
 
     def inject_fault(
         self,
@@ -105,13 +104,11 @@ class SlackEmulatorClient:
         body["status"] = status
         if error is not None:
             body["error"] = error
-        result: dict[str, Any] = self._request("POST", "/faults", body)
-        return result
+        return self._post("/faults", body)
 
     def set_usergroup_members(self, group: str, users: list[str]) -> dict[str, Any]:
         """Replace the members of a user group (``usergroups.users.list`` answers them from now on)."""
-        result: dict[str, Any] = self._request("POST", f"/usergroups/{group}", {"users": users})
-        return result
+        return self._post(f"/usergroups/{group}", {"users": users})
 
     def faults(self) -> list[dict[str, Any]]:
         """Faults still armed, with the calls ``remaining`` for each."""
@@ -124,8 +121,7 @@ class SlackEmulatorClient:
 
     def verify_url(self) -> dict[str, Any]:
         """Send Slack's ``url_verification`` challenge to the events URL; ``verified`` if it was echoed."""
-        result: dict[str, Any] = self._request("POST", "/url_verification", {})
-        return result
+        return self._post("/url_verification", {})
 
     def reset(self) -> None:
         """Forget messages, modals, calls, deliveries and faults."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from emulator.slack.blocks import MAX_VIEW_BLOCKS, block_errors
 from emulator.slack.ids import is_trigger_id, ts_key
@@ -11,6 +12,8 @@ from emulator.slack.methods_chat import bot_channel
 from emulator.slack.model import Message
 from emulator.slack.state import Workspace
 from emulator.slack.webapi import ApiResult, Handler, Params, SlackError
+
+T = TypeVar("T")
 
 
 def api_test(_ws: Workspace, p: Params) -> ApiResult:
@@ -46,27 +49,36 @@ def conversations_info(ws: Workspace, p: Params) -> ApiResult:
     return ApiResult({"ok": True, "channel": body})
 
 
-def _cursor(ts: str) -> str:
-    return base64.b64encode(f"next_ts:{ts}".encode()).decode()
-
-
-def _page(ws: Workspace, p: Params, messages: list[Message], default_limit: int) -> dict[str, Any]:
-    """One page of ``messages`` with Slack's cursor pagination (``response_metadata.next_cursor``)."""
+def _page(
+    p: Params, items: Sequence[T], default_limit: int, position: str, key: Callable[[T], str]
+) -> tuple[Sequence[T], str]:
+    """One page of ``items`` by Slack's cursor pagination, and the cursor of the next page ("" at the
+    end). A cursor names the next page's first item by ``position`` (``ts``, ``id``): ``key`` of it."""
     limit = max(1, min(p.number("limit", default_limit), 1000))
     start = 0
     if p.text("cursor"):
         try:
-            ts = base64.b64decode(p.text("cursor"), validate=True).decode().removeprefix("next_ts:")
-            start = next(i for i, m in enumerate(messages) if m.ts == ts)
+            after = (
+                base64.b64decode(p.text("cursor"), validate=True).decode().removeprefix(f"next_{position}:")
+            )
+            start = next(i for i, item in enumerate(items) if key(item) == after)
         except (ValueError, StopIteration):
             raise SlackError("invalid_cursor") from None
-    page = messages[start : start + limit]
-    more = start + limit < len(messages)
+    more = start + limit < len(items)
+    cursor = (
+        base64.b64encode(f"next_{position}:{key(items[start + limit])}".encode()).decode() if more else ""
+    )
+    return items[start : start + limit], cursor
+
+
+def _messages_page(ws: Workspace, p: Params, messages: list[Message], default_limit: int) -> dict[str, Any]:
+    """One page of ``messages`` (``response_metadata.next_cursor`` names the next one's first ts)."""
+    page, cursor = _page(p, messages, default_limit, "ts", lambda message: message.ts)
     return {
         "ok": True,
         "messages": [ws.render(m) for m in page],
-        "has_more": more,
-        "response_metadata": {"next_cursor": _cursor(messages[start + limit].ts) if more else ""},
+        "has_more": bool(cursor),
+        "response_metadata": {"next_cursor": cursor},
     }
 
 
@@ -95,7 +107,7 @@ def conversations_replies(ws: Workspace, p: Params) -> ApiResult:
         raise SlackError("thread_not_found")
     # A reply's ts names just that reply; a parent's names the whole thread.
     thread = [msg] if msg.is_reply else [msg] + [r for r in ws.replies(msg) if _in_range(p, r)]
-    return ApiResult(_page(ws, p, thread, 1000))
+    return ApiResult(_messages_page(ws, p, thread, 1000))
 
 
 def conversations_history(ws: Workspace, p: Params) -> ApiResult:
@@ -105,7 +117,7 @@ def conversations_history(ws: Workspace, p: Params) -> ApiResult:
     shown = [
         m for m in ws.top_level(channel.id) if not m.deleted and m.ephemeral_to is None and _in_range(p, m)
     ]
-    body = _page(ws, p, list(reversed(shown)), 100)
+    body = _messages_page(ws, p, list(reversed(shown)), 100)
     body.update({"pin_count": 0, "channel_actions_ts": None, "channel_actions_count": 0})
     return ApiResult(body)
 
@@ -139,17 +151,7 @@ def users_conversations(ws: Workspace, p: Params) -> ApiResult:
     user = p.text("user") or ws.config.bot_user_id
     found = [c for c in ws.channels.values() if user in c.members] if "public_channel" in types else []
     found.sort(key=lambda c: c.id)
-    limit = max(1, min(p.number("limit", 100), 1000))
-    start = 0
-    if p.text("cursor"):
-        try:
-            after = base64.b64decode(p.text("cursor"), validate=True).decode().removeprefix("next_id:")
-            start = next(i for i, c in enumerate(found) if c.id == after)
-        except (ValueError, StopIteration):
-            raise SlackError("invalid_cursor") from None
-    page = found[start : start + limit]
-    more = start + limit < len(found)
-    cursor = base64.b64encode(f"next_id:{found[start + limit].id}".encode()).decode() if more else ""
+    page, cursor = _page(p, found, 100, "id", lambda channel: channel.id)
     return ApiResult(
         {
             "ok": True,

@@ -7,10 +7,12 @@ import json
 import pytest
 
 from agent.arguments import (
+    CONFIRMED_BY,
     MAX_ARGUMENTS_BYTES,
     MAX_ARGUMENTS_DEPTH,
     MAX_STRING_CHARS,
     canonical_arguments,
+    confirmed_by,
     parse_arguments,
 )
 from agent.errors import AgentError, ArgumentsRejected
@@ -142,3 +144,26 @@ def test_trusted_keys_carry_the_runtimes_plan_but_the_rest_is_still_checked() ->
     padded = json.dumps({"path": "x" * 8000, "more": ["y" * 8000] * 8, "approved_plan": "p"})
     with pytest.raises(ArgumentsRejected, match="bytes"):
         parse_arguments(padded, trusted=("approved_plan",))
+
+
+def test_confirmed_by_is_read_only_as_the_string_the_loop_writes() -> None:
+    assert confirmed_by(json.dumps({"service": "nginx", CONFIRMED_BY: "U_APPROVER"})) == "U_APPROVER"
+    assert confirmed_by('{"service": "nginx"}') is None  # nobody approved it
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"confirmed_by": 7}',
+        '{"confirmed_by": ["U1"]}',
+        '{"confirmed_by": {"id": "U1"}}',
+        '{"confirmed_by": null}',
+        '["confirmed_by", "U1"]',
+        '"U1"',
+        "",
+        "not json",
+        "[" * 100_000 + "]" * 100_000,
+    ],
+)
+def test_confirmed_by_of_anything_else_is_nobody(text: str) -> None:
+    assert confirmed_by(text) is None

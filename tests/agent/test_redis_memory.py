@@ -1,4 +1,7 @@
-"""RedisMemory against a real Redis: append-only history, one state hash, fencing, inbox hand-off, expiry."""
+"""RedisMemory against a real Redis: append-only history, one state hash, fencing, inbox hand-off, expiry.
+
+What the bot adds to a run's end (its thread claim, its approvals) is ``tests/bot/runs/test_record.py``'s.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,9 @@ import redis
 
 from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
-from agent.keys import Keys
+from agent.keys import MemoryKeys
 from agent.memory import Memory
-from agent.redis_memory import INBOX_ID_META, RedisMemory
+from agent.redis_memory import INBOX_ID_META, STATE_FIELDS, RedisMemory, TerminalStep
 from agent.run import Run
 from agent.scripted import ScriptedModel, tool_call
 from agent.types import Message, RunState, RunStatus, Usage
@@ -18,16 +21,16 @@ from tests.support.tools import RecordingTool
 
 
 @pytest.fixture
-def keys(key_prefix: str) -> Keys:
-    return Keys(key_prefix)
+def keys(key_prefix: str) -> MemoryKeys:
+    return MemoryKeys(key_prefix)
 
 
-def lease(client: redis.Redis, keys: Keys, run_id: str, token: int, ttl_ms: int = 60_000) -> None:
+def lease(client: redis.Redis, keys: MemoryKeys, run_id: str, token: int, ttl_ms: int = 60_000) -> None:
     """Stand-in for ``bot.runs.lease``: make ``token`` the run's current fencing token."""
     client.set(keys.lease(run_id), token, px=ttl_ms)
 
 
-def test_history_and_state_round_trip(redis_client: redis.Redis, keys: Keys) -> None:
+def test_history_and_state_round_trip(redis_client: redis.Redis, keys: MemoryKeys) -> None:
     memory: Memory = RedisMemory(redis_client, keys, "r1")
     assert memory.load_state() is None and memory.load_messages() == []
     state = RunState(status=RunStatus.RUNNING, iteration=2, usage=Usage(prompt_tokens=7), loop_window=["a"])
@@ -45,7 +48,9 @@ def test_history_and_state_round_trip(redis_client: redis.Redis, keys: Keys) -> 
     assert redis_client.hget(keys.run("r1"), "status") == b"running"
 
 
-def test_append_adds_items_and_never_rewrites_what_is_stored(redis_client: redis.Redis, keys: Keys) -> None:
+def test_append_adds_items_and_never_rewrites_what_is_stored(
+    redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
     memory = RedisMemory(redis_client, keys, "r1")
     memory.append([Message.user("one")], RunState())
     first = redis_client.lindex(keys.messages("r1"), 0)
@@ -57,7 +62,9 @@ def test_append_adds_items_and_never_rewrites_what_is_stored(redis_client: redis
     assert memory.load_state().condense_count == 1  # type: ignore[union-attr]
 
 
-def test_a_writer_whose_token_is_not_current_cannot_write(redis_client: redis.Redis, keys: Keys) -> None:
+def test_a_writer_whose_token_is_not_current_cannot_write(
+    redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
     lease(redis_client, keys, "r1", 1)
     old = RedisMemory(redis_client, keys, "r1", fence=1)
     old.append([Message.user("from the first worker")], RunState(iteration=1))
@@ -75,7 +82,7 @@ def test_a_writer_whose_token_is_not_current_cannot_write(redis_client: redis.Re
 
 
 def test_an_expired_lease_refuses_writes_even_if_nobody_took_it(
-    redis_client: redis.Redis, keys: Keys
+    redis_client: redis.Redis, keys: MemoryKeys
 ) -> None:
     memory = RedisMemory(redis_client, keys, "r1", fence=1)
     with pytest.raises(LeaseLostError):
@@ -83,19 +90,21 @@ def test_an_expired_lease_refuses_writes_even_if_nobody_took_it(
     assert memory.load_state() is None
 
 
-def test_writes_renew_the_lease(redis_client: redis.Redis, keys: Keys) -> None:
+def test_writes_renew_the_lease(redis_client: redis.Redis, keys: MemoryKeys) -> None:
     lease(redis_client, keys, "r1", 3, ttl_ms=1000)
     memory = RedisMemory(redis_client, keys, "r1", fence=3, lease_ttl_seconds=60)
     memory.save_state(RunState())
     assert redis_client.pttl(keys.lease("r1")) > 50_000
 
 
-def inbox_item(client: redis.Redis, keys: Keys, run_id: str, item_id: str, text: str) -> Message:
+def inbox_item(client: redis.Redis, keys: MemoryKeys, run_id: str, item_id: str, text: str) -> Message:
     client.rpush(keys.inbox(run_id), f'{{"id": "{item_id}", "text": "{text}"}}')
     return Message.user(text, **{INBOX_ID_META: item_id})
 
 
-def test_injected_messages_leave_the_inbox_in_the_same_write(redis_client: redis.Redis, keys: Keys) -> None:
+def test_injected_messages_leave_the_inbox_in_the_same_write(
+    redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
     memory = RedisMemory(redis_client, keys, "r1")
     first = inbox_item(redis_client, keys, "r1", "a", "stop")
     second = inbox_item(redis_client, keys, "r1", "b", "check db")
@@ -111,7 +120,7 @@ def test_injected_messages_leave_the_inbox_in_the_same_write(redis_client: redis
 
 
 def test_a_fenced_out_writer_leaves_the_inbox_for_the_next_owner(
-    redis_client: redis.Redis, keys: Keys
+    redis_client: redis.Redis, keys: MemoryKeys
 ) -> None:
     lease(redis_client, keys, "r1", 2)
     note = inbox_item(redis_client, keys, "r1", "a", "stop")
@@ -123,31 +132,53 @@ def test_a_fenced_out_writer_leaves_the_inbox_for_the_next_owner(
     assert [m.content for m in RedisMemory(redis_client, keys, "r1").load_messages()] == ["stop"]
 
 
-def test_a_terminal_state_expires_the_run_and_frees_its_thread(redis_client: redis.Redis, keys: Keys) -> None:
-    run = keys.run("r1")
-    redis_client.hset(run, mapping={"channel": "C1", "thread_ts": "1.2", "status": "queued"})
-    redis_client.set(keys.thread("C1", "1.2"), "r1")
-    redis_client.zadd(keys.active_runs(), {"r1": 1})
-    redis_client.hset(keys.approvals("r1"), "call_1", "ap1")
-    redis_client.hset(keys.approval("ap1"), "status", "approved")
-    memory = RedisMemory(redis_client, keys, "r1", retention_seconds=3600)
+class TagOnEnd:
+    """A terminal extension: expires its keys and records how the run ended, in the terminal write."""
+
+    lua = """
+for i = 2, #ext_keys do redis.call('EXPIRE', ext_keys[i], p.retention) end
+redis.call('SET', ext_keys[1], p.run_id .. ' ended ' .. p.ext.tag)
+"""
+
+    def __init__(self, tag_key: str, expiring: list[str]) -> None:
+        self.tag_key, self.expiring, self.asked = tag_key, expiring, 0
+
+    def step(self, run_id: str) -> TerminalStep:
+        self.asked += 1
+        return TerminalStep([self.tag_key, *self.expiring], {"tag": "here"})
+
+
+def test_a_terminal_state_expires_the_run_and_runs_the_extension(
+    redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
+    run, theirs, tag = keys.run("r1"), f"{keys.prefix}theirs", f"{keys.prefix}tag"
+    redis_client.hset(run, mapping={"channel": "C1", "status": "queued"})  # the owner's own fields
+    redis_client.set(theirs, "x")
+    extension = TagOnEnd(tag, [theirs])
+    memory = RedisMemory(redis_client, keys, "r1", retention_seconds=3600, on_terminal=extension)
     memory.append([Message.user("hi")], RunState(status=RunStatus.RUNNING))
     assert redis_client.ttl(run) == -1 and redis_client.ttl(keys.messages("r1")) == -1
+    assert extension.asked == 0 and not redis_client.exists(tag)  # not terminal: no extension
     memory.append([Message.assistant("done")], RunState(status=RunStatus.COMPLETED))
-    for key in (run, keys.messages("r1"), keys.approvals("r1"), keys.approval("ap1")):
+    for key in (run, keys.messages("r1"), theirs):
         assert 3500 < redis_client.ttl(key) <= 3600, key
-    assert redis_client.get(keys.thread("C1", "1.2")) is None
-    assert redis_client.zscore(keys.active_runs(), "r1") is None
+    assert redis_client.get(tag) == b"r1 ended here" and extension.asked == 1
+    # The memory wrote its own fields only; the owner's stay as they were.
+    stored = {k.decode() for k in redis_client.hkeys(run)}
+    assert stored - STATE_FIELDS == {"channel"}
+    assert redis_client.hget(run, "channel") == b"C1"
 
 
-def test_finishing_never_frees_a_thread_claimed_by_another_run(redis_client: redis.Redis, keys: Keys) -> None:
-    redis_client.hset(keys.run("r1"), mapping={"channel": "C1", "thread_ts": "1.2"})
-    redis_client.set(keys.thread("C1", "1.2"), "r2")
-    RedisMemory(redis_client, keys, "r1").save_state(RunState(status=RunStatus.FAILED))
-    assert redis_client.get(keys.thread("C1", "1.2")) == b"r2"
+def test_a_refused_terminal_write_runs_no_extension(redis_client: redis.Redis, keys: MemoryKeys) -> None:
+    lease(redis_client, keys, "r1", 2)
+    tag = f"{keys.prefix}tag"
+    memory = RedisMemory(redis_client, keys, "r1", fence=1, on_terminal=TagOnEnd(tag, []))
+    with pytest.raises(LeaseLostError):
+        memory.save_state(RunState(status=RunStatus.FAILED))
+    assert not redis_client.exists(tag) and memory.load_state() is None
 
 
-def test_the_loop_runs_and_resumes_on_redis_memory(redis_client: redis.Redis, keys: Keys) -> None:
+def test_the_loop_runs_and_resumes_on_redis_memory(redis_client: redis.Redis, keys: MemoryKeys) -> None:
     disk = RecordingTool("disk_usage", respond=lambda args: "/ 97% used")
     model = ScriptedModel([tool_call("disk_usage", path="/"), "Disk is 97% full."])
     # What ``bot.runs.service`` stores for a new run: the record and the first message, no state yet.
@@ -166,7 +197,7 @@ def test_the_loop_runs_and_resumes_on_redis_memory(redis_client: redis.Redis, ke
 
 
 def test_a_write_sent_without_waiting_is_confirmed_before_the_next_call(
-    redis_client: redis.Redis, keys: Keys
+    redis_client: redis.Redis, keys: MemoryKeys
 ) -> None:
     memory = RedisMemory(redis_client, keys, "r1")
     memory.append([Message.user("one")], RunState(iteration=1), wait=False)
@@ -177,7 +208,7 @@ def test_a_write_sent_without_waiting_is_confirmed_before_the_next_call(
 
 
 def test_a_refused_write_sent_without_waiting_is_raised_at_the_next_call(
-    redis_client: redis.Redis, keys: Keys
+    redis_client: redis.Redis, keys: MemoryKeys
 ) -> None:
     lease(redis_client, keys, "r1", 1)
     memory = RedisMemory(redis_client, keys, "r1", fence=1)
@@ -192,7 +223,7 @@ def test_a_refused_write_sent_without_waiting_is_raised_at_the_next_call(
         memory.append([Message.user("stale")], RunState(iteration=2))
 
 
-def test_flush_gives_the_connection_back_to_the_pool(redis_client: redis.Redis, keys: Keys) -> None:
+def test_flush_gives_the_connection_back_to_the_pool(redis_client: redis.Redis, keys: MemoryKeys) -> None:
     memory = RedisMemory(redis_client, keys, "r1")
     pool = redis_client.connection_pool
     memory.load_state()  # one connection made and back in the pool
@@ -203,7 +234,7 @@ def test_flush_gives_the_connection_back_to_the_pool(redis_client: redis.Redis, 
     assert len(pool._available_connections) == idle  # type: ignore[attr-defined]
 
 
-def test_a_write_whose_answer_was_lost_is_sent_again_and_lands_once(redis_url: str, keys: Keys) -> None:
+def test_a_write_whose_answer_was_lost_is_sent_again_and_lands_once(redis_url: str, keys: MemoryKeys) -> None:
     upstream = redis.Redis.from_url(redis_url)
     host, port = (
         upstream.connection_pool.connection_kwargs["host"],
@@ -228,7 +259,7 @@ def test_a_write_whose_answer_was_lost_is_sent_again_and_lands_once(redis_url: s
             upstream.close()
 
 
-def test_a_run_leaves_no_connection_checked_out(redis_client: redis.Redis, keys: Keys) -> None:
+def test_a_run_leaves_no_connection_checked_out(redis_client: redis.Redis, keys: MemoryKeys) -> None:
     disk = RecordingTool("disk_usage", respond=lambda args: "/ 97% used")
     model = ScriptedModel([tool_call("disk_usage", path="/"), tool_call("disk_usage", path="/var"), "Full."])
     redis_client.rpush(keys.messages("r1"), Message.user("web-03 is out of disk").model_dump_json())

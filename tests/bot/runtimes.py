@@ -17,10 +17,10 @@ from typing import Any
 
 import redis
 
-from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Request, ToolDef
+from bot.keys import Keys
 from bot.runs.presenter import LoggingPresenter
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions

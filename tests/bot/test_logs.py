@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import redis
 
-from agent.keys import Keys
+from bot.keys import Keys
 from bot.logs import JsonFormatter, RunContextFilter, configure_logging, run_context
 from bot.runs.service import RunService
 from emulator.openai_server import OpenAIServer, Reply
-from tests.bot.conftest import WorkerProcess, make_options
+from tests.support.harness import make_options
 from tests.support.waiting import wait_until
+from tests.support.worker_process import WorkerProcess
 from tools.safety import Redactor
 
 SLACK_TOKEN = "xoxb-1234567890-abcdefghij"

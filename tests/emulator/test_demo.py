@@ -22,7 +22,8 @@ from typing import Any
 import psutil
 import pytest
 
-from emulator.demo_host import build_host, systemctl_main
+from emulator.demo_host import build_host
+from emulator.demo_systemctl import systemctl_main
 from emulator.openai_server import OpenAIServer
 from emulator.scenario import ScenarioError, ScenarioSet, load_script, parse_scenario_set
 from emulator.slack import SlackEmulatorClient

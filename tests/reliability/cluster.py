@@ -24,26 +24,19 @@ from wsgiref.simple_server import WSGIServer
 import psutil
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import RunStatus
+from bot.keys import Keys
 from bot.runs.audit import AuditEntry, AuditKind
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.bot.slack.conftest import (
-    BOT_USER,
-    CHANNEL,
-    SECRET,
-    TOKEN,
-    QuietHandler,
-    WebServer,
-    buttons,
-    make_settings,
-)
-from tests.support.waiting import wait_for
+from tests.support.after_answer import AfterAnswerPools
+from tests.support.slack_workspace import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, make_settings
+from tests.support.waiting import wait_for, wait_until
+from tests.support.web_server import QuietHandler, WebServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,13 +135,14 @@ class Cluster:
     runtime: WebRuntime | None = None
     workers: list[Worker] = field(default_factory=list)
     event_ids: dict[str, list[str]] = field(default_factory=dict)  # message ts -> Slack event ids
+    pools: AfterAnswerPools = field(default_factory=AfterAnswerPools)
     _redis: redis.Redis | None = None
 
     # -- processes ------------------------------------------------------------------------------
 
     def serve(self) -> Cluster:
         self.runtime = WebRuntime(self.settings)
-        self.server = PooledWebServer(WebApp(self.runtime))
+        self.server = PooledWebServer(WebApp(self.runtime, pools=self.pools))
         self.emulator.set_events_url(self.events_url)
         return self
 
@@ -212,6 +206,25 @@ class Cluster:
 
     def wait_status(self, run_id: str, status: RunStatus, timeout: float = 60.0) -> None:
         wait_for(lambda: self.status(run_id) is status, timeout, f"run {run_id} to be {status.value}")
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until nothing is under way that could still post in Slack: Slack has delivered every
+        event (its retries too), the web app has done what its answers handed on, every run has
+        told its thread how it ended, no job is queued and none works on a run (holds its lease).
+
+        A second answer or card would come from one of those; a job that runs later for a run that
+        has reported finds it finished and does nothing. (RQ's started-job registry is no witness:
+        a job that ended while Redis was away stays listed there until its entry expires.)"""
+        assert self.emulator.core.deliverer.wait_idle(timeout), "Slack is still delivering events"
+        wait_until(self.pools.idle, timeout, "the web app's work after its answers")
+        queue = self.service.queue
+
+        def idle() -> bool:
+            reporting = int(self.redis.zcard(self.keys.reporting()))
+            leased = next(self.redis.scan_iter(match=self.keys.lease("*"), count=1000), None)
+            return not reporting and leased is None and queue.count == 0
+
+        wait_until(idle, timeout, "every run reported, no job queued and no run leased")
 
     def audit(self, run_id: str) -> list[AuditEntry]:
         return self.service.audit.entries(run_id)

@@ -1,4 +1,4 @@
-"""Fixtures of the reliability suite: the end-to-end fixtures of ``tests/bot`` plus whole clusters.
+"""Fixtures of the reliability suite: the end-to-end fixtures (``tests.support.slack_fixtures``) plus whole clusters.
 
 Every test runs on its own key prefix and RQ queue (and, when it stops or wipes Redis, on its own
 ``redis-server``), its own Slack emulator and web server on port 0, so the suite runs in parallel.
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
-from tests.bot.conftest import keys, queue_name
-from tests.bot.slack.conftest import SECRET, TOKEN, bot, control, emulator, make_bot
 from tests.reliability.cluster import Cluster, cluster_settings, worker_environment
 from tests.reliability.redis_proc import DURABLE, RedisProcess
+from tests.support.slack_fixtures import bot, control, emulator, make_bot
+from tests.support.slack_workspace import SECRET, TOKEN
 
-__all__ = ["bot", "control", "emulator", "keys", "make_bot", "queue_name"]
+__all__ = ["bot", "control", "emulator", "make_bot"]
 
 
 @pytest.fixture

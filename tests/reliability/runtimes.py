@@ -27,10 +27,10 @@ from typing import Any
 
 import redis
 
-from agent.keys import Keys
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory
 from agent.types import Request
+from bot.keys import Keys
 from bot.runs.presenter import CardView, RunRef
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions

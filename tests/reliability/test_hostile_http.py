@@ -25,7 +25,9 @@ from bot.slack.app import Click
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import MAX_BODY_BYTES, WebApp
 from emulator.slack import signature
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, SlackBot, event_envelope, http, signed_post
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_http import event_envelope, http, signed_post
+from tests.support.slack_workspace import BOT_USER, CHANNEL, SECRET
 
 pytestmark = pytest.mark.reliability
 
@@ -290,7 +292,7 @@ def test_a_signed_body_of_the_wrong_shape_changes_nothing(bot: SlackBot, case: s
     body, content_type = BAD_BODIES[case]
     result = signed_post(bot.events_url, body, content_type=content_type)
     assert result.status < 500 or result.status == 404, f"{case}: {result.status}"
-    time.sleep(0.2)  # lazy listeners, if any, have run
+    bot.settle()  # what the answer handed on, if anything, is done
     assert runs(bot) == 0
     assert bot.calls("chat.postMessage") == [] and bot.calls("chat.update") == []
     assert signed_post(bot.events_url, mention_body(new_ts(), "EvAfter2")).status == 200

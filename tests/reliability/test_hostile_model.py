@@ -30,14 +30,8 @@ from bot.runs.service import RunOptions
 from bot.slack import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 from tests.bot.runtimes import FileTool
-from tests.bot.slack.conftest import (
-    SECRET,
-    TOKEN,
-    PreviewedFileTool,
-    SlackBot,
-    buttons,
-    make_settings,
-)
+from tests.support.slack_bot import PreviewedFileTool, SlackBot
+from tests.support.slack_workspace import SECRET, TOKEN, buttons, make_settings
 from tests.support.tools import RecordingTool, failing
 from tests.support.waiting import wait_for
 from tools.base import ToolContext, tool

@@ -17,7 +17,8 @@ from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.limits import LimitSettings, Refusal, RunLimits
 from bot.slack import render
-from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import CHANNEL, buttons
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.reliability
@@ -46,10 +47,6 @@ def handled(bot: SlackBot, text: str, user: str = "U_ALICE") -> str:
     return ts
 
 
-def settle() -> None:
-    time.sleep(0.4)  # lazy listeners that should not post have had their chance
-
-
 def test_a_person_over_the_rate_limit_gets_a_polite_reply_and_starts_nothing(
     make_bot: Callable[..., SlackBot],
 ) -> None:
@@ -66,7 +63,7 @@ def test_a_person_over_the_rate_limit_gets_a_polite_reply_and_starts_nothing(
     # A reply in an active run's thread is not a new run: never limited.
     bot.mention("and check web-04", thread_ts=first)
     wait_for(lambda: bot.service.inbox.peek(bot.run_id(first)), what="the injected mention")
-    settle()
+    bot.settle()  # every delivery answered and followed up: a second reply would be there
     assert len(replies_to(bot, third)) == 1  # said once, although Slack delivered the message twice
     assert [d["status"] for d in bot.control.deliveries(kind="event")].count(200) == len(
         bot.control.deliveries(kind="event")
@@ -164,6 +161,7 @@ def approve_card(bot: SlackBot, ts: str, approval_id: str) -> None:
 
 
 def test_zero_means_no_limit(redis_client: object, keys: object) -> None:
-    limits = RunLimits(lambda: redis_client, keys, LimitSettings())  # type: ignore[arg-type, return-value]
+    no_limits = LimitSettings(user_runs=0, channel_runs=0, channel_active_runs=0, mutating_actions=0)
+    limits = RunLimits(lambda: redis_client, keys, no_limits)  # type: ignore[arg-type, return-value]
     assert all(limits.admit("C1", "U1", f"{n}.0").allowed for n in range(50))
     assert not limits.enabled and Refusal.USER_RATE.value == "user_rate"

@@ -25,7 +25,7 @@ from agent.run import Run
 from agent.types import Message, RunStatus
 from bot.runs.audit import AuditKind
 from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall
-from tests.bot.slack.conftest import SlackBot
+from tests.support.slack_bot import SlackBot
 
 pytestmark = pytest.mark.reliability
 

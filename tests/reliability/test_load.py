@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import RunStatus
 from bot.runs.audit import AuditKind
 from bot.slack import render
@@ -140,7 +140,7 @@ def test_one_hundred_concurrent_runs_on_two_workers_land_every_message_once(
     wait_all(cluster, run_ids, RunStatus.COMPLETED, timeout=180)
     wait_for(lambda: all(len(cluster.answers(ts)) == 1 for ts in threads), 60, "every answer")
     elapsed = time.monotonic() - started
-    time.sleep(1.0)  # a duplicate would have shown by now
+    cluster.settle()  # nothing left under way: a duplicate would be there
 
     messages = [m for m in bot_messages(cluster) if m["thread_ts"] in set(threads)]
     per_thread = Counter(str(m["thread_ts"]) for m in messages)
@@ -218,7 +218,7 @@ def test_five_hundred_runs_awaiting_approval_hold_no_worker_and_all_finish_once_
     wait_all(cluster, run_ids, RunStatus.COMPLETED, timeout=300)
     wait_for(lambda: all(len(cluster.answers(ts)) == 1 for ts in threads), 120, "every answer")
     elapsed = time.monotonic() - started
-    time.sleep(1.0)
+    cluster.settle()  # nothing left under way: a duplicate would be there
 
     runs = executions(cluster.directory / "restart_service.log")
     assert len(runs) == 500 and {r["arguments"]["confirmed_by"] for r in runs} == {"U_BOB"}

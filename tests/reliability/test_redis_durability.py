@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.keys import Keys
 from bot.errors import NotDurableError
+from bot.keys import Keys
 from bot.ops.doctor import Outcome, check_persistence
 from bot.runs.durability import Durability, DurabilityMode
 from bot.settings import Settings

@@ -17,10 +17,11 @@ from bot.runs.audit import AuditKind
 from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack import render
 from tests.bot.runtimes import executions
-from tests.bot.slack.conftest import buttons, http
 from tests.reliability.cluster import Cluster
 from tests.reliability.redis_proc import RedisProcess
 from tests.reliability.runtimes import logged_requests
+from tests.support.slack_http import http
+from tests.support.slack_workspace import buttons
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -71,7 +72,7 @@ def answered_once(cluster: Cluster, ts: str) -> None:
         return cluster.answers(ts)
 
     assert wait_for(answers, 30, "the answer") == ["done: check_health ok"]
-    time.sleep(0.5)  # a second answer would show by now
+    cluster.settle()  # nothing left under way: a second answer would be there
     assert cluster.answers(ts) == ["done: check_health ok"]
 
 

@@ -21,7 +21,8 @@ from agent.types import RunStatus, ToolDef
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.audit import AuditKind
 from bot.slack import render
-from tests.bot.slack.conftest import SlackBot, buttons
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import buttons
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.reliability

@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from bench.slow_clients import SlowClients
+from bot.keys import Keys
 from emulator.slack import SlackEmulator, SlackEmulatorClient, signature
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SECRET, event_envelope, http
 from tests.bot.slack.web_process import Served, chatops_processes
+from tests.support.slack_http import event_envelope, http
+from tests.support.slack_workspace import BOT_USER, CHANNEL, SECRET
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

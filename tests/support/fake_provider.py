@@ -8,16 +8,14 @@ that drops headers). Requests are recorded like the emulators record them.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from types import TracebackType
 from typing import Any
 
 import httpx
 
-from emulator.http_base import TrackingHTTPServer
+from emulator.http_base import BackgroundServer, TrackingHTTPServer
 
 
 @dataclass
@@ -44,35 +42,15 @@ class FakeAnswer:
 Handler = Callable[[FakeRequest], FakeAnswer]
 
 
-class FakeProvider:
+class FakeProvider(BackgroundServer):
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self.requests: list[FakeRequest] = []
-        self.stopping = threading.Event()
-        self._httpd = TrackingHTTPServer(("127.0.0.1", 0), _Handler, self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        self._thread.start()
+        super().__init__(_Handler, "127.0.0.1", 0, name="fake-provider")
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._httpd.drop_connections()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeProvider:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        return self.root_url
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.support.http_routes import Routes
 from tests.tools.fakes import FakeCommands
 
 
@@ -18,39 +18,9 @@ def fake_commands(tmp_path: Path) -> FakeCommands:
     return FakeCommands(tmp_path / "fakebin")
 
 
-class Routes(BaseHTTPRequestHandler):
-    """Answers by path: /ok, /status/NNN, /slow, /echo-headers (headers and path as JSON)."""
-
-    def do_GET(self) -> None:
-        if self.path.startswith("/status/"):
-            self._answer(int(self.path.rsplit("/", 1)[1]), b"status page")
-        elif self.path == "/slow":
-            threading.Event().wait(3)
-            self._answer(200, b"late")
-        elif self.path.startswith("/echo"):
-            body = json.dumps({"path": self.path, "headers": dict(self.headers)}).encode()
-            self._answer(200, body)
-        else:
-            self._answer(200, b"all systems operational")
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", "0"))
-        received = self.rfile.read(length).decode()
-        self._answer(201, json.dumps({"path": self.path, "body": received}).encode())
-
-    def _answer(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
-        pass
-
-
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    """Base URL of a local server on an ephemeral port."""
+    """Base URL of a local server on an ephemeral port (``tests.support.http_routes.Routes``)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), Routes)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.tooling import ToolCategory, ToolResult
 from tools import http_client
-from tools.base import FunctionTool, ToolContext, tool
+from tools.base import FunctionTool, ToolContext
 from tools.egress import Destination, EgressPolicy, parse_address
 from tools.egress_approval import categorizer, policy_for
 from tools.text import shorten
 
 _HOST_PATTERN = r"^[A-Za-z0-9._:\[\]-]+$"
 _BODY_EXCERPT_CHARS = 300
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 
 class HttpCheckArgs(BaseModel):
@@ -61,38 +63,63 @@ class DnsLookupArgs(BaseModel):
 
 def network_tools(egress: EgressPolicy) -> list[FunctionTool[Any]]:
     """``http_check``, ``tcp_check`` and ``dns_lookup``, reaching only what ``egress`` allows."""
+    return [
+        _network_tool(
+            egress,
+            _http_check,
+            HttpCheckArgs,
+            _http_destination,
+            name="http_check",
+            description="Check a URL: status, latency, and optionally whether the body contains some text.",
+            timeout=15,
+        ),
+        _network_tool(
+            egress,
+            _tcp_check,
+            TcpCheckArgs,
+            _tcp_destination,
+            name="tcp_check",
+            description="Check whether a TCP port accepts connections.",
+            timeout=10,
+        ),
+        _network_tool(
+            egress,
+            _dns_lookup,
+            DnsLookupArgs,
+            _dns_destination,
+            name="dns_lookup",
+            description="Resolve a host name to its addresses (system resolver), or an IP address to its name.",
+            timeout=10,
+        ),
+    ]
 
-    @tool(
+
+def _network_tool(
+    egress: EgressPolicy,
+    check: Callable[[ArgsT, ToolContext, EgressPolicy], ToolResult],
+    args_model: type[ArgsT],
+    destination_of: Callable[[ArgsT], Destination | None],
+    *,
+    name: str,
+    description: str,
+    timeout: float,
+) -> FunctionTool[ArgsT]:
+    """A read-only check of ``destination_of(args)``: a call to an unlisted destination is raised to
+    a mutating one (``categorizer``), and its approved execution connects through ``policy_for``."""
+
+    def run(args: ArgsT, ctx: ToolContext) -> ToolResult:
+        return check(args, ctx, policy_for(egress, destination_of(args), ctx))
+
+    return FunctionTool(
+        run,
+        args_model,
+        name=name,
+        description=description,
         category=ToolCategory.READ_ONLY,
         parallel=True,
-        timeout=15,
-        categorize=categorizer(egress, _http_destination),
+        timeout=timeout,
+        categorize=categorizer(egress, destination_of),
     )
-    def http_check(args: HttpCheckArgs, ctx: ToolContext) -> ToolResult:
-        """Check a URL: status, latency, and optionally whether the body contains some text."""
-        return _http_check(args, ctx, policy_for(egress, _http_destination(args), ctx))
-
-    @tool(
-        category=ToolCategory.READ_ONLY,
-        parallel=True,
-        timeout=10,
-        categorize=categorizer(egress, _tcp_destination),
-    )
-    def tcp_check(args: TcpCheckArgs, ctx: ToolContext) -> ToolResult:
-        """Check whether a TCP port accepts connections."""
-        return _tcp_check(args, ctx, policy_for(egress, _tcp_destination(args), ctx))
-
-    @tool(
-        category=ToolCategory.READ_ONLY,
-        parallel=True,
-        timeout=10,
-        categorize=categorizer(egress, _dns_destination),
-    )
-    def dns_lookup(args: DnsLookupArgs, ctx: ToolContext) -> ToolResult:
-        """Resolve a host name to its addresses (system resolver), or an IP address to its name."""
-        return _dns_lookup(args, ctx, policy_for(egress, _dns_destination(args), ctx))
-
-    return [http_check, tcp_check, dns_lookup]
 
 
 # Where each call goes, from its arguments alone (nothing resolved): what approve mode judges, and

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.tooling import ToolCategory, ToolResult
 from tools.base import FunctionTool, ToolContext, error_result
+from tools.config import KUBE_NAMESPACE
 from tools.errors import ToolCallError
 from tools.process import CommandResult, run_command
 
@@ -71,8 +72,17 @@ class _CommandBackend(ABC):
     def __init__(self, env: Mapping[str, str]) -> None:
         self._env = dict(env)
 
+    def status(self, service: str, ctx: ToolContext) -> ToolResult:
+        """The service's state; a name the backend refuses, or a status command that failed or
+        printed what cannot be read, is an error result."""
+        try:
+            return self._status(service, ctx)
+        except ToolCallError as exc:
+            return error_result(str(exc))
+
     @abstractmethod
-    def status(self, service: str, ctx: ToolContext) -> ToolResult: ...
+    def _status(self, service: str, ctx: ToolContext) -> ToolResult:
+        """The state from the backend's status command (raises ``ToolCallError`` when there is none)."""
 
     @abstractmethod
     def restart_argv(self, service: str) -> list[str]: ...
@@ -83,6 +93,22 @@ class _CommandBackend(ABC):
 
     def _run(self, argv: list[str], ctx: ToolContext) -> CommandResult:
         return run_command(argv, timeout=max(0.5, ctx.remaining()), env=self._env)
+
+    def _output(self, argv: list[str], ctx: ToolContext) -> str:
+        """What ``argv`` printed; a command that failed is the call's error."""
+        result = self._run(argv, ctx)
+        if not result.ok:
+            raise ToolCallError(result.failure_message())
+        return result.stdout
+
+    def _json_output(self, argv: list[str], ctx: ToolContext, program: str) -> dict[str, Any]:
+        """``_output`` read as a JSON object; ``program`` names the command in the error."""
+        stdout = self._output(argv, ctx)
+        try:
+            info: dict[str, Any] = json.loads(stdout)
+        except ValueError:
+            raise ToolCallError(f"{program} gave unreadable output: {stdout[:200]!r}") from None
+        return info
 
     def _restart_then_status(self, argv: list[str], service: str, ctx: ToolContext) -> ToolResult:
         result = self._run(argv, ctx)
@@ -99,14 +125,12 @@ class SystemdBackend(_CommandBackend):
     name = "systemd"
     noun = "systemd unit"
 
-    def status(self, service: str, ctx: ToolContext) -> ToolResult:
+    def _status(self, service: str, ctx: ToolContext) -> ToolResult:
         _refuse_slash(service)
-        result = self._run(
+        shown = self._output(
             ["systemctl", "show", "--no-pager", f"--property={_SYSTEMD_PROPERTIES}", service], ctx
         )
-        if not result.ok:
-            return error_result(result.failure_message())
-        props = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+        props = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
         unit = props.get("Id") or service
         if props.get("LoadState") == "not-found":
             return error_result(f"{unit}: no such unit")
@@ -134,17 +158,13 @@ class DockerBackend(_CommandBackend):
     name = "docker"
     noun = "Docker container"
 
-    def status(self, service: str, ctx: ToolContext) -> ToolResult:
+    def _status(self, service: str, ctx: ToolContext) -> ToolResult:
         _refuse_slash(service)
-        result = self._run(
-            ["docker", "inspect", "--type", "container", "--format", "{{json .}}", service], ctx
+        info = self._json_output(
+            ["docker", "inspect", "--type", "container", "--format", "{{json .}}", service],
+            ctx,
+            "docker inspect",
         )
-        if not result.ok:
-            return error_result(result.failure_message())
-        try:
-            info = json.loads(result.stdout)
-        except ValueError:
-            return error_result(f"docker inspect gave unreadable output: {result.stdout[:200]!r}")
         state = info.get("State") or {}
         health = (state.get("Health") or {}).get("Status")
         parts = [f"{str(info.get('Name', service)).lstrip('/')}: {state.get('Status', '?')}"]
@@ -175,15 +195,9 @@ class KubernetesBackend(_CommandBackend):
         if context:
             self._prefix.append(f"--context={context}")
 
-    def status(self, service: str, ctx: ToolContext) -> ToolResult:
+    def _status(self, service: str, ctx: ToolContext) -> ToolResult:
         resource = _kube_resource(service)
-        result = self._run([*self._prefix, "get", resource, "--output=json"], ctx)
-        if not result.ok:
-            return error_result(result.failure_message())
-        try:
-            info = json.loads(result.stdout)
-        except ValueError:
-            return error_result(f"kubectl gave unreadable output: {result.stdout[:200]!r}")
+        info = self._json_output([*self._prefix, "get", resource, "--output=json"], ctx, "kubectl")
         return _describe_workload(resource, self.namespace, info)
 
     def restart_argv(self, service: str) -> list[str]:
@@ -235,7 +249,7 @@ def _refuse_slash(service: str) -> None:
 
 
 def make_backend(
-    name: str, env: Mapping[str, str], kube_namespace: str = "default", kube_context: str | None = None
+    name: str, env: Mapping[str, str], kube_namespace: str = KUBE_NAMESPACE, kube_context: str | None = None
 ) -> ServiceBackend:
     """The backend called ``name`` (systemd, docker or kubernetes)."""
     if name == "systemd":

@@ -16,7 +16,7 @@ from bot.ops.audit_cli import run_cli
 from bot.ops.cli import build_parser
 from bot.runs.audit import AuditKind
 from bot.settings import Settings
-from tests.bot.conftest import Harness
+from tests.support.harness import Harness
 
 CHATOPS = str(Path(sys.executable).with_name("chatops"))
 

@@ -19,9 +19,9 @@ from bot.runs.durability import read_persistence
 from bot.settings import Settings
 from emulator.openai_server import OpenAIServer, Reply
 from emulator.slack import SlackEmulator, WorkspaceConfig
-from tests.bot.conftest import WorkerProcess
 from tests.reliability.redis_proc import DURABLE, RDB_DEFAULT, RedisProcess
 from tests.support.waiting import wait_until
+from tests.support.worker_process import WorkerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFEST = ROOT / "manifest.json"

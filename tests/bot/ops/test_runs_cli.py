@@ -19,8 +19,9 @@ from bot.ops.runs_cli import run_cli
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.audit import AuditKind
 from bot.settings import Settings
-from tests.bot.conftest import Harness, WorkerProcess
+from tests.support.harness import Harness
 from tests.support.waiting import wait_until
+from tests.support.worker_process import WorkerProcess
 
 RQ = str(Path(sys.executable).with_name("rq"))
 CHATOPS = str(Path(sys.executable).with_name("chatops"))

@@ -13,7 +13,7 @@ from bot.ops.system_prompt import DEFAULT_PROMPT_FILE, NO_TARGETS, load_template
 from bot.ops.worker import default_runtime
 from bot.runs.runtime import Runtime
 from bot.settings import Settings
-from tests.bot.conftest import Harness
+from tests.support.harness import Harness
 
 
 def test_the_shipped_prompt_says_what_the_bot_must_know() -> None:
@@ -91,6 +91,9 @@ def test_the_worker_redacts_fallback_keys_from_tool_output(
         assert "very-secret" not in runtime.tool_output_filter(
             "env: ANTHROPIC_API_KEY=sk-ant-api03-very-secret-value"
         )
+        # ... and from what the model writes, before history stores it (agent.calls)
+        assert runtime.redact is not None
+        assert "very-secret" not in runtime.redact('{"url": "https://x/?k=sk-ant-api03-very-secret-value"}')
     finally:
         runtime.close()
 
@@ -121,7 +124,7 @@ def test_a_resumed_run_keeps_the_prompt_it_started_with(harness: Harness) -> Non
     prompted.work()
     [approval] = prompted.service.approvals.for_run(run_id)
     prompted.prompt = "an edited prompt file, deployed while the run waited"
-    prompted.service.decide(approval.id, user="U_APPROVER", approve=True)
+    prompted.service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     prompted.work()
     model = prompted.models[0]
     assert isinstance(model, FunctionModel) and len(model.requests) == 3

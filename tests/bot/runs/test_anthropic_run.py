@@ -19,8 +19,8 @@ from bot.runs.metrics import LLM_TOKENS, MetricsStore
 from bot.runs.presenter import InMemoryPresenter
 from emulator.anthropic_rules import PromptCache
 from emulator.anthropic_server import AnthropicReply, AnthropicServer, ScriptedToolCall
-from tests.bot.conftest import Harness
 from tests.support.anthropic_types import check_request
+from tests.support.harness import Harness
 
 KEY = "sk-ant-run"
 PLAN_PREFIX = "plan:"
@@ -94,7 +94,7 @@ def test_tool_use_approval_and_resume_on_the_anthropic_api(
     [approval] = presenter.of("ask_approval", run_id)
     assert approval.tool == "restart_service" and harness.executions("restart_service") == []
 
-    harness.service.decide(approval.id, user="U_APPROVER", approve=True)
+    harness.service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED
     assert presenter.of("post_answer", run_id) == ["done: restart_service ok"]

@@ -7,10 +7,10 @@ import time
 
 import redis
 
-from agent.keys import Keys
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from agent.types import DecisionStatus
+from bot.keys import Keys
 from bot.runs.approvals import Approvals, ApprovalStatus, DecideResult
 
 

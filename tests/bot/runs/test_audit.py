@@ -9,9 +9,9 @@ from urllib.parse import quote
 import redis
 
 from agent.events import ToolEnd
-from agent.keys import Keys
 from agent.tooling import ToolCategory
 from agent.types import RunResult, RunStatus, ToolCall, Usage
+from bot.keys import Keys
 from bot.logs import redactor_for
 from bot.runs.approvals import Approval
 from bot.runs.audit import FIELD_MAX_CHARS, AuditKind, AuditLog

@@ -19,8 +19,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from agent.keys import Keys
 from bot.errors import DurabilityError, DurabilityUnconfirmedError, NotDurableError
+from bot.keys import Keys
 from bot.runs.durability import Durability, DurabilityMode, Persistence, findings, plan_wait, read_persistence
 from bot.settings import Settings
 from tests.reliability.redis_proc import DURABLE, RDB_DEFAULT, RedisProcess

@@ -9,16 +9,16 @@ from pathlib import Path
 import redis
 from rq.job import Job
 
-from agent.keys import Keys
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from agent.types import RunStatus
+from bot.keys import Keys
 from bot.runs.approvals import CARD_FAILED_REASON, Approval, Approvals, ApprovalStatus, DecideOutcome
 from bot.runs.audit import AuditKind
 from bot.runs.presenter import InMemoryPresenter, RunRef
 from bot.runs.runtime import Runtime
-from tests.bot.conftest import Harness, make_options
 from tests.bot.runtimes import file_tools, plan_model
+from tests.support.harness import Harness, make_options
 
 
 def approvals(client: redis.Redis, keys: Keys) -> Approvals:
@@ -152,6 +152,6 @@ def test_a_worker_clock_minutes_behind_does_not_expire_a_fresh_approval(
     finished = [Job.fetch(i, connection=redis_client) for i in bot.queue.finished_job_registry.get_job_ids()]
     assert "not_due" in [job.return_value() for job in finished if job.func_name.endswith("expire_approval")]
     assert bot.queue.scheduled_job_registry.count == 1  # the expiry, again, for when it is due
-    assert bot.service.decide(approval.id, user="U_APPROVER", approve=True).won
+    assert bot.service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True).won
     bot.work()
     assert bot.status(run_id) is RunStatus.COMPLETED and len(bot.executions("restart_service")) == 1

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import redis
 
-from agent.keys import Keys
 from agent.redis_memory import RedisMemory
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from agent.types import RunState, RunStatus
+from bot.keys import Keys
 from bot.runs.approvals import Approvals, ApprovalStatus
 from bot.runs.inbox import DeliveryStatus, Inbox
 

@@ -13,7 +13,7 @@ from bot.runs.inbox import DeliveryStatus
 from bot.runs.lease import Lease
 from bot.runs.presenter import InMemoryPresenter, StopNotice
 from bot.runs.service import JOB_TIMEOUT_MARGIN_SECONDS
-from tests.bot.conftest import Harness, make_options
+from tests.support.harness import Harness, make_options
 
 
 def presenter(harness: Harness) -> InMemoryPresenter:
@@ -63,7 +63,7 @@ def test_a_confirm_tool_suspends_the_run_and_frees_the_worker(harness: Harness) 
     assert stored is not None and stored.card_ts  # the card's ts is on the record, for updating it later
     assert harness.executions("restart_service") == []
 
-    result = harness.service.decide(asked[0].id, user="U_APPROVER", approve=True)
+    result = harness.service.lifecycle.decide(asked[0].id, user="U_APPROVER", approve=True)
     assert result.won
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED
@@ -85,12 +85,12 @@ def test_a_declined_call_never_runs_and_the_model_is_told(harness: Harness) -> N
     run_id = harness.submit("plan: restart_service")
     harness.work()
     (approval,) = presenter(harness).of("ask_approval", run_id)
-    harness.service.decide(approval.id, user="U_BOSS", approve=False, reason="not during the sale")
+    harness.service.lifecycle.decide(approval.id, user="U_BOSS", approve=False, reason="not during the sale")
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED
     assert harness.tool_results(run_id) == ["Error: declined: not during the sale"]
     assert harness.executions("restart_service") == []
-    late = harness.service.decide(approval.id, user="U_OTHER", approve=True)
+    late = harness.service.lifecycle.decide(approval.id, user="U_OTHER", approve=True)
     assert not late.won and late.approval.decided_by == "U_BOSS" and "declined by U_BOSS" in late.describe()
 
 

@@ -8,9 +8,9 @@ import pytest
 import redis
 
 from agent.errors import LeaseLostError
-from agent.keys import Keys
 from agent.redis_memory import RedisMemory
 from agent.types import Message, RunState
+from bot.keys import Keys
 from bot.runs.lease import Lease
 
 

@@ -16,9 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from rq import Worker
 from slack_sdk.errors import SlackApiError
 
-from agent.keys import Keys
 from agent.redis_memory import RedisMemory
 from agent.types import RunStatus
+from bot.keys import Keys
 from bot.runs.metrics import APPROVAL_WAIT, RUNS_STARTED, TOOL_DURATION, MetricsStore
 from bot.runs.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.runs.service import RunService
@@ -28,9 +28,11 @@ from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp
 from emulator.openai_server import OpenAIServer, Reply, ScriptedUsage
 from emulator.slack import SlackEmulator, WorkspaceConfig
-from tests.bot.conftest import Harness, WorkerProcess, make_options
-from tests.bot.slack.conftest import WebServer, http
+from tests.support.harness import Harness, make_options
+from tests.support.slack_http import http
 from tests.support.waiting import wait_until
+from tests.support.web_server import WebServer
+from tests.support.worker_process import WorkerProcess
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -98,7 +100,7 @@ def test_a_run_with_tools_an_approval_and_a_reply_moves_every_run_metric(
     assert value(waiting, "chatops_runs_finished_total", status="completed") == 0
 
     (approval,) = harness.service.approvals.for_run(run_id)
-    harness.service.decide(approval.id, user="U_APPROVER", approve=True)
+    harness.service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     harness.service.deliver("C1", "100.1", user="U_ALICE", text="also look at the disk", ts="100.5")
     assert value(scrape(url), "chatops_queue_depth", queue=harness.options.queue_name) == 1
     harness.work()
@@ -136,7 +138,9 @@ def test_a_declined_call_counts_as_refused_and_declined(
     run_id = harness.submit("plan: restart_service")
     harness.work()
     (approval,) = harness.service.approvals.for_run(run_id)
-    harness.service.decide(approval.id, user="U_APPROVER", approve=False, reason="not during the freeze")
+    harness.service.lifecycle.decide(
+        approval.id, user="U_APPROVER", approve=False, reason="not during the freeze"
+    )
     harness.work()
     samples = scrape(url)
     assert value(samples, "chatops_approvals_decided_total", decision="declined") == 1

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import redis
 
-from agent.keys import Keys
 from agent.redis_memory import RedisMemory
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.types import Message, Request, RunStatus
+from bot.keys import Keys
 from bot.runs.audit import AuditKind
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.presenter import InMemoryPresenter, RunRef
 from bot.runs.service import RunService
-from tests.bot.conftest import Harness, make_options
+from tests.support.harness import Harness, make_options
 from tests.support.tools import RecordingTool, sleeping
 
 
@@ -34,7 +34,7 @@ def decide_in_child(
     """One person clicking Approve, in a process of its own, at ``start_at``."""
     service = RunService(redis.Redis.from_url(url), Keys(prefix), make_options(queue))
     time.sleep(max(0.0, start_at - time.time()))
-    result = service.decide(approval_id, user=user, approve=True)
+    result = service.lifecycle.decide(approval_id, user=user, approve=True)
     out.put((user, result.won, result.approval.decided_by, result.approval.status.value))
 
 

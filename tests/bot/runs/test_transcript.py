@@ -11,7 +11,7 @@ from agent.types import RunStatus
 from bot.ops.cli import build_parser
 from bot.ops.runs_cli import run_cli
 from bot.settings import Settings
-from tests.bot.conftest import Harness
+from tests.support.harness import Harness
 
 EXPECTED_MARKDOWN = """\
 # Run RUN
@@ -85,7 +85,7 @@ def run_id(harness: Harness) -> str:
     run_id = harness.submit("plan: check_health restart_service")
     harness.work()
     (approval,) = harness.service.approvals.for_run(run_id)
-    harness.service.decide(approval.id, user="U_APPROVER", approve=True)
+    harness.service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     reply = "also look at the disk, the db password=hunter2hunter2 is in the vault"
     harness.service.deliver("C1", "100.1", user="U_ALICE", text=reply, ts="100.5")
     harness.work()

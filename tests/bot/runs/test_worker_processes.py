@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from agent.keys import Keys
 from agent.redis_memory import RedisMemory
 from agent.types import RunStatus
+from bot.keys import Keys
 from bot.runs.audit import AuditKind
 from bot.runs.service import RunService
-from tests.bot.conftest import WorkerProcess, make_options
 from tests.bot.runtimes import executions
+from tests.support.harness import make_options
 from tests.support.waiting import wait_until
+from tests.support.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +50,7 @@ def test_sigkill_during_a_mutating_tool_never_runs_it_twice(
     run_id = service.submit("C1", "1.1", requester="U_REQ", text="plan: restart_service").run_id
     wait_until(lambda: status(service, run_id) is RunStatus.AWAITING_APPROVAL, what="the approval")
     (approval,) = service.approvals.for_run(run_id)
-    service.decide(approval.id, user="U_APPROVER", approve=True)
+    service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     log = tmp_path / "restart_service.log"
     wait_until(lambda: executions(log), what="the tool to start")
     horse = int(executions(log)[0]["pid"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import redis
 
-from agent.keys import Keys
+from bot.keys import Keys
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings

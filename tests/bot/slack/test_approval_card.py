@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from slack_sdk import WebClient
 from slack_sdk.models.blocks import Block as SdkBlock
 
-from agent.keys import Keys
 from agent.tooling import ToolCategory
+from bot.keys import Keys
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.presenter import RunRef
 from bot.slack import render

@@ -17,7 +17,7 @@ from agent.tooling import ToolCategory
 from bot.runs.approvals import Approval
 from bot.slack.approvers import ApproverPolicy
 from emulator.slack import SlackEmulator, SlackEmulatorClient, UserSpec, WorkspaceConfig
-from tests.bot.slack.conftest import SECRET, TOKEN
+from tests.support.slack_workspace import SECRET, TOKEN
 
 TEAM = "T_EMULATOR"
 

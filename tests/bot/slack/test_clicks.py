@@ -15,7 +15,9 @@ from bot.runs.approvals import ApprovalStatus
 from bot.runs.presenter import CardView
 from bot.slack import render
 from bot.slack.client import make_client
-from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons, signed_post
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_http import signed_post
+from tests.support.slack_workspace import CHANNEL, buttons
 from tests.support.waiting import wait_for
 
 
@@ -49,11 +51,6 @@ def notes_to(bot: SlackBot, user: str, count: int = 1) -> list[str]:
     return wait_for(probe, what=f"{count} ephemeral note(s) to {user}")
 
 
-def settle() -> None:
-    """Let lazy listeners that should NOT act have their chance to (wrongly) act."""
-    time.sleep(0.4)
-
-
 def test_an_unauthorised_approver_changes_nothing(make_bot: Callable[..., SlackBot]) -> None:
     bot = make_bot(chatops_approvers="S_ONCALL")  # the on-call group: U_ALICE only
     ts, run_id, card = pending_card(bot, "U_BOB", "restart_service")
@@ -61,7 +58,7 @@ def test_an_unauthorised_approver_changes_nothing(make_bot: Callable[..., SlackB
     assert bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)["status"] == 200
     [note] = notes_to(bot, "U_BOB")
     assert "not on this bot's approvers list" in note and "Nothing changed" in note
-    settle()
+    bot.settle()  # what the click would (wrongly) do after its answer is done
     assert status(bot, approval_id) is ApprovalStatus.PENDING
     assert buttons(next(m for m in bot.thread(ts) if m["ts"] == card["ts"]))  # the card still asks
     bot.work()
@@ -81,7 +78,7 @@ def test_a_destructive_call_needs_an_approver_other_than_the_requester(bot: Slac
     bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_APPROVE)
     [note] = notes_to(bot, "U_ALICE")
     assert "other than the person who asked" in note
-    settle()
+    bot.settle()  # what the click would (wrongly) do after its answer is done
     assert status(bot, approval_id) is ApprovalStatus.PENDING
 
 
@@ -185,7 +182,7 @@ def test_only_the_requester_or_an_approver_may_stop(make_bot: Callable[..., Slac
     bot.control.click(str(posted["ts"]), "U_BOB", action_id=render.ACTION_STOP)
     [note] = notes_to(bot, "U_BOB")
     assert "Only the person who asked or an approver" in note
-    settle()
+    bot.settle()  # what the click would (wrongly) do after its answer is done
     assert not bot.service.stop_requested(run_id)
 
 

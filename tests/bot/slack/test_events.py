@@ -16,14 +16,9 @@ from agent.scripted import FunctionModel
 from agent.types import Request, RunStatus
 from bot.slack.app import build_app
 from bot.slack.runtime import WebRuntime
-from tests.bot.slack.conftest import (
-    BOT_USER,
-    CHANNEL,
-    SlackBot,
-    event_envelope,
-    http,
-    signed_post,
-)
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_http import event_envelope, http, signed_post
+from tests.support.slack_workspace import BOT_USER, CHANNEL
 from tests.support.waiting import wait_for
 
 
@@ -119,7 +114,7 @@ def test_without_redis_slack_gets_a_non_2xx_and_health_says_503(make_bot: Callab
     status = deliver(broken, app_mention(ts, "plan: check_health"), "EvDown")
     assert status >= 500  # Slack retries a non-2xx; a 200 would lose the mention
     assert deliver(broken, message(new_ts(), "a reply", thread_ts=ts), "EvDown2") >= 500
-    time.sleep(0.3)
+    broken.settle()  # what the answers handed on (nothing, we expect) is done
     assert broken.calls("reactions.add") == [] and broken.calls("chat.postMessage") == []
     # The same event is stored once Redis is back (here: the healthy bot on the same emulator).
     assert deliver(healthy, app_mention(ts, "plan: check_health"), "EvDown", retry=1) == 200
@@ -147,7 +142,7 @@ def test_outside_the_allowed_channels_the_bot_says_so_once(make_bot: Callable[..
     first = bot.mention("plan: check_health")
     second = bot.mention("plan: check_health, please")
     notices = wait_for(lambda: bot.calls("chat.postMessage"), what="the notice")
-    time.sleep(0.5)  # give a second notice time to (wrongly) appear
+    bot.settle()  # both deliveries answered and followed up: a second notice would be there
     notices = bot.calls("chat.postMessage")
     assert len(notices) == 1
     assert "only take requests in <#C_RANDOM>" in notices[0]["params"]["text"]
@@ -196,7 +191,7 @@ def test_a_mention_in_a_thread_with_an_active_run_is_injected_not_a_second_run(b
 def test_replies_in_threads_without_an_active_run_are_ignored(bot: SlackBot) -> None:
     root = bot.say("web-03 looks slow", user="U_ALICE")
     bot.say("agreed", user="U_BOB", thread_ts=root)
-    time.sleep(0.5)
+    bot.settle()  # both messages delivered and followed up
     assert bot.calls("reactions.add") == [] and runs_started(bot) == 0
     deliveries = bot.control.deliveries(kind="event")
     assert deliveries and all(d["status"] == 200 for d in deliveries)

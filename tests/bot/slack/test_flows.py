@@ -19,7 +19,8 @@ from bot.runs.approvals import ApprovalStatus
 from bot.slack import render
 from emulator.slack import SlackEmulatorClient
 from tests.bot.runtimes import plan_step
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, SlackBot, buttons
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import BOT_USER, CHANNEL, buttons
 from tests.support.waiting import wait_for
 
 

@@ -23,7 +23,9 @@ from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
 from bot.slack import render
 from tests.bot.runtimes import FileTool
-from tests.bot.slack.conftest import SlackBot, buttons, signed_post
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_http import signed_post
+from tests.support.slack_workspace import buttons
 from tests.support.waiting import wait_for
 from tools.builtin.cleanup import cleanup_tools
 from tools.paths import AllowedDirs

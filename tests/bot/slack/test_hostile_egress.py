@@ -29,9 +29,10 @@ from agent.types import RunStatus, ToolCall
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.audit import AuditKind
 from bot.slack import render
-from tests.bot.slack.conftest import SlackBot, buttons
 from tests.support.listeners import CountingServer, counting_server
 from tests.support.resolvers import StaticResolver
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import buttons
 from tests.support.waiting import wait_for
 from tools.builtin.network import network_tools
 from tools.egress import EgressPolicy, protected_endpoints

@@ -17,7 +17,9 @@ import redis
 from bot.ops.worker import recovery_sweep
 from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack import render
-from tests.bot.slack.conftest import SlackBot, buttons, signed_post
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_http import signed_post
+from tests.support.slack_workspace import buttons
 from tests.support.waiting import wait_for
 
 

@@ -11,21 +11,29 @@ from typing import Any
 
 import redis
 
-from agent.keys import Keys
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
+from bot.keys import Keys
 from bot.runs.presenter import CardView, RunRef, Step, StepStatus
 from bot.slack.client import make_client
 from bot.slack.presenter import STATUS_TEXT, SlackPresenter
+from bot.slack.sender import SlackSender
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.bot.slack.conftest import CHANNEL, SlackBot, make_settings
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import CHANNEL, make_settings
+from tests.support.waiting import wait_until
 
 
 def presenter_for(
-    emulator: SlackEmulator, redis_client: redis.Redis, redis_url: str, key_prefix: str
+    emulator: SlackEmulator,
+    redis_client: redis.Redis,
+    redis_url: str,
+    key_prefix: str,
+    sender: SlackSender | None = None,
 ) -> tuple[SlackPresenter, RunRef]:
+    """A presenter on the emulator and a run in a new thread; ``sender`` replaces the process's."""
     settings = make_settings(emulator, redis_url, key_prefix, "unused")
-    presenter = SlackPresenter(make_client(settings), redis_client, Keys(key_prefix))
+    presenter = SlackPresenter(make_client(settings), redis_client, Keys(key_prefix), sender=sender)
     thread = SlackEmulatorClient(emulator.url).post_message(CHANNEL, "U_ALICE", "web-03 is full")["ts"]
     return presenter, RunRef("r" * 32, CHANNEL, str(thread), "U_ALICE")
 
@@ -42,7 +50,8 @@ def test_card_updates_are_throttled_and_the_final_state_is_always_written(
     redis_url: str,
     key_prefix: str,
 ) -> None:
-    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix)
+    sender = SlackSender()  # its own, so that what it still holds is this test's alone
+    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix, sender)
     ts = presenter.post_run_card(run, card(RunStatus.RUNNING, 0))
     assert ts
     run = RunRef(run.run_id, run.channel, run.thread_ts, run.requester, ts)
@@ -57,7 +66,8 @@ def test_card_updates_are_throttled_and_the_final_state_is_always_written(
     assert all(b - a >= 0.9 for a, b in itertools.pairwise(times))
     final = json.dumps(updates[-1]["params"]["blocks"])
     assert "tool_20" in final and "Done" in final
-    time.sleep(1.2)  # no stale timer fires after the final state
+    # No stale timer fires after the final state: a timer is a delivery the sender still holds.
+    wait_until(lambda: not sender.pending(run.run_id), what="the sender to hold nothing of the run")
     assert len(control.calls("chat.update")) == len(updates)
 
 

@@ -7,8 +7,9 @@ from typing import Any
 
 from agent.types import RunStatus
 from bot.slack import render
-from tests.bot.slack.conftest import CHANNEL, SlackBot, buttons
 from tests.bot.slack.test_clicks import notes_to
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import CHANNEL, buttons
 from tests.support.waiting import wait_for
 
 

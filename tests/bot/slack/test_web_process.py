@@ -15,16 +15,17 @@ import psutil
 import pytest
 import redis
 
-from agent.keys import Keys
-from agent.redis_memory import as_text
+from agent.redis_util import as_text
 from agent.types import RunStatus
+from bot.keys import Keys
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import executions
-from tests.bot.slack.conftest import BOT_USER, CHANNEL, buttons, signed_post
 from tests.bot.slack.web_process import chatops_processes, health
+from tests.support.slack_http import signed_post
+from tests.support.slack_workspace import BOT_USER, CHANNEL, buttons
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow

@@ -22,8 +22,10 @@ from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
 from bot.slack import render
 from emulator.slack import SlackEmulator, UserSpec, WorkspaceConfig
-from tests.bot.slack.conftest import CHANNEL, SECRET, TOKEN, SlackBot, buttons, signed_post
 from tests.bot.slack.test_clicks import approval_id_of, notes_to, pending_card, status
+from tests.support.slack_bot import SlackBot
+from tests.support.slack_http import signed_post
+from tests.support.slack_workspace import CHANNEL, SECRET, TOKEN, buttons
 from tests.support.waiting import wait_for
 
 PEOPLE: dict[str, str | UserSpec] = {

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.slack import SlackEmulator
-from tests.bot.slack.conftest import SECRET, TOKEN, http
+from tests.support.slack_http import http
+from tests.support.slack_workspace import SECRET, TOKEN
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,21 +7,9 @@ from collections.abc import Iterator
 import pytest
 from slack_sdk import WebClient
 
-from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
+from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.emulator.slack.receiver import Receiver
-
-SECRET = "test-signing-secret"
-TOKEN = "xoxb-test-token"
-
-
-def make_config(**overrides: object) -> WorkspaceConfig:
-    """A config with fast event timeouts and retries, so retry tests take well under a second."""
-    config = WorkspaceConfig(
-        bot_token=TOKEN, signing_secret=SECRET, event_timeout=0.5, retry_delays=(0.0, 0.05, 0.05)
-    )
-    for key, value in overrides.items():
-        setattr(config, key, value)
-    return config
+from tests.support.emulator_workspace import TOKEN, make_config
 
 
 @pytest.fixture

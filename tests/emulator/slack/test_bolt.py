@@ -15,8 +15,8 @@ from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.emulator.slack.conftest import SECRET, TOKEN
 from tests.emulator.slack.receiver import Answer, Received, Receiver
+from tests.support.emulator_workspace import SECRET, TOKEN
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from slack_sdk import WebClient
 from slack_sdk.signature import SignatureVerifier
 
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.emulator.slack.conftest import SECRET, make_config
 from tests.emulator.slack.receiver import Answer, Received, Receiver
+from tests.support.emulator_workspace import SECRET, make_config
 
 VERIFIER = SignatureVerifier(SECRET)
 

@@ -14,8 +14,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
 from emulator.slack import ControlApiError, SlackEmulator, SlackEmulatorClient
-from tests.emulator.slack.conftest import SECRET, TOKEN, make_config
 from tests.emulator.slack.receiver import Answer, Received, Receiver
+from tests.support.emulator_workspace import SECRET, TOKEN, make_config
 
 APPROVAL: list[dict[str, Any]] = [
     {"type": "section", "block_id": "summary", "text": {"type": "mrkdwn", "text": "*restart* `api`?"}},

@@ -14,7 +14,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, ServerErrorRetryHandler
 
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.emulator.slack.conftest import TOKEN
+from tests.support.emulator_workspace import TOKEN
 
 
 def section(text: str) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from emulator.slack import ControlApiError, SlackEmulator, SlackEmulatorClient, UserSpec
-from tests.emulator.slack.conftest import TOKEN, make_config
 from tests.emulator.slack.receiver import Receiver
+from tests.support.emulator_workspace import TOKEN, make_config
 
 PEOPLE: dict[str, str | UserSpec] = {
     "U_ALICE": "alice",

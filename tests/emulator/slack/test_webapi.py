@@ -11,7 +11,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from emulator.slack import SlackEmulator, SlackEmulatorClient
-from tests.emulator.slack.conftest import TOKEN
+from tests.support.emulator_workspace import TOKEN
 
 
 def raw_post(

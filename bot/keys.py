@@ -1,0 +1,109 @@
+"""Every Redis key chatops uses, built from one configurable prefix (``CHATOPS_REDIS_PREFIX``).
+
+Nothing else in the code base spells a key: grep this module (and ``agent.keys``, which it extends
+with the bot's keys) to learn what lives in Redis. ``docs/ARCHITECTURE.md`` names the one module
+that owns each key family.
+
+Per run (``run_id`` is ours, a uuid hex), from ``agent.keys.MemoryKeys``:
+
+* ``{p}run:{id}``            hash: the run record (``bot.runs.record``) and the loop's ``RunState``
+* ``{p}run:{id}:messages``   list: the history, one JSON ``Message`` per item, append-only
+* ``{p}run:{id}:inbox``      list: injected thread replies not yet in the history
+* ``{p}run:{id}:lease``      string: the fencing token of the worker that owns the run (PX TTL)
+
+and the bot's:
+
+* ``{p}run:{id}:fence``      counter: the last fencing token handed out (INCR)
+* ``{p}run:{id}:approvals``  hash: tool call id -> approval id
+
+Shared:
+
+* ``{p}approval:{id}``       hash: one approval record
+* ``{p}thread:{channel}:{thread_ts}``  string: the id of the thread's active run
+* ``{p}runs:active``         sorted set: ids of runs not yet finished, scored by creation time
+* ``{p}runs:reporting``      sorted set: ids of runs whose job has not yet told the thread how they ended
+* ``{p}audit``               stream: the audit log
+* ``{p}seen:...``            strings: dedupe claims (Slack event ids, message timestamps)
+* ``{p}metrics:{name}``      hash: one metric's values by labels (and buckets), from all processes
+* ``{p}slack:{kind}:...``    the Slack layer's caches and flags
+* ``{p}limits:{kind}:{id}``  sorted sets of ``bot.runs.limits``: recent runs per user and channel, a channel's runs
+* ``{p}durability:probe``   string: ``bot.runs.durability``'s write that ``WAIT`` / ``WAITAOF`` wait on (PX 60 s)
+* ``{p}data_marker``        string: written once (``SET NX``, no TTL) by the lost-run sweep
+  (``bot/runs/lost_runs.py``); finding it gone means Redis lost its data, so the sweep looks in Slack
+  for cards of runs Redis no longer knows
+* ``{p}lost:scan``          string: the lock of the one worker scanning Slack for lost cards (PX)
+* ``{p}lost:notice:{channel}:{thread_ts}``  string: the thread was told its run was lost (EX 2 days)
+
+Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
+primary (as RQ does); it does not use cluster hash tags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.keys import MemoryKeys, key_part
+
+
+@dataclass(frozen=True)
+class Keys(MemoryKeys):
+    """The bot's key builder: the memory's keys of a run, and everything else the bot keeps."""
+
+    # -- one run, beyond its memory ---------------------------------------------------------------
+
+    def fence(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:fence"
+
+    def approvals(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:approvals"
+
+    # -- shared -------------------------------------------------------------------------------
+
+    def approval(self, approval_id: str) -> str:
+        return f"{self.prefix}approval:{key_part(approval_id, 'approval id')}"
+
+    def thread(self, channel: str, thread_ts: str) -> str:
+        return f"{self.prefix}thread:{key_part(channel, 'channel')}:{key_part(thread_ts, 'thread ts')}"
+
+    def active_runs(self) -> str:
+        return f"{self.prefix}runs:active"
+
+    def reporting(self) -> str:
+        return f"{self.prefix}runs:reporting"
+
+    def audit(self) -> str:
+        return f"{self.prefix}audit"
+
+    def seen_event(self, event_id: str) -> str:
+        return f"{self.prefix}seen:event:{key_part(event_id, 'event id')}"
+
+    def seen_message(self, channel: str, ts: str) -> str:
+        return f"{self.prefix}seen:message:{key_part(channel, 'channel')}:{key_part(ts, 'message ts')}"
+
+    def metrics(self, name: str) -> str:
+        """One Prometheus metric's values, pushed by every process (``bot/runs/metrics.py``)."""
+        return f"{self.prefix}metrics:{key_part(name, 'metric name')}"
+
+    def limits(self, kind: str, ident: str) -> str:
+        """``bot.runs.limits``' sets: ``user`` / ``channel`` windows and a channel's ``active`` runs."""
+        return f"{self.prefix}limits:{key_part(kind, 'kind')}:{key_part(ident, kind)}"
+
+    def durability_probe(self) -> str:
+        """A connection's own write, so ``WAIT`` / ``WAITAOF`` cover everything written before it."""
+        return f"{self.prefix}durability:probe"
+
+    def data_marker(self) -> str:
+        """Present while Redis keeps its data; its absence tells the lost-run sweep to look in Slack."""
+        return f"{self.prefix}data_marker"
+
+    def lost_scan(self) -> str:
+        """The lock of the worker scanning Slack for cards of lost runs."""
+        return f"{self.prefix}lost:scan"
+
+    def lost_notice(self, channel: str, thread_ts: str) -> str:
+        """Set once a thread has been told its run's state was lost (so it is told once)."""
+        return f"{self.prefix}lost:notice:{key_part(channel, 'channel')}:{key_part(thread_ts, 'thread ts')}"
+
+    def slack(self, kind: str, *parts: str) -> str:
+        """Caches and flags of the Slack layer (``identity``, ``no_status:{team}``, ...)."""
+        return ":".join([f"{self.prefix}slack", key_part(kind, "kind"), *(key_part(p, kind) for p in parts)])

@@ -1,0 +1,193 @@
+"""The approval lifecycle: every transition of an approval record, each written once, with its audit.
+
+::
+
+    request (worker: the gate) --> pending
+    pending --decide (web: a click, the first wins)------------------> approved | declined
+    pending --decline (worker: the card was not posted; web: Stop)----> declined
+    pending --supersede (web: a reply by someone who may decide;
+                         worker: such a reply while the run suspended)-> superseded
+    pending --expire (due by Redis's clock: the scheduled job, the
+                      sweep, the gate; a click after the expiry)------> expired
+    approved --consume (worker: the gate, before the side effect)----> consumed (once)
+
+The record and its atomic scripts belong to ``bot.runs.approvals`` (the Lua transition runs once
+per record: one caller wins). This module is the only code that moves a record: each transition
+is one method, the audit entry of a move this call made is written in one place (``_audited``:
+``approval_requested`` when created, ``approval_decided`` when it leaves ``pending``), and a
+decision made outside the run resumes it (``resume``, the run service's enqueue). Consuming is
+not audited: the execution it starts is (``tool_executed`` with ``confirmed_by``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.errors import ApprovalNotFoundError, NotAnApproverError
+from bot.runs.approvals import (
+    EXPIRED_REASON,
+    SUPERSEDED_REASON,
+    SYSTEM_DECIDER,
+    Approval,
+    Approvals,
+    ApprovalStatus,
+    DecideOutcome,
+    DecideResult,
+)
+from bot.runs.audit import AuditLog
+from bot.runs.queueing import JobQueue
+
+
+@dataclass
+class ApprovalLifecycle:
+    """Create, decide, decline, supersede, expire and consume approvals; audit each move once."""
+
+    approvals: Approvals
+    audit: AuditLog
+    jobs: JobQueue
+    resume: Callable[[str], object]  # enqueue the run's resume job (``RunService.enqueue``)
+    approvers: tuple[str, ...] = ()  # ``CHATOPS_APPROVERS``: user ids (and groups, ``S…``)
+    clock: Callable[[], float] = time.time
+
+    # -- create -----------------------------------------------------------------------------------
+
+    def request(self, draft: Approval, timeout_seconds: float) -> tuple[Approval, bool]:
+        """The execution's record: ``draft`` stored ``pending`` (``True``: audited, its expiry job
+        scheduled) or the record it already has (a resumed run asking again)."""
+        approval, created = self.approvals.store(draft, timeout_seconds)
+        if created:
+            self.audit.approval_requested(approval)
+            self.jobs.expiry_at(approval.id, self.clock() + timeout_seconds)
+        return approval, created
+
+    # -- decide -----------------------------------------------------------------------------------
+
+    def decide(
+        self,
+        approval_id: str,
+        *,
+        user: str,
+        approve: bool,
+        reason: str = "",
+        card: tuple[str, str] | None = None,
+    ) -> DecideResult:
+        """A person's decision (the first one wins); a decision this call made resumes the run.
+
+        ``card``: the (channel, ts) of the message a click came from; a click decides only its
+        own card, and one after the expiry (by Redis's clock) settles it as expired. Who may decide
+        is the transport's policy (``bot.slack.approvers``), checked before this is called;
+        ``CHATOPS_APPROVERS`` is checked here too, for every caller.
+        """
+        if self.approvers and user not in self.approvers and not _names_a_group(self.approvers):
+            raise NotAnApproverError(user)
+        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DECLINED
+        if not approve and not reason:
+            reason = f"not approved by {user}"
+        result = self.approvals.decide(approval_id, status, user, reason, card=card)
+        if result is None:
+            raise ApprovalNotFoundError(approval_id)
+        if self._audited(result):
+            self.resume(result.approval.run_id)
+        return result
+
+    def decline(self, approval_id: str, by: str, reason: str) -> DecideResult | None:
+        """Decline a pending approval without a click: its card could not be posted, the run stopped."""
+        result = self.approvals.decide(approval_id, ApprovalStatus.DECLINED, by, reason)
+        self._audited(result)
+        return result
+
+    def run_stopped(self, run_id: str, user: str) -> None:
+        """The Stop button on a run that waits: decline what it waits for and resume it, so it
+        ends now rather than at the expiry."""
+        for approval in self._pending(run_id):
+            self.decline(approval.id, user, f"the run was stopped by {user}")
+        self.resume(run_id)
+
+    # -- supersede --------------------------------------------------------------------------------
+
+    def superseded(self, run_id: str, approval_ids: list[str]) -> None:
+        """A reply superseded these approvals (the inbox's delivery script, ``SUPERSEDE_LUA``, made
+        the move in the same script that stored the reply): audit them and resume the run."""
+        for approval_id in approval_ids:
+            approval = self.approvals.get(approval_id)
+            if approval is not None:
+                self._audited(DecideResult(DecideOutcome.WON, approval))  # the script reported it won
+        self.resume(run_id)
+
+    def supersede(self, run_id: str, by: str) -> bool:
+        """A reply by ``by`` (who may decide) arrived while the run was suspending, before the
+        inbox could supersede anything: supersede its pending approvals now; True if any moved."""
+        moved = False
+        for approval in self._pending(run_id):
+            result = self.approvals.decide(approval.id, ApprovalStatus.SUPERSEDED, by, SUPERSEDED_REASON)
+            moved = self._audited(result) or moved
+        return moved
+
+    # -- expire -----------------------------------------------------------------------------------
+
+    def expire_if_due(self, approval_id: str) -> DecideResult | None:
+        """The one expiry: a pending approval past its expiry by Redis's clock becomes ``expired``.
+
+        Every path comes here: the scheduled job and the recovery sweep (``expire``), and the gate
+        when a resumed run asks before the job ran. (A click after the expiry is settled as
+        expired by the same branch of the same decide script, and audited by the same ``_audited``.)
+        """
+        result = self.approvals.decide(
+            approval_id, ApprovalStatus.EXPIRED, SYSTEM_DECIDER, EXPIRED_REASON, only_if_due=True
+        )
+        self._audited(result)
+        return result
+
+    def expire(self, approval_id: str) -> DecideResult | None:
+        """The scheduled expiry job and the recovery sweep: expire if due and resume the run.
+
+        Due by Redis's clock, not the scheduler's: a job that ran early (its host's clock is ahead)
+        is scheduled again for the rest of the time and decides nothing now.
+        """
+        result = self.expire_if_due(approval_id)
+        if result is None:
+            return None
+        if result.outcome is DecideOutcome.NOT_DUE:
+            remaining = self.approvals.seconds_until_expiry(approval_id)
+            if remaining is not None:
+                self.jobs.expiry_in(approval_id, max(1.0, remaining))
+        elif result.settled:
+            self.resume(result.approval.run_id)
+        return result
+
+    def still_waiting(self, run_id: str) -> bool:
+        """The sweep: expire the run's approvals overdue by this host's clock (``expire`` checks
+        Redis's); True while one is still pending (its decision or expiry will resume the run)."""
+        waiting = False
+        for approval in self._pending(run_id):
+            if approval.expires_at < self.clock():
+                self.expire(approval.id)
+            else:
+                waiting = True
+        return waiting
+
+    # -- consume ----------------------------------------------------------------------------------
+
+    def consume(self, approval_id: str) -> str:
+        """Start the one execution an approved record authorises: ``consumed`` means go ahead,
+        ``used`` that one already started (never run it again); else the record's status."""
+        return self.approvals.consume(approval_id)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _pending(self, run_id: str) -> list[Approval]:
+        return [a for a in self.approvals.for_run(run_id) if a.status is ApprovalStatus.PENDING]
+
+    def _audited(self, result: DecideResult | None) -> bool:
+        """Audit a move out of ``pending`` that this call made (only one call can make it); True if it did."""
+        if result is None or not result.settled:
+            return False
+        self.audit.approval_decided(result.approval)
+        return True
+
+
+def _names_a_group(approvers: tuple[str, ...]) -> bool:
+    """User groups (``S…``) are resolved by the Slack policy, which has the Web API to do it."""
+    return any(entry.startswith("S") for entry in approvers)

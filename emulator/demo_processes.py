@@ -1,0 +1,113 @@
+"""The demo's child processes (``chatops web``, ``chatops worker``): started in process groups of
+their own writing to a log each, watched, and stopped in order, with whatever they left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+STOP_TIMEOUT = 10.0
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass
+class Child:
+    """A process the demo started, in its own process group, writing to ``log``."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    descendants: list[psutil.Process] = field(default_factory=list)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+def spawn_chatops(
+    name: str, arguments: Sequence[str], env: Mapping[str, str], *, cwd: Path, log: Path, banner: str
+) -> Child:
+    """``python -m bot.ops.cli ARGUMENTS`` (``chatops NAME``), appending to ``log`` after ``banner``."""
+    with open(log, "ab") as handle:
+        handle.write(f"\n--- {banner} ---\n".encode())
+        handle.flush()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bot.ops.cli", *arguments],
+            cwd=cwd,  # no .env there: the demo's settings are all in env
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches the demo only, which stops them in order
+        )
+    return Child(name, process, log)
+
+
+def first_exited(children: Sequence[Child]) -> tuple[Child, int] | None:
+    """The first child that has exited, with its status, if any has."""
+    for child in children:
+        code = child.process.poll()
+        if code is not None:
+            return child, code
+    return None
+
+
+def stop_children(children: Sequence[Child], say: Callable[[str], None]) -> None:
+    """SIGTERM in reverse order (the worker first: a run that is working finishes its step, RQ's
+    warm shutdown), SIGKILL to a group that lingers past ``STOP_TIMEOUT``, then every descendant."""
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.descendants = psutil.Process(child.process.pid).children(recursive=True)
+    for child in reversed(children):
+        if child.alive():
+            child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for child in reversed(children):
+        try:
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"  chatops {child.name} did not stop within {STOP_TIMEOUT:.0f}s: killing it")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGKILL)
+            child.process.wait()
+    for child in children:  # anything a child left behind (a work horse, a web worker process)
+        for process in child.descendants:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+def tail(path: Path, lines: int) -> str:
+    """The last ``lines`` of a log, indented."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join("    " + line for line in text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_status(url: str) -> int | None:
+    """The status of ``GET url`` (no proxy), None when nothing answers."""
+    try:
+        with _OPENER.open(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return None

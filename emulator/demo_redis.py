@@ -1,0 +1,44 @@
+"""What the demo leaves in Redis, removed on exit: an embedded Redis is the demo's alone and is
+emptied; on a shared one only the session's keys and its RQ queue (registries, jobs) go."""
+
+from __future__ import annotations
+
+import redis
+
+from emulator.embedded_redis import RedisServer
+
+
+def forget_session(server: RedisServer, prefix: str, queue_name: str) -> None:
+    """Remove the session's data (raises ``redis.RedisError`` when Redis cannot be reached)."""
+    client = redis.Redis.from_url(server.url, socket_timeout=5)
+    try:
+        if server.embedded is not None:
+            client.flushall()
+        else:
+            _delete_session_keys(client, prefix, queue_name)
+    finally:
+        client.close()
+
+
+def _delete_session_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:
+    """The session's keys and its RQ queue, registries and jobs; nothing else."""
+    from rq.job import Job
+    from rq.queue import Queue
+
+    rq_queue = Queue(queue_name, connection=client)
+    job_ids = set(rq_queue.get_job_ids())
+    for registry in (
+        rq_queue.started_job_registry,
+        rq_queue.finished_job_registry,
+        rq_queue.failed_job_registry,
+        rq_queue.deferred_job_registry,
+        rq_queue.scheduled_job_registry,
+        rq_queue.canceled_job_registry,
+    ):
+        job_ids.update(registry.get_job_ids())
+    for job in Job.fetch_many(sorted(job_ids), connection=client):
+        if job is not None:
+            job.delete(remove_from_queue=True)
+    for pattern in (f"{prefix}*", f"rq:*:{queue_name}", f"rq:*:{queue_name}:*"):
+        for key in client.scan_iter(match=pattern, count=1000):
+            client.delete(key)

@@ -1,0 +1,40 @@
+"""The end-to-end tests' Slack workspace: its token and signing secret, the incident channel, the
+bot's user, the bot's ``Settings`` against an emulator, and the buttons of a message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.settings import Settings
+from emulator.slack import SlackEmulator
+
+SECRET = "e2e-signing-secret"
+TOKEN = "xoxb-e2e-token"
+CHANNEL = "C_INCIDENT"
+BOT_USER = "U_OPS"
+
+
+def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for b in message.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]]
+
+
+def make_settings(
+    emulator: SlackEmulator, redis: str, key_prefix: str, queue: str, **overrides: Any
+) -> Settings:
+    values: dict[str, Any] = {
+        "slack_bot_token": TOKEN,
+        "slack_signing_secret": SECRET,
+        "slack_api_url": emulator.api_url,
+        "redis_url": redis,
+        "chatops_redis_prefix": key_prefix,
+        "chatops_queue": queue,
+        "chatops_retention_days": 1,
+        "chatops_lease_ttl_seconds": 5.0,
+        "chatops_job_retries": 1,
+        "chatops_approval_timeout_seconds": 600,
+        "chatops_max_iterations": 10,
+        "chatops_deadline_seconds": 60.0,
+        "web_host": "127.0.0.1",
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
