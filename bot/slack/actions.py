@@ -25,6 +25,7 @@ from bot.logs import redactor_for
 from bot.runs.approvals import Approval, ApprovalStatus, DecideOutcome
 from bot.runs.record import RunRecord
 from bot.runs.transcript import load_transcript, to_markdown
+from bot.slack.approvers import Verdict
 from bot.slack.mrkdwn import mention
 from bot.slack.render import slack_date, transcript_messages
 from bot.slack.runtime import WebRuntime
@@ -75,36 +76,38 @@ class Interactions:
         self._clock = clock
 
     def approve(self, approval_id: str, user: str, card: Card) -> Reply:
-        approval, late = self._pending(approval_id, card)
-        if late is not None:
-            return late
-        assert approval is not None
-        verdict = self._rt.policy.may_approve(user, approval)
-        if not verdict.allowed:
-            return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
+        approval, refusal = self._allowed(approval_id, user, card, self._rt.policy.may_approve)
+        if approval is None:
+            return refusal
         return self._decide(approval_id, user, card, approve=True)
 
     def decline_clicked(self, approval_id: str, user: str, card: Card) -> Reply:
         """The Decline button: allowed and still pending -> open the reason modal."""
-        approval, late = self._pending(approval_id, card)
-        if late is not None:
-            return late
-        assert approval is not None
-        verdict = self._rt.policy.may_decline(user, approval)
-        if not verdict.allowed:
-            return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
+        approval, refusal = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
+        if approval is None:
+            return refusal
         return Reply(approval=approval, open_modal=True)
 
     def decline(self, approval_id: str, user: str, card: Card, reason: str | None) -> Reply:
         """The modal's submission (or a Decline whose modal could not open)."""
+        approval, refusal = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
+        if approval is None:
+            return refusal
+        return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON)
+
+    def _allowed(
+        self, approval_id: str, user: str, card: Card, may: Callable[[str, Approval], Verdict]
+    ) -> tuple[Approval | None, Reply]:
+        """The pending approval ``user`` may act on through ``card``, or ``None`` and the reply
+        saying why not (it is no longer pending, or the policy refuses this user)."""
         approval, late = self._pending(approval_id, card)
         if late is not None:
-            return late
+            return None, late
         assert approval is not None
-        verdict = self._rt.policy.may_decline(user, approval)
+        verdict = may(user, approval)
         if not verdict.allowed:
-            return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
-        return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON)
+            return None, Reply(f"{verdict.reason} {NOTHING_CHANGED}")
+        return approval, Reply()
 
     def stop(self, run_id: str, user: str) -> Reply:
         service = self._rt.service()

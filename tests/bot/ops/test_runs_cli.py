@@ -141,12 +141,13 @@ def test_rq_info_lists_our_queue_and_worker(
             assert done.returncode == 0, done.stderr
             output = done.stdout
             taken = re.search(rf"^{re.escape(queue_name)}\s+\| 0, ", output, re.MULTILINE)  # the job left
-            return bool(taken) and "2 workers, 1 queues" in output
+            # A worker shows "started" until its first maintenance (the recovery sweep) is done.
+            ready = re.search(
+                rf"^{re.escape(queue_name)}: .*{re.escape(worker_name)} \((idle|busy)\)", output, re.MULTILINE
+            )
+            return bool(taken) and bool(ready) and "2 workers, 1 queues" in output
 
-        wait_until(both_workers_listed, what="rq info to list both workers and an empty queue")
-        assert re.search(
-            rf"^{re.escape(queue_name)}: .*{re.escape(worker_name)} \((idle|busy)\)", output, re.MULTILINE
-        )
+        wait_until(both_workers_listed, what="rq info to list both workers, ours ready, and an empty queue")
     finally:
         os.killpg(named.pid, signal.SIGKILL)
         named.wait(timeout=10)
