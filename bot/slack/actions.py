@@ -76,38 +76,38 @@ class Interactions:
         self._clock = clock
 
     def approve(self, approval_id: str, user: str, card: Card) -> Reply:
-        approval, refusal = self._allowed(approval_id, user, card, self._rt.policy.may_approve)
-        if approval is None:
-            return refusal
+        allowed = self._allowed(approval_id, user, card, self._rt.policy.may_approve)
+        if isinstance(allowed, Reply):
+            return allowed
         return self._decide(approval_id, user, card, approve=True)
 
     def decline_clicked(self, approval_id: str, user: str, card: Card) -> Reply:
         """The Decline button: allowed and still pending -> open the reason modal."""
-        approval, refusal = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
-        if approval is None:
-            return refusal
-        return Reply(approval=approval, open_modal=True)
+        allowed = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
+        if isinstance(allowed, Reply):
+            return allowed
+        return Reply(approval=allowed, open_modal=True)
 
     def decline(self, approval_id: str, user: str, card: Card, reason: str | None) -> Reply:
         """The modal's submission (or a Decline whose modal could not open)."""
-        approval, refusal = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
-        if approval is None:
-            return refusal
+        allowed = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
+        if isinstance(allowed, Reply):
+            return allowed
         return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON)
 
     def _allowed(
         self, approval_id: str, user: str, card: Card, may: Callable[[str, Approval], Verdict]
-    ) -> tuple[Approval | None, Reply]:
-        """The pending approval ``user`` may act on through ``card``, or ``None`` and the reply
-        saying why not (it is no longer pending, or the policy refuses this user)."""
+    ) -> Approval | Reply:
+        """The pending approval ``user`` may act on through ``card``, or the reply saying why not
+        (it is no longer pending, or the policy refuses this user)."""
         approval, late = self._pending(approval_id, card)
         if late is not None:
-            return None, late
+            return late
         assert approval is not None
         verdict = may(user, approval)
         if not verdict.allowed:
-            return None, Reply(f"{verdict.reason} {NOTHING_CHANGED}")
-        return approval, Reply()
+            return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
+        return approval
 
     def stop(self, run_id: str, user: str) -> Reply:
         service = self._rt.service()
