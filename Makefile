@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck demo browser clean
+.PHONY: test lint typecheck demo browser sshd observability sentinel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(BIN)/python -m emulator.demo $(DEMO_ARGS)
 
 ## Lint, type-check, check import directions and run the whole test suite (Redis: REDIS_URL / 127.0.0.1:6379 if it answers, else an embedded one).
-test: $(STAMP) browser
+test: $(STAMP) browser sshd observability sentinel deploy-tools
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -30,21 +30,33 @@ test: $(STAMP) browser
 CHROMIUM ?= /usr/bin/chromium
 BROWSER_PACKAGES ?= chromium fonts-liberation fonts-noto-color-emoji
 browser:
-	@if [ -x "$(CHROMIUM)" ]; then \
-		exit 0; \
-	elif ! command -v apt-get >/dev/null 2>&1; then \
-		echo "browser: $(CHROMIUM) is missing and apt-get is not available: the browser test will be skipped"; \
-	elif [ "$$(id -u)" = 0 ]; then \
-		echo "browser: installing $(BROWSER_PACKAGES) with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null \
-			|| echo "browser: apt-get could not install $(BROWSER_PACKAGES): the browser test will be skipped"; \
-	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
-		echo "browser: installing $(BROWSER_PACKAGES) with sudo apt-get"; \
-		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BROWSER_PACKAGES) >/dev/null \
-			|| echo "browser: apt-get could not install $(BROWSER_PACKAGES): the browser test will be skipped"; \
-	else \
-		echo "browser: $(CHROMIUM) is missing and installing needs root: the browser test will be skipped"; \
-	fi
+	@.ci/apt-prerequisite browser "the browser test" "$(BROWSER_PACKAGES)" $(CHROMIUM)
+
+## OpenSSH's server for the SSH target tests (tests/support/sshd.py starts it as the current user on
+## a loopback port), installed with apt when missing and possible; otherwise those tests are skipped.
+SSHD ?= /usr/sbin/sshd
+SSHD_PACKAGES ?= openssh-server openssh-client
+sshd:
+	@.ci/apt-prerequisite sshd "the SSH tests" "$(SSHD_PACKAGES)" $(SSHD)
+
+## Debian's redis-sentinel for the Redis Sentinel tests (tests/support/sentinel_group.py runs a master, a replica and
+## three sentinels of each test's own on free loopback ports), installed with apt when missing and possible; otherwise
+## those tests are skipped. policy-rc.d keeps apt from starting the package's service (port 26379) while it installs.
+SENTINEL ?= /usr/bin/redis-sentinel
+SENTINEL_PACKAGES ?= redis-sentinel
+sentinel:
+	@.ci/apt-prerequisite --no-service-start sentinel "the Redis Sentinel tests" "$(SENTINEL_PACKAGES)" $(SENTINEL)
+
+## Debian's Prometheus and Alertmanager for the observability tools' tests (tests/support/observability.py
+## runs its own instances on free loopback ports, storage in tmp), installed with apt when missing and
+## possible; otherwise those tests are skipped. policy-rc.d keeps apt from starting the packages'
+## services (ports 9090/9093) while it installs them; a unit they enabled starts only at the next boot.
+PROMETHEUS ?= /usr/bin/prometheus
+ALERTMANAGER ?= /usr/bin/prometheus-alertmanager
+OBSERVABILITY_PACKAGES ?= prometheus prometheus-alertmanager
+observability:
+	@.ci/apt-prerequisite --no-service-start observability "the Prometheus and Alertmanager tests" \
+		"$(OBSERVABILITY_PACKAGES)" $(PROMETHEUS) $(ALERTMANAGER)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -55,7 +67,44 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo .image-build.log
+
+# -- container image (never part of `make test`: it takes minutes) ------------------------------
+.PHONY: image image-tools deploy-tools
+## Build the Dockerfile with podman (chroot isolation: no daemon, no container started) and smoke-test
+## the image's filesystem: mounted read-only, `chatops --help`, a web + worker start with chroot as its
+## user against REDIS_URL (deploy/docker/smoke_image.py says what it checks). IMAGE_BASE defaults to a
+## Debian bookworm base built here with debootstrap (nothing can be pulled on this machine); elsewhere
+## `make image IMAGE_BASE=python:3.11-slim-bookworm`. Needs root (mounts); installs podman and
+## debootstrap with apt when missing.
+IMAGE       ?= localhost/chatops:dev
+LOCAL_BASE  := localhost/chatops-base:bookworm
+IMAGE_BASE  ?= $(LOCAL_BASE)
+CA_BUNDLE   ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_PACKAGES ?= podman debootstrap
+image-tools:
+	@if ! command -v podman >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then \
+		echo "image: installing $(IMAGE_PACKAGES) with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(IMAGE_PACKAGES) >/dev/null; \
+	fi
+
+image: $(STAMP) image-tools
+	@start=$$(date +%s); \
+	if [ "$(IMAGE_BASE)" = "$(LOCAL_BASE)" ]; then deploy/docker/local-base.sh $(LOCAL_BASE) || exit 1; fi; \
+	secret=$$([ -s "$(CA_BUNDLE)" ] && echo "--secret id=ca-bundle,src=$(CA_BUNDLE)"); \
+	echo "image: podman build --isolation chroot --format docker --build-arg BASE_IMAGE=$(IMAGE_BASE) -t $(IMAGE) ."; \
+	podman build --isolation chroot --format docker $$secret --build-arg BASE_IMAGE=$(IMAGE_BASE) -t $(IMAGE) . >.image-build.log 2>&1 \
+		|| { tail -n 30 .image-build.log; exit 1; }; \
+	podman image prune -f >/dev/null; \
+	echo "image: built $(IMAGE) ($$(podman image inspect --format '{{.Size}}' $(IMAGE)) bytes) in $$(( $$(date +%s) - start )) s (log: .image-build.log)"; \
+	$(BIN)/python deploy/docker/smoke_image.py $(IMAGE) || exit 1; \
+	echo "image: done in $$(( $$(date +%s) - start )) s"
+
+## visudo (Debian's sudo) for tests/deploy's check of the sudoers example, installed with apt when missing
+## and possible; otherwise that check is skipped and says why. systemd-analyze comes with systemd.
+VISUDO ?= /usr/sbin/visudo
+deploy-tools:
+	@.ci/apt-prerequisite deploy-tools "the sudoers check (visudo -c)" sudo $(VISUDO)
 
 # -- benchmarks (never part of `make test`) ------------------------------------------------------
 BENCH_VENV  ?= bench/.venv
@@ -76,4 +125,6 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench.e2e
 	$(BENCH_BIN)/python -m bench.burst
 	$(BENCH_BIN)/python -m bench.scaleout
+	$(BENCH_BIN)/python -m bench.fleet
+	$(BENCH_BIN)/python -m bench.alerts
 	$(BENCH_BIN)/python -m bench.report

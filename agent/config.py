@@ -12,7 +12,7 @@ from agent.defaults import LOOP_STOP_AT, LOOP_WARN_AT, LOOP_WINDOW
 from agent.events import Event
 from agent.memory import Memory
 from agent.recovery import RecoveryPolicy, RecoveryStrategy
-from agent.tooling import Tool, ToolCategory
+from agent.tooling import CallTarget, Tool, ToolCategory
 from agent.types import Decision, Limits, Message, RunState, ToolCall
 
 
@@ -26,7 +26,10 @@ class ConfirmRequest:
     * ``reason``: why this call needs a person when its tool alone would not (``CallCategory``:
       a read-only network tool reaching a host that is not on the egress allow list), plain text;
     * ``involved``: the people whose messages the run had read when the call was proposed (the
-      requester first): a destructive call needs an approver who is none of them.
+      requester first): a destructive call needs an approver who is none of them;
+    * ``target``: the inventory target the call acts on (its name, how it is reached, its labels);
+    * ``rationale``: the text of the model's message that made the call (why it wants it), as the
+      model wrote it: untrusted, for the approver to read, never for deciding anything.
     """
 
     call: ToolCall
@@ -37,6 +40,8 @@ class ConfirmRequest:
     command: str | None = None
     involved: tuple[str, ...] = ()
     reason: str | None = None
+    target: CallTarget | None = None
+    rationale: str | None = None
 
 
 ConfirmCallback = Callable[[ConfirmRequest], Decision]

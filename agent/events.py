@@ -43,6 +43,8 @@ class ToolEnd:
     is_error: bool
     duration_seconds: float
     executed: bool = True  # False when the call was refused, declined or unknown and nothing ran
+    target: str | None = None  # the inventory target it ran on (``None``: no inventory)
+    executor: str | None = None  # who ran it there (a runner's ``host:pid``)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,13 @@ Every write is one Lua script, so history, state, inbox trimming and expiry chan
 not at all, and the fencing check happens inside the same script: when the run's lease key no
 longer holds this writer's token the write is refused with ``LeaseLostError``.
 
+A rewrite (``replace_messages``) is refused when the stored history is no longer the one this
+writer read and wrote (its length differs from the one the memory expects): it was built from
+that history, and deleting the list would drop whatever another writer appended meanwhile (a
+drained thread reply: gone from the inbox and, after the rewrite, from the history). The fence
+should have stopped that other writer; this check keeps a second writer with the same token
+(a fence counter that went backwards with a failover) from destroying anything.
+
 Injected messages carry ``meta["inbox_id"]``: when such messages are appended, the same script
 removes exactly those items from the head of the run's inbox (and refuses the write if the head
 does not hold them), so a message moves from inbox to history exactly once. Inbox items are JSON
@@ -71,6 +78,9 @@ if token ~= '' and redis.call('GET', KEYS[4]) ~= token then
 end
 local p = cjson.decode(ARGV[2])
 if redis.call('HGET', KEYS[1], '{WRITE_ID_FIELD}') == p.write_id then return -1 end
+if p.replace and p.expect_len >= 0 and redis.call('LLEN', KEYS[2]) ~= p.expect_len then
+  return redis.error_reply('HISTORY_CHANGED another writer appended to the history this rewrite was read from')
+end
 local n = #p.inbox_ids
 if n > 0 then
   local head = redis.call('LRANGE', KEYS[3], 0, n - 1)
@@ -203,6 +213,9 @@ class RedisMemory:
         self._lease_key = keys.lease(run_id)
         # The state fields this writer last stored (JSON-ready values): unchanged ones are not resent.
         self._stored_fields: dict[str, Any] = {}
+        # The history's length as this writer knows it: from its first read, then its own writes
+        # (a later read never adopts another writer's appends). ``None``: never read.
+        self._known_len: int | None = None
         self._writer_id = os.urandom(6).hex()
         self._writes = 0
         self._in_flight: _InFlight | None = None
@@ -215,6 +228,8 @@ class RedisMemory:
         with self._lock:
             self._settle()
             items = self._call(lambda: self._redis.lrange(self._messages_key, 0, -1))
+            if self._known_len is None:
+                self._known_len = len(items)
         return [Message.model_validate_json(item) for item in items]
 
     def load_state(self) -> RunState | None:
@@ -255,6 +270,7 @@ class RedisMemory:
                 "write_id": f"{self._writer_id}:{self._writes}",
                 "inbox_ids": [m.meta[INBOX_ID_META] for m in messages if INBOX_ID_META in m.meta],
                 "replace": replace,
+                "expect_len": -1 if self._known_len is None else self._known_len,
                 "lease_ms": self._lease_ms,
                 "retention": 0,
             }
@@ -276,6 +292,10 @@ class RedisMemory:
             else:
                 self._send(script_keys, args)
             self._stored_fields = dumped
+            if replace:
+                self._known_len = len(messages)
+            elif self._known_len is not None:
+                self._known_len += len(messages)
 
     def _write_and_wait(self, keys: list[str], args: list[str]) -> None:
         """The write script through the client (loading it when Redis lost it), answer awaited."""

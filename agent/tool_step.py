@@ -26,12 +26,15 @@ from agent.events import ToolEnd, ToolStart
 from agent.history import NOT_RUN, answered_in_last_turn
 from agent.loop_detection import LOOP_WARNING, LoopVerdict
 from agent.tooling import (
+    APPROVAL_GRANT,
     APPROVED_PLAN,
     CallCategory,
     Tool,
     ToolCategory,
     ToolResult,
     call_category,
+    call_refusal,
+    call_target,
     describe_call,
 )
 from agent.types import DecisionStatus, DryRun, Message, MessageMeta, ToolCall
@@ -45,13 +48,13 @@ TIMEOUT_GRACE_SECONDS = 1.0
 
 
 # Keys only the loop writes into a call's arguments, after a person approved it.
-RESERVED_ARGUMENTS = (CONFIRMED_BY, APPROVED_PLAN)
+RESERVED_ARGUMENTS = (CONFIRMED_BY, APPROVED_PLAN, APPROVAL_GRANT)
 
 
 def without_reserved_arguments(call: ToolCall) -> ToolCall:
-    """The call without a ``confirmed_by`` or ``approved_plan`` the model wrote itself.
+    """The call without a ``confirmed_by``, ``approved_plan`` or ``approval_grant`` the model wrote itself.
 
-    Only the approval gate writes them (the approver's ID, the dry run's plan). A value from the
+    Only the approval gate writes them (the approver's ID, the dry run's plan, the signed grant). A value from the
     model would otherwise travel with a read-only or refused call into the tool, the run card
     ("approved by") and the audit log as if someone had approved it.
     """
@@ -190,6 +193,9 @@ class ToolStep:
         if call.id == self._ctx.state.executing_call_id:
             # A worker died while this side effect ran: never run it twice, tell the model instead.
             return self._refused(call, kind.category, OUTCOME_UNKNOWN.format(tool=call.name))
+        refusal = call_refusal(tool, call.arguments)  # an unknown or unreachable target: ask nobody
+        if refusal is not None:
+            return self._refused(call, kind.category, refusal)
         return self._confirm_and_execute(call, tool, arguments, kind)
 
     def _confirm_and_execute(
@@ -212,6 +218,8 @@ class ToolStep:
             plan_created_at=dry_run.created_at if dry_run else None,
             command=describe_call(tool, call.arguments),
             reason=kind.reason,
+            target=call_target(tool, call.arguments),
+            rationale=self._rationale(call),
         )
         decision = confirm(request)
         if decision.status is DecisionStatus.PENDING:
@@ -226,9 +234,18 @@ class ToolStep:
         if category is ToolCategory.DESTRUCTIVE:
             arguments[APPROVED_PLAN] = decision.plan
         approved = call.model_copy(update={"arguments": json.dumps(arguments)})
+        # The grant travels to the tool only: history, card and audit keep the call as approved.
+        executed = json.dumps({**arguments, APPROVAL_GRANT: decision.grant}) if decision.grant else None
         self._ctx.state.executing_call_id = call.id
         self._ctx.save_state()  # the "executing" mark is durable before the side effect starts
-        return self._execute(approved, tool, category)
+        return self._execute(approved, tool, category, executed)
+
+    def _rationale(self, call: ToolCall) -> str | None:
+        """The text of the assistant message that asked for ``call`` (``None`` when it said nothing)."""
+        for message in reversed(self._ctx.messages):
+            if message.role == "assistant" and any(c.id == call.id for c in message.tool_calls):
+                return (message.content or "").strip() or None
+        return None
 
     def _dry_run(
         self, call: ToolCall, tool: Tool, category: ToolCategory
@@ -256,11 +273,13 @@ class ToolStep:
         self._ctx.save_state()  # a resumed run shows the approver this plan, not a new one
         return dry_run, None
 
-    def _execute(self, call: ToolCall, tool: Tool, category: ToolCategory) -> CallResult:
+    def _execute(
+        self, call: ToolCall, tool: Tool, category: ToolCategory, arguments: str | None = None
+    ) -> CallResult:
         self._ctx.emit(ToolStart(call, category))
         started = time.monotonic()
         timeout = self._timeout_for(tool)
-        future = self._pool.submit(tool.execute, call.arguments, timeout=timeout)
+        future = self._pool.submit(tool.execute, arguments or call.arguments, timeout=timeout)
         result = self._wait(tool, future, timeout + TIMEOUT_GRACE_SECONDS, timeout)
         return CallResult(call, category, result, time.monotonic() - started, True)
 
@@ -335,6 +354,8 @@ class ToolStep:
                     item.result.is_error or (message.content or "").startswith("Error"),
                     item.duration,
                     item.executed,
+                    item.result.target,
+                    item.result.executor,
                 )
             )
         return stop
@@ -346,6 +367,8 @@ class ToolStep:
     @staticmethod
     def _result_message(item: CallResult, text: str) -> Message:
         meta: MessageMeta = {"tool": item.call.name, "duration": round(item.duration, 3)}
+        if item.result.target is not None:
+            meta["target"] = item.result.target
         if item.category is not None:
             meta["category"] = item.category.value
         if item.executed and item.category is not None and item.category.requires_confirmation:

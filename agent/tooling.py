@@ -59,11 +59,31 @@ class ToolResult:
     stable_output: str | None = None
     """``output`` without its decoration (elapsed time, approval note): what loop detection
     hashes, so the same finding reported twice is recognised. ``None``: ``output`` itself."""
+    target: str | None = None
+    """The inventory target the call ran on (``None``: no inventory, the worker's own host)."""
+    executor: str | None = None
+    """Who executed it there: ``host:pid`` of the runner, or the worker for local and SSH calls."""
+
+
+@dataclass(frozen=True)
+class CallTarget:
+    """The target one call acts on, as the approval card shows it."""
+
+    name: str
+    via: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def production(self) -> bool:
+        return any(key == "env" and value in ("prod", "production") for key, value in self.labels)
 
 
 # Written into the arguments of an approved destructive call by the loop (never by the model),
 # next to ``confirmed_by``: the plan of the dry run the approver saw.
 APPROVED_PLAN = "approved_plan"
+# Written into the arguments of an approved call by the loop when the approval carries a grant
+# (signed by the web process when the approver clicked): a runner verifies it before acting.
+APPROVAL_GRANT = "approval_grant"
 
 
 @runtime_checkable
@@ -116,6 +136,29 @@ def call_category(tool: Tool, arguments: str) -> CallCategory:
     if not isinstance(found, CallCategory) or found.category.rank <= tool.category.rank:
         return static
     return found
+
+
+def call_refusal(tool: Tool, arguments: str) -> str | None:
+    """Why this call cannot be put before a person at all (its target is unknown or unreachable),
+    as an ``Error: ...`` text for the model; ``None`` when it can.
+
+    Optional for a tool (``refusal(arguments) -> str | None``)."""
+    refusal = getattr(tool, "refusal", None)
+    if refusal is None:
+        return None
+    text = refusal(arguments)
+    if not isinstance(text, str) or not text:
+        return None
+    return text if text.startswith("Error") else f"Error: {text}"
+
+
+def call_target(tool: Tool, arguments: str) -> CallTarget | None:
+    """The target this call acts on, for the approval card (optional ``target_of(arguments)``)."""
+    target_of = getattr(tool, "target_of", None)
+    if target_of is None:
+        return None
+    found = target_of(arguments)
+    return found if isinstance(found, CallTarget) else None
 
 
 def describe_call(tool: Tool, arguments: str) -> str | None:

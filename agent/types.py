@@ -17,7 +17,7 @@ from agent.arguments import canonical_arguments, parse_arguments
 from agent.defaults import DEADLINE_SECONDS, MAX_CALLS_PER_TURN, MAX_ITERATIONS
 
 # Keys the loop itself writes into approved calls (``agent.tooling``): exempt from the text limits.
-TRUSTED_ARGUMENTS = ("approved_plan",)
+TRUSTED_ARGUMENTS = ("approved_plan", "approval_grant")
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -81,6 +81,8 @@ class MessageMeta(TypedDict, total=False):
     tool: str
     duration: float
     """Seconds the call took."""
+    target: str
+    """The inventory target the call ran on (only with an inventory)."""
     category: str
     """The call's ``ToolCategory`` value."""
     arguments: str
@@ -203,14 +205,15 @@ class Decision(BaseModel):
     confirmed_by: str | None = None
     reason: str | None = None
     plan: str | None = None  # approved destructive calls: the plan the approver saw, to execute exactly
+    grant: str | None = None  # the approval's signed grant, which a runner verifies before acting
 
     @property
     def approved(self) -> bool:
         return self.status is DecisionStatus.APPROVED
 
     @classmethod
-    def approve(cls, confirmed_by: str, plan: str | None = None) -> Decision:
-        return cls(status=DecisionStatus.APPROVED, confirmed_by=confirmed_by, plan=plan)
+    def approve(cls, confirmed_by: str, plan: str | None = None, grant: str | None = None) -> Decision:
+        return cls(status=DecisionStatus.APPROVED, confirmed_by=confirmed_by, plan=plan, grant=grant)
 
     @classmethod
     def used(cls) -> Decision:

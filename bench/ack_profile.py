@@ -1,5 +1,6 @@
 """A cProfile of ``chatops web``'s ack path, in the benchmark's own process: the WSGI app called
-directly with signed deliveries (no HTTP server), so what it shows is chatops's own work."""
+directly with the requests a load generator sends (signed Slack deliveries, alert webhooks; no
+HTTP server), so what it shows is chatops's own work."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Any
 from bench.common import ROOT, BenchRedis
 from bench.processes import NEVER_LIMITED
 from bench.slack_events import SECRET, TOKEN
-from emulator.slack import SlackEmulator
 
 PROFILE_EVENTS = 300
 WARM_UP = 20  # deliveries sent before profiling starts
@@ -25,32 +25,37 @@ _PROFILED = re.compile(
 
 
 def profile_ack_path(
-    bench: BenchRedis, slack: SlackEmulator, queue: str, requests: Sequence[bytes]
+    bench: BenchRedis, api_url: str, queue: str, requests: Sequence[bytes], **settings: Any
 ) -> tuple[str, float]:
     """cProfile of the web app's ack path in this process (WSGI calls, no HTTP server) for
-    ``requests`` (signed deliveries, the first ``WARM_UP`` not profiled): the cumulative time of
-    chatops's functions and of the libraries they call, and the seconds per event."""
+    ``requests`` (HTTP requests as ``bench.loadgen`` sends them, each answered 200; the first
+    ``WARM_UP`` not profiled), the emulator's Web API at ``api_url`` and any further ``settings``:
+    the cumulative time of chatops's functions and of the libraries they call, and the seconds
+    per request."""
     from bot.settings import Settings
     from bot.slack.web import create_app
 
-    settings = Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        slack_bot_token=TOKEN,
-        slack_signing_secret=SECRET,
-        slack_api_url=slack.api_url,
-        redis_url=bench.url,
-        chatops_redis_prefix=bench.prefix,
-        chatops_queue=queue,
-        **{name.lower(): int(value) for name, value in NEVER_LIMITED.items()},
+    limits: dict[str, Any] = {name.lower(): int(value) for name, value in NEVER_LIMITED.items()}
+    app = create_app(
+        Settings(
+            _env_file=None,  # type: ignore[call-arg]
+            slack_bot_token=TOKEN,
+            slack_signing_secret=SECRET,
+            slack_api_url=api_url,
+            redis_url=bench.url,
+            chatops_redis_prefix=bench.prefix,
+            chatops_queue=queue,
+            **{**limits, **settings},
+        )
     )
-    app = create_app(settings)
     count = len(requests) - WARM_UP
 
     def call(raw: bytes) -> None:
         head, _, body = raw.partition(b"\r\n\r\n")
+        method, path, _ = head.decode().split(" ", 2)
         environ: dict[str, Any] = {
-            "REQUEST_METHOD": "POST",
-            "PATH_INFO": "/slack/events",
+            "REQUEST_METHOD": method,
+            "PATH_INFO": path,
             "QUERY_STRING": "",
             "SERVER_NAME": "127.0.0.1",
             "SERVER_PORT": "0",

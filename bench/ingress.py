@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import signal
@@ -33,7 +32,6 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from agent.redis_util import as_text
 from bench import loadgen
 from bench.ack_profile import PROFILE_EVENTS, WARM_UP, profile_ack_path
 from bench.common import (
@@ -43,7 +41,6 @@ from bench.common import (
     bench_redis,
     delete_run_jobs,
     parse_options,
-    run_records,
     settle,
 )
 from bench.cpu_meter import CpuMeter
@@ -64,9 +61,9 @@ from bench.processes import (
     start_process,
     wait_for_web,
     wait_until,
-    worker_env,
 )
-from bench.slack_events import BOT_USER, SECRET, TOKEN, mention_request
+from bench.slack_events import SECRET, TOKEN
+from bench.slack_site import check_runs, event_requests, server_env
 from bot.keys import Keys
 from emulator.slack import SlackEmulator, WorkspaceConfig
 
@@ -74,34 +71,10 @@ RATES = (100, 300, 500)
 SECONDS = 20.0
 QUICK_RATES = (20,)
 QUICK_SECONDS = 1.0
-CHANNELS = 1000  # events are spread over this many channels and people, as a workspace's traffic is
 # The slow-client case: this many slow-loris connections held open (half trickling a head, half a
 # body, a byte a second, each opened again when the server cuts it) while TARGET_RATE is sent.
 SLOW_CLIENTS = 200
 QUICK_SLOW_CLIENTS = 20
-
-
-_TS_BASE = int(time.time()) - 10_000_000
-_BATCHES = itertools.count()
-
-
-def channel_of(ts: str) -> str:
-    """The channel of the event whose message has ``ts`` (spread by the event's index)."""
-    return f"C_B{int(ts.split('.')[1]) % CHANNELS:04d}"
-
-
-def event_requests(port: int, tag: str, count: int) -> tuple[list[bytes], list[str]]:
-    """``count`` signed ``app_mention`` deliveries (each a new thread), and their message ts."""
-    stamp = str(int(time.time()))
-    base = _TS_BASE + next(_BATCHES) * 100  # unique per batch; never the emulator's own ts
-    requests, tss = [], []
-    text = f"<@{BOT_USER}> web-03 is out of disk, deal with it"
-    for index in range(count):
-        ts = f"{base}.{index:06d}"
-        user = f"U_B{index % CHANNELS:04d}"
-        requests.append(mention_request(port, stamp, f"Ev{tag}{index:07d}", channel_of(ts), ts, user, text))
-        tss.append(ts)
-    return requests, tss
 
 
 def send(
@@ -139,29 +112,6 @@ def send(
     return step, [ts for index, ts in enumerate(tss) if index in acked]
 
 
-def check_runs(bench: BenchRedis, tss: Sequence[str], expected_total: int) -> tuple[bool, str]:
-    """Every event is exactly one run: its message claim names a run started by it, none shared."""
-    keys = Keys(bench.prefix)
-    client = bench.client
-    pipe = client.pipeline(transaction=False)
-    for ts in tss:
-        pipe.get(keys.seen_message(channel_of(ts), ts))
-    run_ids = [as_text(v) or "" for v in pipe.execute()]
-    missing = sum(1 for r in run_ids if not r or r in ("pending", "done"))
-    pipe = client.pipeline(transaction=False)
-    for run_id in run_ids:
-        pipe.hget(keys.run(run_id or "none"), "message_ts")
-    mismatched = sum(1 for ts, got in zip(tss, pipe.execute(), strict=True) if as_text(got) != ts)
-    distinct = len(set(run_ids))
-    records = len(run_records(bench))
-    ok = missing == 0 and mismatched == 0 and distinct == len(tss) and records == expected_total
-    detail = (
-        f"{len(tss)} events -> {distinct} distinct runs; {missing} without a run, {mismatched} not "
-        f"matching; {records} run records in Redis for {expected_total} events so far"
-    )
-    return ok, detail
-
-
 def _port_open(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
         return True
@@ -170,24 +120,12 @@ def _port_open(port: int) -> bool:
 
 @contextlib.contextmanager
 def emulator() -> Iterator[SlackEmulator]:
-    slack = SlackEmulator(WorkspaceConfig(signing_secret=SECRET, bot_token=TOKEN)).start()
+    # Slack's rate tiers off (the tests keep them on): this measures chatops, not Slack's pacing.
+    slack = SlackEmulator(WorkspaceConfig(signing_secret=SECRET, bot_token=TOKEN, rate_limits=False)).start()
     try:
         yield slack
     finally:
         slack.close()
-
-
-def server_env(bench: BenchRedis, queue: str, slack: SlackEmulator, port: int) -> dict[str, str]:
-    return worker_env(
-        bench,
-        queue,
-        "bench.runtimes:instant_runtime",
-        SLACK_BOT_TOKEN=TOKEN,
-        SLACK_SIGNING_SECRET=SECRET,
-        SLACK_API_URL=slack.api_url,
-        PORT=str(port),
-        WEB_HOST="127.0.0.1",
-    )
 
 
 def send_with_slow_clients(
@@ -238,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port = free_port()
             started: list[Process] = []
             with processes(started):
-                env = server_env(bench, queue, slack, port)
+                env = server_env(bench, queue, slack.api_url, port)
                 started.append(start_process("bare", [sys.executable, "-m", "bench.bare_app"], env, logs))
                 wait_until(lambda: _port_open(port), 30, "the bare app to listen", watch=started)
                 meters = _meters(bench, started)
@@ -251,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port = free_port()
             started = []
             with processes(started):
-                env = server_env(bench, queue, slack, port)
+                env = server_env(bench, queue, slack.api_url, port)
                 started.append(start_process("web", [*chatops_command(), "web"], env, logs))
                 if not args.no_worker:
                     started.append(
@@ -280,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 finished = _finished_runs(bench)
             profiled_events = 30 if options.quick else PROFILE_EVENTS
             profiling = event_requests(0, "P", profiled_events + WARM_UP)[0]
-            profile, profiled_per_event = profile_ack_path(bench, slack, queue, profiling)
+            profile, profiled_per_event = profile_ack_path(bench, slack.api_url, queue, profiling)
         finally:
             delete_run_jobs(bench, queue)
     report(result, [s for s in steps if s.server != SLOW_SERVER], rates, seconds, finished)

@@ -4,14 +4,26 @@ Request ``i`` is due at ``start + i / rate`` whatever happened to earlier ones (
 latency is counted from that due time to the last byte of the answer, so a slow server cannot hide
 its queueing by slowing the generator down (no coordinated omission). Idle keep-alive connections
 are reused; a new one is opened (up to ``max_connections``) when all are busy.
+
+``run_streams`` sends several such streams at once on the same connections (an alert webhook
+stream and a Slack event stream, each at its own rate): they are merged by due time into one
+schedule, and the outcomes are handed back per stream.
+
+The generator's own garbage collector is held off while it sends (``_no_collector_pauses``): its
+heap (every request built beforehand, every outcome so far) grows through the run, and Python's
+full collections of it paused the loop for 100-150 ms, every request due meanwhile going out late
+and counted as the server's latency (seen in ``bench.alerts``, 2026-12-01). Like ``timeit``, the
+measuring side does not collect while it measures; the server does, as in production.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -69,8 +81,14 @@ class _Connection:
 
 
 async def _run(
-    host: str, port: int, requests: Sequence[bytes], rate: float, max_connections: int, timeout: float
+    host: str,
+    port: int,
+    requests: Sequence[bytes],
+    offsets: Sequence[float],
+    max_connections: int,
+    timeout: float,
 ) -> list[Outcome]:
+    """Send ``requests[i]`` at ``offsets[i]`` seconds after the start (``offsets`` ascending)."""
     idle: asyncio.LifoQueue[_Connection] = asyncio.LifoQueue()
     opened = 0
     outcomes: list[Outcome] = []
@@ -125,7 +143,7 @@ async def _run(
 
     tasks = []
     for index, request in enumerate(requests):
-        due = start + index / rate
+        due = start + offsets[index]
         delay = due - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -134,6 +152,21 @@ async def _run(
     while not idle.empty():
         idle.get_nowait().close()
     return outcomes
+
+
+@contextlib.contextmanager
+def _no_collector_pauses() -> Iterator[None]:
+    """Collect once, freeze what is there (never scanned again), and collect nothing while sending."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 def run(
@@ -146,7 +179,35 @@ def run(
     timeout: float = 10.0,
 ) -> list[Outcome]:
     """Send ``requests`` at ``rate`` per second; one ``Outcome`` per request (in completion order)."""
-    return asyncio.run(_run(host, port, requests, rate, max_connections, timeout))
+    offsets = [index / rate for index in range(len(requests))]
+    with _no_collector_pauses():
+        return asyncio.run(_run(host, port, requests, offsets, max_connections, timeout))
+
+
+def run_streams(
+    host: str,
+    port: int,
+    streams: Sequence[tuple[Sequence[bytes], float]],
+    *,
+    max_connections: int = 64,
+    timeout: float = 10.0,
+) -> list[list[Outcome]]:
+    """Send each ``(requests, rate)`` stream at its own rate, all at once; per stream, one
+    ``Outcome`` per request, its ``index`` the request's position in that stream."""
+    schedule = sorted(
+        (index / rate, number, index)
+        for number, (requests, rate) in enumerate(streams)
+        for index in range(len(requests))
+    )
+    merged = [streams[number][0][index] for _, number, index in schedule]
+    offsets = [offset for offset, _, _ in schedule]
+    with _no_collector_pauses():
+        outcomes = asyncio.run(_run(host, port, merged, offsets, max_connections, timeout))
+    split: list[list[Outcome]] = [[] for _ in streams]
+    for outcome in outcomes:
+        _, number, index = schedule[outcome.index]
+        split[number].append(replace(outcome, index=index))
+    return split
 
 
 def post(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:

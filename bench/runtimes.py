@@ -25,6 +25,7 @@ from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_cal
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Choice, Message, Request, Response, ToolDef, Usage
 from bot.keys import Keys
+from bot.redis_connection import open_redis
 from bot.runs.presenter import LoggingPresenter, Presenter
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
@@ -116,7 +117,7 @@ def _presenter(settings: Settings, client: redis.Redis, keys: Keys) -> Presenter
 
 def instant_runtime(settings: Settings) -> Runtime:
     return Runtime(
-        redis=redis.Redis.from_url(settings.redis_url),
+        redis=open_redis(settings),  # as the bot's own: REDIS_URL or the sentinels' master
         keys=Keys(settings.chatops_redis_prefix),
         options=RunOptions.from_settings(settings),
         models=[InstantModel()],
@@ -135,7 +136,7 @@ def _tools(stamp: Stamper | None) -> list[BenchTool]:
 
 
 def plan_runtime(settings: Settings) -> Runtime:
-    client = redis.Redis.from_url(settings.redis_url)
+    client = open_redis(settings)
     keys = Keys(settings.chatops_redis_prefix)
     stamp = Stamper(client, settings.chatops_redis_prefix) if os.environ.get("BENCH_STAMPS") else None
     return Runtime(
@@ -152,7 +153,7 @@ def plan_runtime(settings: Settings) -> Runtime:
 def http_runtime(settings: Settings) -> Runtime:
     from agent.llm import LLMClient
 
-    client = redis.Redis.from_url(settings.redis_url)
+    client = open_redis(settings)
     keys = Keys(settings.chatops_redis_prefix)
     model = LLMClient(settings.llm_base_url, settings.llm_api_key or "bench", settings.llm_model)
     return Runtime(

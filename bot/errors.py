@@ -7,15 +7,23 @@ Tree::
     ├── RunNotFoundError        no run record with that id (never created, or expired)
     ├── ApprovalNotFoundError   no approval record with that id
     ├── NotAnApproverError      the person who clicked is not on the approvers list
-    └── DurabilityError         an executing mark could not be made crash-safe: the tool must not run
-        ├── NotDurableError         the server's persistence can lose it (``CHATOPS_DURABILITY=strict``)
-        └── DurabilityUnconfirmedError  ``WAIT`` / ``WAITAOF`` fell short in time, or Redis failed
+    ├── PolicyConfigError       ``CHATOPS_POLICY_FILE`` is wrong (also a ``BotConfigurationError``)
+    ├── DurabilityError         an executing mark could not be made crash-safe: the tool must not run
+    │   ├── NotDurableError         the server's persistence can lose it (``CHATOPS_DURABILITY=strict``)
+    │   └── DurabilityUnconfirmedError  ``WAIT`` / ``WAITAOF`` fell short in time, or Redis failed
+    ├── RefusedJobError         a queued job names a function workers do not run (a forged job)
+    ├── NotReplicatedError      behind sentinels, no replica confirmed a write in time: do not acknowledge it
+    └── AlertError              an alert webhook or the alert routes (``bot.alerts``)
+        ├── AlertPayloadError       a webhook body is malformed; the message is the 400 reason its sender sees
+        └── AlertConfigError        ``CHATOPS_ALERTS_FILE`` is wrong (also a ``BotConfigurationError``)
 
 A decision that loses a race is not an error: ``Approvals.decide`` answers with who decided
 first and what. ``agent.errors.LeaseLostError`` (another worker owns a run) is the agent's.
 """
 
 from __future__ import annotations
+
+from tools.config_errors import problems_message
 
 
 class BotError(Exception):
@@ -24,6 +32,11 @@ class BotError(Exception):
 
 class BotConfigurationError(BotError):
     """The bot was wired wrongly (programmer or deployment error); raised at once."""
+
+
+class RefusedJobError(BotError):
+    """A job in a worker's queue names a function that is not one of the worker's jobs; it is
+    refused without being imported (whoever wrote it into Redis does not choose what runs)."""
 
 
 class RunNotFoundError(BotError):
@@ -72,3 +85,57 @@ class DurabilityUnconfirmedError(DurabilityError):
     def __init__(self, what: str) -> None:
         super().__init__(f"the executing mark is not confirmed durable: {what}")
         self.what = what
+
+
+class NotReplicatedError(BotError):
+    """``bot.runs.replication.Replication.confirm``: no replica confirmed the caller's writes in time.
+
+    Behind sentinels a failover promotes a replica; a write only the old master had is gone. So
+    what Slack is told was stored (an event answered 200, a click decided) must be on a replica
+    first: the caller answers with an error instead, and Slack (or the person) tries again.
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"not confirmed by a replica: {what}")
+        self.what = what
+
+
+class AlertError(BotError):
+    """Root of the errors of ``bot.alerts``: alert webhooks, their matchers and routes."""
+
+
+class AlertPayloadError(AlertError):
+    """A webhook body cannot be taken: not JSON, a wrong version, a missing or mistyped field.
+
+    ``reason`` (the message) is short and names the field (``alerts[0].startsAt: ...``): the web
+    receiver answers 400 with it, so the sender's logs say what to fix.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class AlertConfigError(AlertError, BotConfigurationError):
+    """``CHATOPS_ALERTS_FILE`` has one or more mistakes; each problem names the route and field.
+
+    ``problems`` are the problems without the file name; the message repeats the file on every
+    line, so one line copied from a log still says which file to fix.
+    """
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = list(problems)
+        super().__init__(problems_message("the alert routes file", path, self.problems))
+
+
+class PolicyConfigError(BotConfigurationError):
+    """``CHATOPS_POLICY_FILE`` has one or more mistakes; each problem names the rule and field.
+
+    ``problems`` are the problems without the file name; the message repeats the file on every line.
+    """
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = list(problems)
+        super().__init__(problems_message("the policy file", path, self.problems))

@@ -34,6 +34,21 @@ Shared:
 * ``{p}lost:scan``          string: the lock of the one worker scanning Slack for lost cards (PX)
 * ``{p}lost:notice:{channel}:{thread_ts}``  string: the thread was told its run was lost (EX 2 days)
 
+The fleet's (``bot.fleet``; a runner's Redis ACL user may touch only these and RQ's ``rq:*``):
+
+* ``{p}fleet:runner:{target}``   string: the target runner's last heartbeat, JSON (``bot.fleet.heartbeats``)
+* ``{p}fleet:exec:{id}``         string: one remote execution's mark, ``executing`` or ``abandoned``
+  (``SET NX``: exactly one of the runner and the dispatcher who gave up wins; ``bot.fleet.executions``)
+* ``{p}fleet:exec:{id}:result``  list: its result, pushed once by the runner, popped by the dispatcher
+
+The alerts' (``bot.alerts.store``, their one owner):
+
+* ``{p}alerts:notification:{id}``  string: one accepted webhook notification, JSON, until its job ran (EX 1 day)
+* ``{p}alerts:group:{id}``  hash: one alert group's thread (channel, root message, run, status, fingerprints)
+* ``{p}alerts:lock:{id}``   string: the worker handling the group's notification now (PX, token)
+* ``{p}alerts:storm:{route}``  sorted set: automatic runs the route started, by time (storm control)
+* ``{p}alerts:run:{run_id}``  string: the alert group a run investigates (for its summary on the root)
+
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
 primary (as RQ does); it does not use cluster hash tags.
 """
@@ -57,10 +72,53 @@ class Keys(MemoryKeys):
     def approvals(self, run_id: str) -> str:
         return f"{self.run(run_id)}:approvals"
 
+    # -- the fleet (a runner's ACL: ``fleet_pattern``) ------------------------------------------
+
+    def fleet_pattern(self) -> str:
+        """Every fleet key: what a runner's Redis ACL user may read and write besides RQ's."""
+        return f"{self.prefix}fleet:*"
+
+    def runner_heartbeat(self, target: str) -> str:
+        return f"{self.prefix}fleet:runner:{key_part(target, 'target')}"
+
+    def execution(self, execution_id: str) -> str:
+        return f"{self.prefix}fleet:exec:{key_part(execution_id, 'execution id')}"
+
+    def execution_result(self, execution_id: str) -> str:
+        return f"{self.execution(execution_id)}:result"
+
+    # -- alerts ---------------------------------------------------------------------------------
+
+    def alert_notification(self, notification_id: str) -> str:
+        return f"{self.prefix}alerts:notification:{key_part(notification_id, 'notification id')}"
+
+    def alert_group(self, group_id: str) -> str:
+        return f"{self.prefix}alerts:group:{key_part(group_id, 'alert group id')}"
+
+    def alert_lock(self, group_id: str) -> str:
+        return f"{self.prefix}alerts:lock:{key_part(group_id, 'alert group id')}"
+
+    def alert_storm(self, route: str) -> str:
+        return f"{self.prefix}alerts:storm:{key_part(route, 'alert route')}"
+
+    def alert_storm_held(self, route: str) -> str:
+        return f"{self.prefix}alerts:storm-held:{key_part(route, 'alert route')}"
+
+    def alert_run(self, run_id: str) -> str:
+        return f"{self.prefix}alerts:run:{key_part(run_id, 'run id')}"
+
     # -- shared -------------------------------------------------------------------------------
 
     def approval(self, approval_id: str) -> str:
         return f"{self.prefix}approval:{key_part(approval_id, 'approval id')}"
+
+    def approval_votes(self, approval_id: str) -> str:
+        """The distinct people who approved one record needing several (``bot.runs.approval_votes``)."""
+        return f"{self.approval(approval_id)}:votes"
+
+    def break_glass(self, user: str) -> str:
+        """One person's active break-glass (``bot.runs.break_glass``)."""
+        return f"{self.prefix}policy:break_glass:{key_part(user, 'user id')}"
 
     def thread(self, channel: str, thread_ts: str) -> str:
         return f"{self.prefix}thread:{key_part(channel, 'channel')}:{key_part(thread_ts, 'thread ts')}"
@@ -76,6 +134,10 @@ class Keys(MemoryKeys):
 
     def seen_event(self, event_id: str) -> str:
         return f"{self.prefix}seen:event:{key_part(event_id, 'event id')}"
+
+    def early_replies(self, channel: str, thread_ts: str) -> str:
+        """Replies to a thread whose run is not created yet (``bot.runs.early_replies``)."""
+        return f"{self.prefix}early:{key_part(channel, 'channel')}:{key_part(thread_ts, 'thread ts')}"
 
     def seen_message(self, channel: str, ts: str) -> str:
         return f"{self.prefix}seen:message:{key_part(channel, 'channel')}:{key_part(ts, 'message ts')}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agent import defaults as agent_defaults
 from agent.errors import AgentError
 from agent.keys import DEFAULT_PREFIX
+from tools.catalog.templates import env_references
 from tools.config import BOT_SECRET_ENV, KUBE_NAMESPACE, LOG_DIRS, SERVICE_BACKEND, SERVICE_BACKENDS
 from tools.egress import DEFAULT_UNLISTED, Unlisted
 from tools.egress_endpoints import ALL_INTERFACES
@@ -28,6 +29,22 @@ def _split_list(value: object) -> object:
 CsvList = Annotated[list[str], NoDecode]
 
 
+def sentinel_address(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` for an IPv6 address) -> ``(host, port)``; ``ValueError`` otherwise."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if (
+        not sep
+        or not host
+        or not port.isdigit()
+        or not 0 < int(port) < 65536
+        or any(c in host for c in "/@[] ")
+    ):
+        raise ValueError(f"a sentinel address must look like host:port, got {text!r}")
+    return host, int(port)
+
+
 class Settings(BaseSettings):
     """Every default is written once: here, or (for what ``agent`` and ``tools`` also use without
     settings) as the constant of ``agent.defaults`` / ``tools`` that a field names."""
@@ -41,9 +58,22 @@ class Settings(BaseSettings):
     slack_signing_secret: str = ""
     slack_app_token: str = ""
     slack_api_url: str = "https://slack.com/api/"
+    # A mention no worker has picked up after this many seconds gets a "queued" note (0: never).
+    chatops_queued_note_seconds: float = Field(default=2.0, ge=0)
+    # auto: stream answers (chat.startStream) where Slack allows, else post them; off: always post.
+    chatops_slack_streaming: Literal["auto", "off"] = "auto"
 
     # Redis and queues
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Redis Sentinel (bot.redis_connection): empty, REDIS_URL's server alone; else every process asks
+    # these sentinels for REDIS_SENTINEL_MASTER's address (REDIS_URL gives the database number only).
+    redis_sentinels: CsvList = Field(default_factory=list)  # host:port, ...
+    redis_sentinel_master: str = Field(default="mymaster", min_length=1)
+    redis_sentinel_username: str = ""
+    redis_sentinel_password: str = ""
+    redis_username: str = ""  # the data servers' ACL user; empty: REDIS_URL's
+    redis_password: str = ""  # the data servers' password; empty: REDIS_URL's
+    redis_replica_wait_ms: int = Field(default=500, ge=1)  # with sentinels: WAIT 1 before Slack is answered
     chatops_redis_prefix: str = DEFAULT_PREFIX
     chatops_queue: str = "chatops"
     chatops_retention_days: int = Field(default=agent_defaults.RETENTION_DAYS, ge=1)
@@ -75,6 +105,7 @@ class Settings(BaseSettings):
     chatops_tools_file: Path | None = None
     chatops_approvers: CsvList = Field(default_factory=list)
     chatops_approver_cache_seconds: float = Field(default=60.0, ge=0)
+    chatops_policy_file: Path | None = None  # YAML access policy (bot/runs/policy_file.py, docs/POLICY.md)
     chatops_channels: CsvList = Field(default_factory=list)
     chatops_approval_timeout_seconds: int = Field(default=agent_defaults.APPROVAL_TIMEOUT_SECONDS, ge=10)
     chatops_log_dirs: CsvList = Field(default_factory=lambda: list(LOG_DIRS))
@@ -89,10 +120,37 @@ class Settings(BaseSettings):
     # model reads) or "approve" (a mutating call: a card, and the approved call reaches exactly that
     # host and port, once). Loopback, link-local and the bot's own ports are refused either way.
     chatops_egress_unlisted: Unlisted = DEFAULT_UNLISTED
+    # Prometheus and Alertmanager (tools/builtin/observability.py): empty URL, no tools. Header values
+    # (JSON objects, ${ENV_NAME} allowed) are secrets: redacted everywhere, hidden from commands.
+    chatops_prometheus_url: str = ""
+    chatops_prometheus_headers: dict[str, str] = Field(default_factory=dict)
+    chatops_alertmanager_url: str = ""
+    chatops_alertmanager_headers: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("chatops_log_dirs", "chatops_redact_env", "chatops_egress_allow", mode="before")
     @classmethod
     def _tool_lists(cls, value: object) -> object:
+        return _split_list(value)
+
+    # Fleet (bot/fleet, tools/inventory.py): where tool calls run
+    chatops_inventory_file: Path | None = None  # YAML targets, or an Ansible YAML/INI inventory
+    chatops_channel_targets: dict[str, str] = Field(default_factory=dict)  # JSON {channel: name or k=v,...}
+    chatops_runner_secret: str = ""  # shared by web, workers and runners: signs approval grants
+    chatops_runner_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    chatops_runner_target: str = ""  # ``chatops runner --target``: the target this runner serves
+    chatops_ssh_user: str = ""  # defaults for Ansible hosts without ansible_user / a key file
+    chatops_ssh_key_file: Path | None = None
+    chatops_ssh_known_hosts: Path | None = None
+    chatops_max_parallel_tools: int = Field(default=20, ge=1)  # read-only calls of one turn at once
+
+    # Alerts (bot/alerts): webhooks from Alertmanager, Grafana and PagerDuty, routed to channels
+    chatops_alerts_file: Path | None = None  # YAML alerts.routes (bot/alerts/routing.py)
+    chatops_alerts_token: str = ""  # Bearer token Alertmanager and Grafana send; empty: refused
+    chatops_pagerduty_secret: CsvList = Field(default_factory=list)  # V3 signing secrets (2 while rotating)
+
+    @field_validator("chatops_pagerduty_secret", mode="before")
+    @classmethod
+    def _alert_lists(cls, value: object) -> object:
         return _split_list(value)
 
     # Run limits
@@ -130,6 +188,27 @@ class Settings(BaseSettings):
     def _lists(cls, value: object) -> object:
         return _split_list(value)
 
+    @field_validator("redis_sentinels", mode="before")
+    @classmethod
+    def _sentinel_list(cls, value: object) -> object:
+        return _split_list(value)
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_addresses(cls, value: list[str]) -> list[str]:
+        for address in value:
+            sentinel_address(address)  # raises ValueError: a mistyped address fails at start
+        return value
+
+    @model_validator(mode="after")
+    def _sentinels_need_a_tcp_url(self) -> Settings:
+        if self.redis_sentinels and urlsplit(self.redis_url).scheme not in ("redis", "rediss"):
+            raise ValueError(
+                "REDIS_SENTINELS needs a redis:// or rediss:// REDIS_URL (its database number and "
+                f"credentials are used; the master's address comes from the sentinels), got {self.redis_url!r}"
+            )
+        return self
+
     @model_validator(mode="after")
     def _model_keys_are_secret(self) -> Settings:
         """Check ``LLM_FALLBACKS`` now, and treat the variables holding its keys like
@@ -145,19 +224,42 @@ class Settings(BaseSettings):
             self.chatops_redact_env = [*self.chatops_redact_env, *missing]
         return self
 
+    @model_validator(mode="after")
+    def _observability_header_variables_are_secret(self) -> Settings:
+        """The variables ``${NAME}`` in the Prometheus and Alertmanager headers hold secrets (a
+        bearer token): redacted from every output and hidden from commands, like ``LLM_API_KEY``."""
+        names = [name for value in self._observability_header_values() for name in env_references(value)]
+        missing = [name for name in dict.fromkeys(names) if name not in self.chatops_redact_env]
+        if missing:
+            self.chatops_redact_env = [*self.chatops_redact_env, *missing]
+        return self
+
+    def _observability_header_values(self) -> list[str]:
+        headers = (self.chatops_prometheus_headers, self.chatops_alertmanager_headers)
+        return [value for mapping in headers for value in mapping.values()]
+
     def secret_values(self) -> list[str]:
         """The bot's own secrets, redacted everywhere whatever ``CHATOPS_REDACT_ENV`` says: the Slack
-        tokens and signing secret, the LLM key, the metrics token and the Redis password."""
+        tokens and signing secret, the LLM key, the metrics token, the alert webhooks' token and
+        PagerDuty signing secrets, the Redis and Sentinel passwords, and the Prometheus and Alertmanager header
+        values written out (``${NAME}`` ones: see above)."""
         values = [
             self.slack_bot_token,
             self.slack_signing_secret,
             self.slack_app_token,
             self.llm_api_key,
             self.chatops_metrics_token,
+            self.chatops_runner_secret,
+            self.chatops_alerts_token,
+            *self.chatops_pagerduty_secret,
         ]
+        for value in self._observability_header_values():
+            if "${" not in value:  # the credential alone too: "Bearer TOKEN" may be echoed as "TOKEN"
+                values += [value, value.split()[-1]] if value.split() else []
         password = urlsplit(self.redis_url).password
         if password:
             values += [password, unquote(password)]
+        values += [self.redis_password, self.redis_sentinel_password]
         return [value for value in values if value]
 
 

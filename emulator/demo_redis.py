@@ -1,27 +1,32 @@
 """What the demo leaves in Redis, removed on exit: an embedded Redis is the demo's alone and is
-emptied; on a shared one only the session's keys and its RQ queue (registries, jobs) go."""
+emptied; on a shared one only the session's keys and its RQ queues (the worker's and each runner's:
+registries, jobs) go."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import redis
 
 from emulator.embedded_redis import RedisServer
 
 
-def forget_session(server: RedisServer, prefix: str, queue_name: str) -> None:
+def forget_session(server: RedisServer, prefix: str, queue_names: Sequence[str]) -> None:
     """Remove the session's data (raises ``redis.RedisError`` when Redis cannot be reached)."""
     client = redis.Redis.from_url(server.url, socket_timeout=5)
     try:
         if server.embedded is not None:
             client.flushall()
         else:
-            _delete_session_keys(client, prefix, queue_name)
+            for queue_name in queue_names:
+                _delete_queue(client, queue_name)
+            _delete_keys(client, f"{prefix}*")
     finally:
         client.close()
 
 
-def _delete_session_keys(client: redis.Redis, prefix: str, queue_name: str) -> None:
-    """The session's keys and its RQ queue, registries and jobs; nothing else."""
+def _delete_queue(client: redis.Redis, queue_name: str) -> None:
+    """One RQ queue, its registries and jobs; nothing else."""
     from rq.job import Job
     from rq.queue import Queue
 
@@ -39,6 +44,10 @@ def _delete_session_keys(client: redis.Redis, prefix: str, queue_name: str) -> N
     for job in Job.fetch_many(sorted(job_ids), connection=client):
         if job is not None:
             job.delete(remove_from_queue=True)
-    for pattern in (f"{prefix}*", f"rq:*:{queue_name}", f"rq:*:{queue_name}:*"):
-        for key in client.scan_iter(match=pattern, count=1000):
-            client.delete(key)
+    for pattern in (f"rq:*:{queue_name}", f"rq:*:{queue_name}:*"):
+        _delete_keys(client, pattern)
+
+
+def _delete_keys(client: redis.Redis, pattern: str) -> None:
+    for key in client.scan_iter(match=pattern, count=1000):
+        client.delete(key)

@@ -1,7 +1,9 @@
-"""The demo host's ``systemctl``: an executable that answers ``show``, ``status``, ``is-active``,
+"""The demo hosts' ``systemctl``: an executable that answers ``show``, ``status``, ``is-active``,
 ``restart``, ``start`` and ``stop`` from the state in ``root/run/systemd/units.json``, the way
 systemctl prints them, and records every restart in ``root/run/systemd/journal.log`` and the
-unit's own log. Put its folder first on the worker's ``PATH`` and the real ``service_status`` /
+unit's own log. Each host has its own (``write_systemctl(bin_dir, root)``) and its own units
+(``UNITS``: web-03's api, nginx and a small postgresql; db-01's busy postgresql and its
+pgbouncer). Put its folder first on the host's runner's ``PATH`` and the real ``service_status`` /
 ``service_restart`` tools (systemd backend) manage these services without touching the machine's
 own.
 """
@@ -17,24 +19,35 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from emulator.demo_logs import API_PID, HOSTNAME, iso_time, syslog_time
+from emulator.demo_logs import API_PID, DB_HOST, HOSTNAME, POSTGRES_PID, WEB_HOST, iso_time, syslog_time
 
-_UNITS = {
-    "api.service": {
-        "Description": "Orders API (gunicorn, 8 workers)",
-        "MainPID": API_PID,
-        "log": "api/api.log",
+UNITS: dict[str, dict[str, dict[str, object]]] = {
+    WEB_HOST: {
+        "api.service": {
+            "Description": "Orders API (gunicorn, 8 workers)",
+            "MainPID": API_PID,
+            "log": "api/api.log",
+        },
+        "nginx.service": {
+            "Description": "A high performance web server and a reverse proxy server",
+            "MainPID": 811,
+        },
+        "postgresql.service": {"Description": "PostgreSQL RDBMS", "MainPID": 902},
     },
-    "nginx.service": {
-        "Description": "A high performance web server and a reverse proxy server",
-        "MainPID": 811,
+    DB_HOST: {
+        "postgresql.service": {
+            "Description": "PostgreSQL Cluster 15-main (orders primary)",
+            "MainPID": POSTGRES_PID,
+            "log": "postgresql/postgresql-15-main.log",
+        },
+        "pgbouncer.service": {"Description": "connection pooler for PostgreSQL", "MainPID": 1042},
     },
-    "postgresql.service": {"Description": "PostgreSQL RDBMS", "MainPID": 902},
 }
+"""Each simulated host's services: description, main PID and the unit's own log (under var/log)."""
 
 
-def install_units(state_dir: Path, boot: float) -> None:
-    """The host's services (``api``, ``nginx``, ``postgresql``), all running since ``boot``."""
+def install_units(state_dir: Path, boot: float, host: str = WEB_HOST) -> None:
+    """The services of ``host`` (``UNITS``), all running since ``boot``."""
     state_dir.mkdir(parents=True)
     units = {
         unit: {
@@ -49,7 +62,7 @@ def install_units(state_dir: Path, boot: float) -> None:
             "Result": "success",
             "log": info.get("log", ""),
         }
-        for unit, info in _UNITS.items()
+        for unit, info in UNITS[host].items()
     }
     _save_units(state_dir, units)
 
@@ -105,12 +118,19 @@ def _not_found(unit: str) -> dict[str, object]:
     }
 
 
+def _hostname(root: Path) -> str:
+    try:
+        return (root / "etc" / "hostname").read_text().strip() or HOSTNAME
+    except OSError:
+        return HOSTNAME
+
+
 def _record(root: Path, unit: str, info: dict[str, object], verb: str, now: float) -> None:
     """A journal line for the action, and systemd's lines in the unit's own log."""
     stamp = syslog_time(now)
     with open(root / "run" / "systemd" / "journal.log", "a") as journal:
         journal.write(
-            f"{stamp} {HOSTNAME} systemctl[{os.getpid()}]: {verb} {unit} (simulated by the chatops demo)\n"
+            f"{stamp} {_hostname(root)} systemctl[{os.getpid()}]: {verb} {unit} (simulated by the chatops demo)\n"
         )
     log = str(info.get("log") or "")
     if log:

@@ -24,9 +24,15 @@ so far (``{role: user, turn_at_least: 1}`` is a reply that arrived while the run
 texts may quote ``{last_tool_result}``, ``{last_user_message}`` and ``{tool_result[NAME]}`` (the
 newest result of tool NAME).
 
-Variables: ``load_scenario(name, variables={"log_dir": "/srv/demo/var/log"})`` replaces
-``${log_dir}`` in reply texts and tool-call arguments when the file is loaded (``$$`` is a ``$``),
-so one scenario can point at paths known only at run time.
+Variables: ``load_scenario(name, variables={"web-03.log_dir": "/srv/demo/var/log"})`` replaces
+``${web-03.log_dir}`` in reply texts and tool-call arguments when the file is loaded (``$$`` is a
+``$``), so one scenario can point at paths known only at run time. A name may hold dots and
+dashes, so the demo names each simulated host's values after the host (``${db-01.log_dir}``,
+``${db-01.host_root}``); its plain ``${log_dir}`` and ``${host_root}`` are still those of its
+first host, web-03, so older scenario files mean what they meant. When variables are given, a
+``${name}`` that is not one of them (a typo: ``${web-3.log_dir}``) stops the load with its place,
+rather than sending a tool a path that does not exist. Values are inserted once, as they are: a
+value holding ``${...}`` or braces is never expanded again.
 
 Scenario sets: a file with ``pick`` instead of ``turns`` serves several scenarios from one server,
 choosing by the conversation's first user message (``load_script`` loads either kind)::
@@ -242,14 +248,30 @@ def _check_regex(where: str, when: Mapping[str, Any]) -> None:
             raise ScenarioError(f"{where}.matches: not a valid regular expression: {error}") from error
 
 
-def _substitute(value: Any, variables: Mapping[str, str]) -> Any:
-    """``${name}`` replaced in every string inside ``value`` (unknown names are left as they are)."""
+class _Placeholders(string.Template):
+    """``$name`` as ``string.Template`` reads it; inside braces a name may also hold dots and dashes
+    and start with a digit (``${web-03.log_dir}``, ``${01-db.log_dir}``): inventory names do."""
+
+    braceidpattern = r"(?a:[_a-z0-9][_a-z0-9.-]*)"
+
+
+def _substitute(value: Any, variables: Mapping[str, str], where: str) -> Any:
+    """``${name}`` replaced in every string inside ``value``; an unknown ``${name}`` is an error
+    (an unknown ``$name`` without braces is left as it is: prose may hold a ``$HOME``)."""
     if isinstance(value, str):
-        return string.Template(value).safe_substitute(variables)
+        template = _Placeholders(value)
+        for match in template.pattern.finditer(value):
+            name = match.group("braced")
+            if name is None and match.group("invalid") is not None and value.startswith("${", match.start()):
+                name = value[match.start() + 2 :].split("}", 1)[0][:60]  # ${web 03}: not a name at all
+            if name is not None and name not in variables:
+                known = ", ".join(f"${{{known}}}" for known in sorted(variables))
+                raise ScenarioError(f"{where}: unknown variable ${{{name}}} (known: {known})")
+        return template.safe_substitute(variables)
     if isinstance(value, Mapping):
-        return {key: _substitute(item, variables) for key, item in value.items()}
+        return {key: _substitute(item, variables, f"{where}.{key}") for key, item in value.items()}
     if isinstance(value, list):
-        return [_substitute(item, variables) for item in value]
+        return [_substitute(item, variables, f"{where}[{index}]") for index, item in enumerate(value)]
     return value
 
 
@@ -261,10 +283,10 @@ def parse_scenario(data: Any, source: str, variables: Mapping[str, str] | None =
         checked = _check_reply(where, spec)
         if not variables:
             return checked
-        substituted = dict(_substitute(checked, variables))
+        substituted = dict(_substitute(checked, variables, where))
         if "text" in checked:  # texts are str.format templates later: a value's braces are literal
             quoted = {name: value.replace("{", "{{").replace("}", "}}") for name, value in variables.items()}
-            substituted["text"] = _substitute(checked["text"], quoted)
+            substituted["text"] = _substitute(checked["text"], quoted, f"{where}.text")
         return substituted
 
     turns = [reply(f"{source}: turns[{i}]", turn) for i, turn in enumerate(top.get("turns") or [])]

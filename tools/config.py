@@ -20,6 +20,17 @@ SERVICE_BACKEND = "systemd"
 LOG_DIRS = ("/var/log",)
 KUBE_NAMESPACE = "default"
 BOT_SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY")
+# Never in a command's environment, whatever CHATOPS_REDACT_ENV says: the runner secret (it signs
+# approvals), the metrics token, the Redis URL (its password; a runner's Redis user), the alert
+# webhooks' token and PagerDuty's signing secrets.
+ALWAYS_HIDDEN_ENV = (
+    *BOT_SECRET_ENV,
+    "CHATOPS_RUNNER_SECRET",
+    "CHATOPS_METRICS_TOKEN",
+    "REDIS_URL",
+    "CHATOPS_ALERTS_TOKEN",
+    "CHATOPS_PAGERDUTY_SECRET",
+)
 # How long a dry run of a destructive built-in stays valid beyond the approval timeout.
 _PLAN_TTL_MARGIN_SECONDS = 300
 
@@ -53,6 +64,18 @@ class ToolSettings(Protocol):
 
     @property
     def chatops_egress_unlisted(self) -> Unlisted: ...
+
+    @property
+    def chatops_prometheus_url(self) -> str: ...
+
+    @property
+    def chatops_prometheus_headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def chatops_alertmanager_url(self) -> str: ...
+
+    @property
+    def chatops_alertmanager_headers(self) -> Mapping[str, str]: ...
 
     @property
     def redis_url(self) -> str: ...
@@ -92,6 +115,16 @@ class ToolsConfig:
     """The bot's own web and metrics port (``PORT`` on ``WEB_HOST``), protected like Redis."""
     resolver: Resolver | None = None
     """Name lookups for the network tools; ``None`` is the system resolver (tests inject one)."""
+    prometheus_url: str = ""
+    """``CHATOPS_PROMETHEUS_URL``: the base URL of ``prometheus_query`` / ``prometheus_range``;
+    empty: those tools are not offered. Reachable by them whatever ``egress_allow`` says."""
+    prometheus_headers: Mapping[str, str] = field(default_factory=dict)
+    """``CHATOPS_PROMETHEUS_HEADERS``: sent with every request; values may be ``${NAME}``
+    references to ``env``. Secrets: redacted from the tools' output."""
+    alertmanager_url: str = ""
+    """``CHATOPS_ALERTMANAGER_URL``: the base URL of ``alertmanager_alerts`` / ``alertmanager_silence``."""
+    alertmanager_headers: Mapping[str, str] = field(default_factory=dict)
+    """``CHATOPS_ALERTMANAGER_HEADERS``: like ``prometheus_headers``."""
 
     def __post_init__(self) -> None:
         if self.service_backend not in SERVICE_BACKENDS:
@@ -115,6 +148,10 @@ class ToolsConfig:
             redis_url=settings.redis_url,
             web_port=settings.port,
             web_host=settings.web_host,
+            prometheus_url=settings.chatops_prometheus_url,
+            prometheus_headers=dict(settings.chatops_prometheus_headers),
+            alertmanager_url=settings.chatops_alertmanager_url,
+            alertmanager_headers=dict(settings.chatops_alertmanager_headers),
         )
 
     def egress_policy(self) -> EgressPolicy:
@@ -137,5 +174,5 @@ class ToolsConfig:
 
     def command_env(self) -> dict[str, str]:
         """The environment for commands: ours, less the hidden secrets."""
-        hidden = set(self.hidden_env)
+        hidden = {*self.hidden_env, *ALWAYS_HIDDEN_ENV}
         return {name: value for name, value in self.environment().items() if name not in hidden}

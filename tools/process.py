@@ -3,6 +3,11 @@
 The command runs in a new session, hence its own process group; at the timeout the whole group
 is killed with SIGKILL, so children it started die with it. Output is captured bounded (head and
 tail of each stream) so a chatty command cannot exhaust memory.
+
+``CommandRunner`` is the signature catalog tools call a command through: ``run_command`` here,
+or ``tools.ssh.SshRunner.run`` for a target reached over SSH; both return the same
+``CommandResult`` (and keep output with the same ``BoundedOutput``), so a tool's result reads the
+same wherever its command ran.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Protocol
 
 from tools.errors import ToolCallError
 
@@ -70,6 +75,19 @@ class CommandResult:
         if self.stderr.strip():
             parts.append(f"stderr:\n{self.stderr.rstrip()}")
         return "\n".join(parts) if parts else "(no output)"
+
+
+class CommandRunner(Protocol):
+    """What runs a catalog tool's argv: ``run_command``, or an ``SshRunner``'s ``run`` for a target."""
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> CommandResult: ...
 
 
 def run_command(
@@ -145,16 +163,41 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=5)
 
 
-class _Capture:
-    """Reads one pipe in a thread, keeping the first and last ``limit / 2`` bytes."""
+class BoundedOutput:
+    """One output stream, keeping its first and last ``limit / 2`` bytes (and how many were dropped)."""
 
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        self._stream = stream
+    def __init__(self, limit: int = DEFAULT_MAX_OUTPUT_BYTES) -> None:
         self._head_limit = limit // 2
         self._tail_limit = limit - self._head_limit
         self._head = bytearray()
         self._tail = bytearray()
         self._dropped = 0
+
+    def keep(self, chunk: bytes) -> None:
+        room = self._head_limit - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        self._tail += chunk
+        excess = len(self._tail) - self._tail_limit
+        if excess > 0:
+            del self._tail[:excess]
+            self._dropped += excess
+
+    def text(self) -> str:
+        head = self._head.decode("utf-8", errors="replace")
+        tail = self._tail.decode("utf-8", errors="replace")
+        if self._dropped:
+            return f"{head}\n[... {self._dropped} bytes of output not kept ...]\n{tail}"
+        return head + tail
+
+
+class _Capture:
+    """Reads one pipe in a thread into a ``BoundedOutput``."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        self._stream = stream
+        self._output = BoundedOutput(limit)
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -166,31 +209,16 @@ class _Capture:
         self._thread.join(timeout)
 
     def text(self) -> str:
-        head = self._head.decode("utf-8", errors="replace")
-        tail = self._tail.decode("utf-8", errors="replace")
-        if self._dropped:
-            return f"{head}\n[... {self._dropped} bytes of output not kept ...]\n{tail}"
-        return head + tail
+        return self._output.text()
 
     def _read(self) -> None:
         try:
             while chunk := os.read(self._stream.fileno(), 65536):
-                self._keep(chunk)
+                self._output.keep(chunk)
         except OSError:
             pass  # the pipe broke: keep what we have
         finally:
             self._stream.close()
-
-    def _keep(self, chunk: bytes) -> None:
-        room = self._head_limit - len(self._head)
-        if room > 0:
-            self._head += chunk[:room]
-            chunk = chunk[room:]
-        self._tail += chunk
-        excess = len(self._tail) - self._tail_limit
-        if excess > 0:
-            del self._tail[:excess]
-            self._dropped += excess
 
 
 def stderr_tail(text: str, lines: int = _STDERR_TAIL_LINES, chars: int = _STDERR_TAIL_CHARS) -> str:

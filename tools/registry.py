@@ -15,9 +15,13 @@ from agent.tooling import Tool
 from agent.types import ToolDef
 from tools.builtin import builtin_tools
 from tools.catalog import load_catalog
+from tools.catalog.loader import Catalog
 from tools.config import ToolsConfig, ToolSettings
 from tools.errors import DuplicateToolError
+from tools.inventory import Target
+from tools.mcp import McpPool, McpToolset, build_toolset, process_pool
 from tools.safety import OutputFilter, OutputSettings
+from tools.ssh import SshRunner
 
 
 class ToolRegistry:
@@ -27,6 +31,12 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self.secret_values: list[str] = []
         """Values to redact besides the configured ones (catalog headers read from the environment)."""
+        self.catalog: Catalog | None = None
+        """The catalog the tools came from (its specs build a tool again for an SSH target)."""
+        self._ssh: dict[str, SshRunner] = {}
+        self.mcp: McpToolset = McpToolset()
+        """The catalog's MCP servers' tools: the unbound ones are registered, ``mcp_target_tools``
+        gives the ones bound to a target; the servers' sessions belong to the process's pool."""
         for tool in tools:
             self.register(tool)
 
@@ -63,13 +73,44 @@ class ToolRegistry:
         """What the model is offered, sorted by name."""
         return [tool.definition for tool in self.tools()]
 
+    def target_kinds(self, name: str) -> frozenset[str] | None:
+        """The kinds of target a catalog tool runs on (its ``targets:``); ``None`` for an ``http``
+        tool (it acts on no machine) and for tools the catalog does not define."""
+        spec = self.catalog.specs.get(name) if self.catalog is not None else None
+        if spec is None or spec.run is None:
+            return None
+        return frozenset(spec.targets)
 
-def build_registry(config: ToolsConfig | None = None) -> ToolRegistry:
+    def over_ssh(self, name: str, target: Target) -> Tool | None:
+        """The catalog tool ``name`` with its commands run on ``target`` over SSH (``None`` when
+        the catalog does not let it run there); one SSH connection per target, reused."""
+        spec = self.catalog.specs.get(name) if self.catalog is not None else None
+        if spec is None or self.catalog is None or "ssh" not in spec.targets or target.ssh is None:
+            return None
+        runner = self._ssh.get(target.name)
+        if runner is None:
+            runner = self._ssh[target.name] = SshRunner(target.ssh, name=target.name)
+        return self.catalog.build_for_runner(spec, runner.run)
+
+    def mcp_target_tools(self, target: Target) -> list[Tool]:
+        """The tools of the MCP servers bound to ``target`` (``target:`` in ``mcp_servers``)."""
+        return list(self.mcp.by_target.get(target.name, []))
+
+    def close(self) -> None:
+        """Close the SSH connections opened for targets. MCP sessions stay open: they belong to the
+        process's pool (``tools.mcp.pool``), reused by the next run and closed at exit."""
+        for runner in self._ssh.values():
+            runner.close()
+        self._ssh.clear()
+
+
+def build_registry(config: ToolsConfig | None = None, *, mcp_pool: McpPool | None = None) -> ToolRegistry:
     """The built-in tools, then the catalog (``config.tools_file``) on top.
 
     Raises ``ToolConfigError`` (``CatalogError``, ``DuplicateToolError``) on any mistake, so a
-    bad configuration stops start-up instead of half-loading.
-    """
+    bad configuration stops start-up instead of half-loading. The catalog's ``mcp_servers`` are
+    listed now (``mcp_pool``, default: this process's pool): the worker builds the registry per
+    job, and a run keeps the list its first job offered (``bot.runs.run_tools``)."""
     config = config or ToolsConfig()
     egress = config.egress_policy()  # one policy for built-in and catalog network tools
     registry = ToolRegistry(builtin_tools(config, egress))
@@ -84,6 +125,13 @@ def build_registry(config: ToolsConfig | None = None) -> ToolRegistry:
         for tool in catalog.tools:
             registry.register(tool, replace=tool.definition.name in catalog.overrides)
         registry.secret_values.extend(catalog.secret_values)
+        registry.catalog = catalog
+        if catalog.mcp_servers:
+            pool = mcp_pool or process_pool()
+            registry.mcp = build_toolset(catalog.mcp_servers, pool, taken=registry.names())
+            for mcp_tool in registry.mcp.tools:
+                registry.register(mcp_tool)
+            registry.secret_values.extend(registry.mcp.secret_values)
     return registry
 
 

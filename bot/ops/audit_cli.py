@@ -1,4 +1,7 @@
-"""``chatops audit tail [-n N] [-f] [--run ID] [--kind KIND] [--json]``: the newest audit entries.
+"""``chatops audit tail [-n N] [-f] [--run ID] [--kind KIND] [--actor U…] [--target T] [--json]``.
+
+The newest audit entries; ``--actor`` keeps those a person acted in (started, approved, declined,
+superseded, stopped, confirmed, wrote), ``--target`` those about one inventory target.
 
 One line per entry, oldest first: time, kind, run id, then its fields (``key=value``, values on
 one line, long ones cut, secrets redacted). ``-f`` then waits for new entries (``XREAD BLOCK``)
@@ -40,12 +43,32 @@ def parse_entry(entry_id: bytes | str, raw: dict[bytes | str, bytes | str]) -> A
     return AuditEntry(as_text(entry_id) or "", kind, run_id, at, fields)
 
 
-def matches(entry: AuditEntry, run_id: str | None, kinds: set[str]) -> bool:
+# The fields naming who acted in an entry (``bot.runs.audit``).
+ACTOR_FIELDS = ("requester", "decided_by", "approved_by", "confirmed_by", "stopped_by", "user")
+
+
+def matches(
+    entry: AuditEntry,
+    run_id: str | None,
+    kinds: set[str],
+    actor: str | None = None,
+    target: str | None = None,
+) -> bool:
+    if actor is not None and actor not in {entry.fields.get(name) for name in ACTOR_FIELDS}:
+        return False
+    if target is not None and entry.fields.get("target") != target:
+        return False
     return (run_id is None or entry.run_id.startswith(run_id)) and (not kinds or entry.kind.value in kinds)
 
 
 def newest(
-    client: redis.Redis, key: str, count: int, run_id: str | None = None, kinds: Iterable[str] = ()
+    client: redis.Redis,
+    key: str,
+    count: int,
+    run_id: str | None = None,
+    kinds: Iterable[str] = (),
+    actor: str | None = None,
+    target: str | None = None,
 ) -> list[AuditEntry]:
     """The ``count`` newest matching entries, oldest first (pages backwards through the stream)."""
     wanted, end = set(kinds), "+"
@@ -56,7 +79,7 @@ def newest(
             break
         for entry_id, raw in page:
             entry = parse_entry(entry_id, raw)
-            if matches(entry, run_id, wanted):
+            if matches(entry, run_id, wanted, actor, target):
                 found.append(entry)
                 if len(found) == count:
                     break
@@ -92,6 +115,8 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     tail.add_argument(
         "--kind", action="append", choices=[k.value for k in AuditKind], help="only this kind (repeatable)"
     )
+    tail.add_argument("--actor", help="only entries this Slack user acted in (started, approved, stopped...)")
+    tail.add_argument("--target", help="only entries about this inventory target")
     tail.add_argument("--json", action="store_true", help="one JSON object per entry")
 
 
@@ -103,10 +128,10 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
 
     kinds = set(args.kind or [])
     with cli_errors(settings) as status:
-        client = open_redis(settings.redis_url, blocking_seconds=_BLOCK_MS / 1000)  # --follow's XREAD
+        client = open_redis(settings, blocking_seconds=_BLOCK_MS / 1000)  # --follow's XREAD
         key = Keys(settings.chatops_redis_prefix).audit()
         last = "0-0"
-        for entry in newest(client, key, max(0, args.lines), args.run, kinds):
+        for entry in newest(client, key, max(0, args.lines), args.run, kinds, args.actor, args.target):
             print(show(entry), flush=True)
             last = entry.id
         if args.follow:
@@ -116,7 +141,9 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
             if sys.stderr.isatty():
                 print("following the audit log (Ctrl-C to stop)…", file=sys.stderr)
             with contextlib.suppress(KeyboardInterrupt):
-                _follow(client, key, last, args.run, kinds, show)
+                _follow(
+                    client, key, last, lambda e: matches(e, args.run, kinds, args.actor, args.target), show
+                )
     return status[0]
 
 
@@ -124,8 +151,7 @@ def _follow(
     client: redis.Redis,
     key: str,
     last: str,
-    run_id: str | None,
-    kinds: set[str],
+    wanted: Callable[[AuditEntry], bool],
     show: Callable[[AuditEntry], str],
 ) -> None:
     while True:
@@ -136,5 +162,5 @@ def _follow(
             for entry_id, raw in entries:
                 last = as_text(entry_id) or last
                 entry = parse_entry(entry_id, raw)
-                if matches(entry, run_id, kinds):
+                if wanted(entry):
                     print(show(entry), flush=True)

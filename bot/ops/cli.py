@@ -31,6 +31,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("bot.ops.runs_cli", "list runs, show a run's transcript (text, Markdown, JSON), cancel a run"),
     "audit": ("bot.ops.audit_cli", "print the newest audit entries; -f follows new ones"),
     "tools": ("bot.ops.tools_cli", "list the tools the model is offered, with category and origin"),
+    "runner": ("bot.ops.fleet_cli", "run a runner on a host: one inventory target's tool calls"),
+    "targets": ("bot.ops.targets_cli", "list the inventory's targets with each runner's last heartbeat"),
+    "policy": ("bot.ops.policy_cli", "check the access policy file; explain what applies to a call and why"),
     "doctor": ("bot.ops.doctor", "check settings, Redis, Slack token and scopes, the LLM, the tool catalog"),
 }
 

@@ -5,6 +5,8 @@ Checks, in order (each independent of the others, so one broken piece does not h
 * ``settings``: the Slack token and signing secret are set, the runtime factory imports, the
   redaction patterns compile;
 * ``redis``: ``REDIS_URL`` answers, is new enough for streams, and some worker listens on the queue;
+* ``sentinel`` (with ``REDIS_SENTINELS`` only): what each sentinel says about the master and its
+  replicas, and whether ``WAIT 1`` is possible (``bot.ops.doctor_sentinel``);
 * ``persist``: the server's persistence keeps an approval and an executing mark across a crash
   (AOF with ``appendfsync always``, or WAITAOF on 7.2+) and never evicts them (``noeviction``);
   a warning names the window a crash can lose (a failure under ``CHATOPS_DURABILITY=strict``,
@@ -47,7 +49,7 @@ from bot.models import client_options, endpoints, model_keys
 from bot.ops.runs_cli import Progress
 from bot.ops.tools_cli import BUILT_IN, tool_rows
 from bot.ops.worker import load_runtime_factory
-from bot.redis_connection import open_redis
+from bot.redis_connection import RedisTarget, open_redis
 from bot.runs.durability import DurabilityMode, findings, read_persistence
 from bot.settings import Settings
 from bot.slack.client import api_base_url
@@ -123,9 +125,18 @@ def check_settings(settings: Settings) -> Check:
     return Check("settings", Outcome.PASS, "Slack, LLM and runtime settings are complete")
 
 
+def _where(settings: Settings, redact: Callable[[str], str]) -> str:
+    """REDIS_URL, or behind sentinels the master they name (the URL's host is not used then)."""
+    return (
+        RedisTarget.from_settings(settings).describe()
+        if settings.redis_sentinels
+        else redact(settings.redis_url)
+    )
+
+
 def check_redis(settings: Settings, redact: Callable[[str], str]) -> Check:
-    where = redact(settings.redis_url)
-    client = open_redis(settings.redis_url)
+    where = _where(settings, redact)
+    client = open_redis(settings)
     try:
         client.ping()
         version_text = str(client.info("server").get("redis_version", "0"))
@@ -158,8 +169,8 @@ PERSISTENCE_FIX = (
 
 def check_persistence(settings: Settings, redact: Callable[[str], str]) -> Check:
     """Can a Redis crash or eviction lose an executing mark (and let an approved call run twice)?"""
-    where = redact(settings.redis_url)
-    client = open_redis(settings.redis_url)
+    where = _where(settings, redact)
+    client = open_redis(settings)
     try:
         persistence = read_persistence(client)
     except redis.RedisError as error:
@@ -322,6 +333,37 @@ def check_tools(settings: Settings) -> Check:
     return Check("tools", Outcome.PASS, f"{len(rows)} tools ({builtin} built-in{catalog})")
 
 
+def _check_targets(settings: Settings) -> Check:
+    from bot.ops.doctor_targets import check_targets  # it uses Check, defined here
+
+    return check_targets(settings)
+
+
+def _check_sentinel(settings: Settings) -> Check:
+    from bot.ops.doctor_sentinel import check_sentinel  # it uses Check, defined here
+
+    return check_sentinel(settings)
+
+
+def _check_policy(settings: Settings) -> Check:
+    """``CHATOPS_POLICY_FILE`` reads without a mistake (each one names the rule and field)."""
+    from bot.errors import PolicyConfigError
+    from bot.runs.policy_file import load_policy
+
+    try:
+        policy = load_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers))
+    except PolicyConfigError as error:
+        return Check("policy", Outcome.FAIL, str(error), "chatops policy check shows the same list")
+    glass = f"; break-glass {policy.break_glass.minutes} min" if policy.break_glass else ""
+    return Check("policy", Outcome.PASS, f"{policy.source}: {len(policy.rules)} rule(s){glass}")
+
+
+def _check_mcp(settings: Settings) -> Check:
+    from bot.ops.doctor_mcp import check_mcp  # it uses Check, defined here
+
+    return check_mcp(settings)
+
+
 def run_checks(
     settings: Settings, manifest: Path | None, out: TextIO, progress: Progress | None = None
 ) -> list[Check]:
@@ -332,9 +374,13 @@ def run_checks(
         ("settings", lambda: check_settings(settings)),
         ("redis", lambda: check_redis(settings, redact)),
         ("persist", lambda: check_persistence(settings, redact)),
+        *([("sentinel", lambda: _check_sentinel(settings))] if settings.redis_sentinels else []),
         ("slack", lambda: check_slack(settings, manifest)),
         ("llm", lambda: check_llm(settings)),
         ("tools", lambda: check_tools(settings)),
+        ("targets", lambda: _check_targets(settings)),
+        ("mcp", lambda: _check_mcp(settings)),
+        *([("policy", lambda: _check_policy(settings))] if settings.chatops_policy_file else []),
     ]
     results = []
     for number, (name, check) in enumerate(steps, 1):

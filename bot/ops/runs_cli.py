@@ -189,7 +189,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
         "cancel": _cancel,
     }
     with cli_errors(settings) as status:
-        service = service_for(settings, open_redis(settings.redis_url))
+        service = service_for(settings, open_redis(settings))
         try:
             status[0] = commands[args.action](args, settings, service)
         except RunNotFoundError:

@@ -11,6 +11,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
+from agent.tooling import Tool
 from bot.settings import Settings
 from tools.builtin import builtin_tools
 from tools.catalog import load_catalog
@@ -29,6 +30,16 @@ class ToolRow:
     timeout: float
     origin: str
     description: str
+
+
+def _origin(tool: Tool, from_catalog: dict[str, str]) -> str:
+    """Built in, a catalog tool (its file), or an MCP server's (its name, and why its category)."""
+    server = getattr(tool, "server", None)
+    if isinstance(server, str):
+        decision = getattr(tool, "decision", None)
+        reason = getattr(decision, "reason", "")
+        return f"MCP server {server}" + (f" ({reason})" if reason else "")
+    return from_catalog.get(tool.definition.name, BUILT_IN)
 
 
 def tool_rows(settings: Settings) -> list[ToolRow]:
@@ -54,7 +65,7 @@ def tool_rows(settings: Settings) -> list[ToolRow]:
             category=tool.category.value,
             parallel=tool.parallel,
             timeout=tool.timeout,
-            origin=from_catalog.get(tool.definition.name, BUILT_IN),
+            origin=_origin(tool, from_catalog),
             description=" ".join(tool.definition.description.split()),
         )
         for tool in registry.tools()

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from bot.alerts.jobs import PRESENTER as ALERT_PRESENTER
+from bot.alerts.jobs import announce_answer
+from bot.alerts.presenter import AlertPresenter, LoggingAlertPresenter
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
 from bot.redis_connection import open_redis
@@ -25,6 +28,7 @@ from bot.runs.durability import Durability
 from bot.runs.lost_runs import LossDetector
 from bot.runs.metrics import RunMetrics
 from bot.runs.presenter import LoggingPresenter, Presenter
+from bot.runs.queueing import worker_queue_names
 from bot.runs.runtime import Runtime, RuntimeFactory
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker, Sweep
@@ -62,30 +66,55 @@ def default_runtime(settings: Settings) -> Runtime:
     from tools.safety import OutputFilter
 
     # Its one blocking command is the durability wait (WAITAOF / WAIT, ``bot.runs.durability``).
-    client = open_redis(settings.redis_url, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
+    client = open_redis(settings, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
     model_env = model_keys(settings)
     models = build_models(settings, on_retry=metrics.llm_retry, keys=model_env)
     # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
     model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
+    from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
+    from bot.slack.policy_identity import worker_policy
+
     registry = build_registry_from_settings(settings)
+    inventory = load_fleet_inventory(settings)
+    fleet = build_fleet(settings, client, keys, registry, inventory)
     output_filter = OutputFilter.from_settings(
         settings, env=model_env, extra_secrets=[*registry.secret_values, *model_secrets]
     )
+    presenter = _presenter(settings, client, keys, [*registry.secret_values, *model_secrets])
+    alerts = _alert_presenter(settings, [*registry.secret_values, *model_secrets])
     return Runtime(
         redis=client,
         keys=keys,
         options=RunOptions.from_settings(settings),
         models=models,
         tools=registry.tools(),
-        system_prompt=system_prompt(settings.chatops_system_prompt_file),
-        presenter=_presenter(settings, client, keys, [*registry.secret_values, *model_secrets]),
+        channel_tools=fleet.tools_for,
+        on_close=registry.close,
+        system_prompt=system_prompt(settings.chatops_system_prompt_file, target_descriptions(inventory)),
+        presenter=presenter,
+        extras={ALERT_PRESENTER: alerts},
+        on_finished=announce_answer,
         tool_output_filter=output_filter,
         redact=output_filter.redactor.redact,  # the model's text and arguments, before they are stored
         owns_connection=True,
         metrics_enabled=settings.chatops_metrics_enabled,
         durability=Durability.from_settings(client, keys, settings),
+        policy=worker_policy(settings, client, keys),
+    )
+
+
+def _alert_presenter(settings: Settings, secrets: Sequence[str]) -> AlertPresenter:
+    """Alert threads in Slack with a token, else in the log (``bot.alerts.presenter``)."""
+    if not settings.slack_bot_token:
+        return LoggingAlertPresenter()
+    from bot.slack.alert_presenter import SlackAlertPresenter
+    from bot.slack.client import make_client
+    from tools.safety import Redactor
+
+    return SlackAlertPresenter(
+        make_client(settings), Redactor.from_settings(settings, extra_secrets=secrets).redact
     )
 
 
@@ -105,7 +134,13 @@ def slack_presenter(
     from tools.safety import Redactor
 
     redactor = Redactor.from_settings(settings, extra_secrets=secrets)
-    return SlackPresenter(make_client(settings), client, keys, redact=redactor.redact)
+    return SlackPresenter(
+        make_client(settings),
+        client,
+        keys,
+        redact=redactor.redact,
+        streaming=settings.chatops_slack_streaming == "auto",
+    )
 
 
 def build_worker(
@@ -117,7 +152,7 @@ def build_worker(
     name: str | None = None,
 ) -> ChatopsWorker | ChatopsSimpleWorker:
     """A worker on ``CHATOPS_QUEUE`` whose jobs use ``runtime_factory`` (default: ``CHATOPS_RUNTIME``)."""
-    connection = connection or open_redis(settings.redis_url)  # RQ widens its timeout for its dequeue
+    connection = connection or open_redis(settings)  # RQ widens its timeout for its dequeue
     if runtime_factory is None:
         build = load_runtime_factory(settings.chatops_runtime)
 
@@ -129,7 +164,7 @@ def build_worker(
     interval = settings.chatops_recovery_interval_seconds
     worker_class = ChatopsSimpleWorker if simple else ChatopsWorker
     return worker_class(
-        [options.queue_name],
+        worker_queue_names(options.queue_name),
         connection=connection,
         name=name,
         runtime_factory=runtime_factory,
@@ -191,11 +226,11 @@ def run_worker(
         # RQ's handlers belong to the worker that just quit: a stop request now ends the process.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        _wait_for_redis(settings.redis_url, redis_poll_seconds)
+        _wait_for_redis(settings, redis_poll_seconds)
 
 
-def _wait_for_redis(url: str, poll_seconds: float) -> None:
-    client = open_redis(url)
+def _wait_for_redis(settings: Settings, poll_seconds: float) -> None:
+    client = open_redis(settings)  # behind sentinels: until they name a master that answers
     try:
         while True:
             try:

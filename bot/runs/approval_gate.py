@@ -63,6 +63,7 @@ class ApprovalGate:
     durability: Durability | None = None
     card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS
     sleep: Callable[[float], None] = time.sleep
+    seal: Callable[[ConfirmRequest], str] | None = None  # the policy's requirement (bot.runs.policy_tools)
 
     def __call__(self, request: ConfirmRequest) -> Decision:
         approvals = self.service.approvals
@@ -105,6 +106,9 @@ class ApprovalGate:
             command=request.command,
             involved=self.involved(),
             why=request.reason,
+            target=request.target,
+            policy=self.seal(request) if self.seal is not None else "",
+            rationale=request.rationale,
         )
 
     def _create(self, request: ConfirmRequest) -> Approval:
@@ -151,4 +155,4 @@ class ApprovalGate:
                 self.durability.wait()
             except DurabilityError as error:
                 return Decision.decline(f"not run: the approval could not be made durable ({error})")
-        return Decision.approve(approval.decided_by, plan=approval.plan or None)
+        return Decision.approve(approval.decided_by, plan=approval.plan or None, grant=approval.grant or None)

@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.errors import ApprovalNotFoundError, NotAnApproverError
+from bot.errors import ApprovalNotFoundError, BotConfigurationError, NotAnApproverError
+from bot.fleet.grants import GrantSigner, execution_id
+from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import (
     EXPIRED_REASON,
     SUPERSEDED_REASON,
@@ -37,6 +39,7 @@ from bot.runs.approvals import (
     DecideResult,
 )
 from bot.runs.audit import AuditLog
+from bot.runs.policy import Requirement
 from bot.runs.queueing import JobQueue
 
 
@@ -50,6 +53,8 @@ class ApprovalLifecycle:
     resume: Callable[[str], object]  # enqueue the run's resume job (``RunService.enqueue``)
     approvers: tuple[str, ...] = ()  # ``CHATOPS_APPROVERS``: user ids (and groups, ``S…``)
     clock: Callable[[], float] = time.time
+    grants: GrantSigner | None = None  # ``CHATOPS_RUNNER_SECRET`` set: sign a grant at each approval
+    votes: ApprovalVotes | None = None  # records whose policy needs several approvals
 
     # -- create -----------------------------------------------------------------------------------
 
@@ -72,6 +77,7 @@ class ApprovalLifecycle:
         approve: bool,
         reason: str = "",
         card: tuple[str, str] | None = None,
+        break_glass: bool = False,
     ) -> DecideResult:
         """A person's decision (the first one wins); a decision this call made resumes the run.
 
@@ -82,6 +88,12 @@ class ApprovalLifecycle:
         """
         if self.approvers and user not in self.approvers and not _names_a_group(self.approvers):
             raise NotAnApproverError(user)
+        if approve and not break_glass:  # one click never settles what needs several people
+            record = self.approvals.get(approval_id)
+            if record is not None and record.policy and Requirement.from_json(record.policy).approvals > 1:
+                raise BotConfigurationError(
+                    f"approval {approval_id} needs several approvals: count them with vote()"
+                )
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DECLINED
         if not approve and not reason:
             reason = f"not approved by {user}"
@@ -89,8 +101,58 @@ class ApprovalLifecycle:
         if result is None:
             raise ApprovalNotFoundError(approval_id)
         if self._audited(result):
+            self._sign(result, break_glass=break_glass)
             self.resume(result.approval.run_id)
         return result
+
+    def vote(
+        self, approval_id: str, *, user: str, needed: int, card: tuple[str, str]
+    ) -> tuple[VoteResult, DecideResult]:
+        """One of several approvals a record's policy needs (distinct people; the same one twice
+        counts once), audited; the vote that completes them approves the record (signed, resumed)."""
+        if self.votes is None:
+            raise ValueError("this lifecycle counts no votes")
+        vote = self.votes.vote(approval_id, user, needed, card)
+        approval = self.approvals.get(approval_id) if vote is not None else None
+        if vote is None or approval is None:
+            raise ApprovalNotFoundError(approval_id)
+        outcome = {
+            VoteOutcome.WON: DecideOutcome.WON,
+            VoteOutcome.EXPIRED: DecideOutcome.EXPIRED,
+            VoteOutcome.MISMATCH: DecideOutcome.MISMATCH,
+        }.get(vote.outcome, DecideOutcome.LOST)
+        if vote.outcome in (VoteOutcome.WON, VoteOutcome.COUNTED, VoteOutcome.REPEAT):
+            repeat = vote.outcome is VoteOutcome.REPEAT
+            self.audit.approval_voted(approval, user, vote.count, needed, repeat=repeat)
+        result = DecideResult(outcome, approval)
+        if self._audited(result):
+            self._sign(result)
+            self.resume(approval.run_id)
+        return vote, result
+
+    def _sign(self, result: DecideResult, *, break_glass: bool = False) -> None:
+        """The grant a runner verifies (``bot.fleet.grants``), signed here, where the click was
+        decided, before the run resumes: a record written into Redis by anyone else has none.
+        If this process dies before it is stored, the runner refuses the call: it fails closed."""
+        approval = result.approval
+        if self.grants is None or not result.won or approval.status is not ApprovalStatus.APPROVED:
+            return
+        requirement = Requirement.from_json(approval.policy) if approval.policy else None
+        voters = self.votes.voters(approval.id) if self.votes is not None and requirement else []
+        grant = self.grants.sign(
+            approval_id=approval.id,
+            execution=execution_id(approval.run_id, approval.call_id),
+            tool=approval.tool,
+            args_sha256=approval.args_sha256,
+            target=approval.target,
+            confirmed_by=approval.decided_by,
+            plan=approval.plan,
+            approved_by=sorted({*voters, approval.decided_by}) if requirement else (),
+            approvals_needed=requirement.approvals if requirement else 1,
+            policy_rule=requirement.rule if requirement else "",
+            break_glass=break_glass,
+        )
+        self.approvals.set_grant(approval.id, grant)
 
     def decline(self, approval_id: str, by: str, reason: str) -> DecideResult | None:
         """Decline a pending approval without a click: its card could not be posted, the run stopped."""

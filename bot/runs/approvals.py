@@ -31,11 +31,12 @@ import redis
 from pydantic import BaseModel, Field
 
 from agent.redis_util import as_text, hset_if_exists
-from agent.tooling import ToolCategory
+from agent.tooling import CallTarget, ToolCategory
 from agent.types import Decision, ToolCall
 from bot.keys import Keys
 
 SYSTEM_DECIDER = "chatops"
+RATIONALE_STORED = 2000  # characters of the model's words kept on the record (the card shows one line)
 EXPIRED_REASON = "approval expired"
 SUPERSEDED_REASON = "superseded by a new message"
 CHANGED_REASON = "the arguments changed after approval"
@@ -66,6 +67,13 @@ local function decide(key, status, by, reason)
 end
 """
 )
+# A Lua function for the script that counts several approvals (``bot.runs.approval_votes``): the
+# record shows who approved so far (``approved_by``, a JSON list), written only here.
+NOTE_VOTES_LUA = """
+local function note_votes(key, voters)
+  redis.call('HSET', key, 'approved_by', cjson.encode(voters))
+end
+"""
 # The reason is a Lua literal: plain text, nothing to escape.
 assert SUPERSEDED_REASON.replace(" ", "").isalnum()
 # A Lua function for scripts that store a reply: supersede one pending approval, ``by`` its author.
@@ -169,8 +177,26 @@ class Approval(BaseModel):
     plan_created_at: float | None = None
     command: str = ""  # the exact command or request, as the tool describes it
     why: str = ""  # why a person is asked when the tool alone would not ask (an unlisted egress host)
+    rationale: str = ""  # the model's own words with the call (untrusted; shown inert, cut to a line)
     involved: list[str] = Field(default_factory=list)  # whose messages the run had read (requester first)
     consumed_at: float | None = None  # when the one execution it authorises started
+    target: str = ""  # the inventory target the call acts on ("" without an inventory)
+    target_via: str = ""  # how that target is reached: runner, ssh, kubernetes, local
+    target_labels: str = ""  # its labels as "key=value" pairs, comma-separated, for the card
+    grant: str = ""  # signed by the web process at the click (bot.fleet.grants): a runner verifies it
+    policy: str = ""  # the policy's Requirement for it, sealed when created (bot.runs.policy); "" = none
+    approved_by: list[str] = Field(default_factory=list)  # so far, when it needs several (NOTE_VOTES_LUA)
+
+    @property
+    def labels(self) -> list[tuple[str, str]]:
+        """The target's labels as stored (``target_labels``)."""
+        pairs = (item.partition("=") for item in self.target_labels.split(",") if item)
+        return [(key, value) for key, _, value in pairs]
+
+    @property
+    def production(self) -> bool:
+        """The target is labelled ``env: prod`` (or ``production``): the card highlights it."""
+        return CallTarget(self.target, self.target_via, tuple(self.labels)).production
 
     def fields(self) -> list[str]:
         """The flat field/value list stored in the hash (``None`` as an empty string, lists as JSON)."""
@@ -187,8 +213,9 @@ class Approval(BaseModel):
         for name in _OPTIONAL_FLOATS:
             if data.get(name) == "":
                 data[name] = None
-        if isinstance(data.get("involved"), str):
-            data["involved"] = json.loads(str(data["involved"]) or "[]")
+        for name in ("involved", "approved_by"):
+            if isinstance(data.get(name), str):
+                data[name] = json.loads(str(data[name]) or "[]")
         return cls.model_validate(data)
 
     def decision(self, call: ToolCall) -> Decision:
@@ -198,7 +225,7 @@ class Approval(BaseModel):
         if self.status is ApprovalStatus.APPROVED:
             if call.name != self.tool or call.arguments_sha256() != self.args_sha256:
                 return Decision.decline(CHANGED_REASON)
-            return Decision.approve(self.decided_by, plan=self.plan or None)
+            return Decision.approve(self.decided_by, plan=self.plan or None, grant=self.grant or None)
         return Decision.decline(self.reason or f"{self.status.value} by {self.decided_by}")
 
 
@@ -283,6 +310,9 @@ class Approvals:
         command: str | None = None,
         involved: tuple[str, ...] = (),
         why: str | None = None,
+        target: CallTarget | None = None,
+        policy: str = "",
+        rationale: str | None = None,
     ) -> Approval:
         """The record an execution would get, not stored yet (the card can be checked on it first)."""
         people = (requester, *involved) if requester else involved
@@ -302,7 +332,12 @@ class Approvals:
             plan_created_at=plan_created_at,
             command=command or "",
             why=why or "",
+            rationale=(rationale or "")[:RATIONALE_STORED],
             involved=list(dict.fromkeys(person for person in people if person)),
+            target=target.name if target else "",
+            target_via=target.via if target else "",
+            target_labels=",".join(f"{key}={value}" for key, value in target.labels) if target else "",
+            policy=policy,
         )
 
     def store(self, draft: Approval, timeout_seconds: float) -> tuple[Approval, bool]:
@@ -373,6 +408,10 @@ class Approvals:
             return None
         seconds, micros = self._redis.time()
         return float(expires_at) - (seconds + micros / 1e6)
+
+    def set_grant(self, approval_id: str, grant: str) -> None:
+        """Keep the grant signed for an approved record (the web process, before resuming the run)."""
+        hset_if_exists(self._redis, self._keys.approval(approval_id), {"grant": grant})
 
     def set_card(self, approval_id: str, channel: str, ts: str) -> None:
         """Remember where the approval card was posted: only clicks on that message decide it."""

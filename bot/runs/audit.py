@@ -13,6 +13,8 @@ replacement can never push a field past its cap.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +46,10 @@ class AuditKind(StrEnum):
     RUN_FINISHED = "run_finished"
     LEASE_LOST = "lease_lost"
     MESSAGE_UNREAD = "message_unread"  # arrived as the run finished; the model never saw it
+    APPROVAL_VOTED = "approval_voted"  # one of several approvals a policy needs (``approved_by``)
+    STOP_REQUESTED = "stop_requested"  # someone pressed Stop (``stopped_by``)
+    BREAK_GLASS = "break_glass"  # someone declared break-glass (``user``, ``until``)
+    ANSWER_FEEDBACK = "answer_feedback"  # a feedback button under a streamed answer (``user``, ``value``)
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,22 @@ class AuditLog:
             requester=approval.requester,
             expires_at=approval.expires_at,
             why=approval.why or None,
+            target=approval.target or None,
+            policy=approval.policy or None,
+        )
+
+    def approval_voted(self, approval: Approval, user: str, count: int, needed: int, *, repeat: bool) -> str:
+        """One person's approval of a record that needs several (``repeat``: they had already)."""
+        return self.record(
+            AuditKind.APPROVAL_VOTED,
+            approval.run_id,
+            approval_id=approval.id,
+            tool=approval.tool,
+            target=approval.target or None,
+            approved_by=user,
+            count=count,
+            needed=needed,
+            repeat="1" if repeat else None,
         )
 
     def approval_decided(self, approval: Approval) -> str:
@@ -150,6 +172,7 @@ class AuditLog:
             decided_by=approval.decided_by,
             decided_at=approval.decided_at,
             reason=approval.reason,
+            target=approval.target or None,
         )
 
     def tool_finished(self, run_id: str, event: ToolEnd, *, requester: str) -> str:
@@ -166,6 +189,9 @@ class AuditLog:
             outcome="error" if event.is_error else "ok",
             output=truncate(self._redactor.redact(event.output), _OUTPUT_CHARS),  # redacted, then cut
             duration_seconds=round(event.duration_seconds, 3),
+            # Where it ran: the inventory target ("local" without one) and who ran it there.
+            target=event.target or "local",
+            executor=(event.executor or f"{socket.gethostname()}:{os.getpid()}") if event.executed else None,
         )
 
     def run_finished(self, run_id: str, result: RunResult) -> str:

@@ -11,6 +11,10 @@ it is in memory; whether it is on disk depends on the server's persistence:
   whatever ``appendfsync`` says (with ``appendonly yes``);
 * replicas on older servers: ``WAIT N`` until every connected replica has the write (so a
   failover to one of them keeps it);
+* behind Redis Sentinel (``min_replicas=1``, ``REDIS_SENTINELS``): a failover promotes a replica,
+  so the master's own disk is not enough: at least one replica must confirm, and with none
+  online the wait still goes out, falls short and the tool is refused (``bot.runs.replication``
+  is the same rule for what the web process acknowledges to Slack);
 * anything else (RDB snapshots only, ``everysec`` or ``no`` before 7.2, settings that cannot be
   read) can lose the mark: ``strict`` mode refuses the tool, ``warn`` logs once and goes on.
 
@@ -214,15 +218,18 @@ class WaitPlan:
     wanted: tuple[int, ...] = ()  # the acknowledgements the reply must reach, in its order
 
 
-def plan_wait(persistence: Persistence, timeout_ms: int) -> WaitPlan:
+def plan_wait(persistence: Persistence, timeout_ms: int, min_replicas: int = 0) -> WaitPlan:
+    """``min_replicas``: behind sentinels 1, since a failover keeps only what a replica has; with
+    fewer replicas online the wait is still sent, and falls short (the tool is refused)."""
     risk = persistence.crash_loss()
     replicas = persistence.replicas
-    if persistence.has_waitaof:
+    if persistence.has_waitaof and replicas >= min_replicas:
         local = 1 if persistence.aof_enabled else 0
         if replicas or (local and not persistence.fsyncs_every_write):
             return WaitPlan(risk, ("WAITAOF", local, replicas, timeout_ms), (local, replicas))
-    elif replicas:
-        return WaitPlan(risk, ("WAIT", replicas, timeout_ms), (replicas,))
+    elif replicas or min_replicas:
+        wanted = max(replicas, min_replicas)
+        return WaitPlan(risk, ("WAIT", wanted, timeout_ms), (wanted,))
     return WaitPlan(risk, None)  # the reply to the caller's write already meant "on disk"
 
 
@@ -240,6 +247,7 @@ class Durability:
         *,
         mode: DurabilityMode = DEFAULT_MODE,
         timeout_ms: int = DEFAULTS.chatops_durability_timeout_ms,
+        min_replicas: int = 0,
         refresh_seconds: float = REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -247,6 +255,7 @@ class Durability:
         self._probe_key = probe_key
         self.mode = mode
         self.timeout_ms = timeout_ms
+        self.min_replicas = min_replicas
         self._refresh_seconds = refresh_seconds
         self._clock = clock
         self._cached: tuple[float, Persistence] | None = None
@@ -258,6 +267,7 @@ class Durability:
             keys.durability_probe(),
             mode=DurabilityMode(settings.chatops_durability),
             timeout_ms=settings.chatops_durability_timeout_ms,
+            min_replicas=1 if settings.redis_sentinels else 0,  # a failover keeps what a replica has
         )
 
     def persistence(self) -> Persistence:
@@ -279,7 +289,7 @@ class Durability:
         """
         try:
             persistence = self.persistence()
-            plan = plan_wait(persistence, self.timeout_ms)
+            plan = plan_wait(persistence, self.timeout_ms, self.min_replicas)
             if plan.risk is not None:
                 self._accept(persistence, plan.risk)
             if plan.command is not None:
@@ -303,17 +313,27 @@ class Durability:
 
     def _confirm(self, plan: WaitPlan) -> None:
         assert plan.command is not None
-        with self._client.pipeline(transaction=False) as pipe:  # one connection: the probe, then the wait
-            pipe.set(self._probe_key, b"1", px=PROBE_TTL_MS)
-            pipe.execute_command(*plan.command)  # type: ignore[no-untyped-call]
-            _, reply = pipe.execute()
-        acked = tuple(int(n) for n in reply) if isinstance(reply, list | tuple) else (int(reply),)
+        reply = wait_behind_probe(self._client, self._probe_key, plan.command)
+        acked = tuple(int(n) for n in reply) if isinstance(reply, list | tuple) else (int(str(reply)),)
         if all(got >= want for got, want in zip(acked, plan.wanted, strict=True)):
             return
         self._cached = None  # a replica may have gone: re-read before the next wait
         raise DurabilityUnconfirmedError(
             f"{plan.command[0]} confirmed {_acks(acked)} of {_acks(plan.wanted)} within {self.timeout_ms} ms"
         )
+
+
+def wait_behind_probe(client: redis.Redis, probe_key: str, command: tuple[str | int, ...]) -> object:
+    """Write the probe, then send ``command`` (``WAIT`` / ``WAITAOF``) on the same connection; its reply.
+
+    The wait covers that connection's writes; the probe's place in the server's ordered replication
+    stream and AOF makes it cover every write the server answered before it. Raises ``redis.RedisError``.
+    """
+    with client.pipeline(transaction=False) as pipe:  # one connection: the probe, then the wait
+        pipe.set(probe_key, b"1", px=PROBE_TTL_MS)
+        pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        _, reply = pipe.execute()
+    return reply
 
 
 def _acks(counts: tuple[int, ...]) -> str:

@@ -7,7 +7,9 @@ item, and — when the run is waiting for an approval and the caller says the au
 ``SUPERSEDE_LUA``, the approvals' own transition (``bot.runs.approvals``; its audit entry is
 ``bot.runs.approval_lifecycle``'s). Anyone else's reply is stored all the same and read by
 the model when the run resumes; the approval stays pending. Only after the script returns
-``stored`` may the caller acknowledge the message: it is in Redis.
+``stored`` may the caller acknowledge the message: it is in Redis. With ``park`` (a young thread)
+and no run in the thread yet, the reply is kept for the run its mention is starting
+(``bot.runs.early_replies``) instead of being refused.
 
 Drain (worker): ``messages(run_id)`` only peeks (LRANGE). The items become ``Message``s tagged
 with ``meta["inbox_id"]``, and ``RedisMemory.append`` removes exactly those items from the inbox
@@ -32,6 +34,7 @@ from agent.types import Message
 from bot.errors import BotError
 from bot.keys import Keys
 from bot.runs.approvals import SUPERSEDE_LUA
+from bot.runs.early_replies import EARLY_MAX_ITEMS, EARLY_TTL_SECONDS, PARK_LUA
 from bot.runs.record import RUN_STATUS_LUA, RunRecords
 
 DEDUPE_SECONDS = 24 * 3600
@@ -77,6 +80,8 @@ class InboxItem(BaseModel):
 
 class DeliveryStatus(StrEnum):
     STORED = "stored"  # in the inbox now: acknowledge it
+    PARKED = "parked"  # no run yet in the young thread: kept for the run its mention is starting
+    FULL = "full"  # parking refused: the young thread has too many early replies (do not acknowledge)
     DUPLICATE = "duplicate"  # this Slack message was stored before (an event retry): acknowledge again
     NO_ACTIVE_RUN = "no_active_run"  # nothing runs in this thread: ignore the message
 
@@ -91,7 +96,7 @@ class Delivery:
 
     @property
     def stored(self) -> bool:
-        return self.status is not DeliveryStatus.NO_ACTIVE_RUN
+        return self.status not in (DeliveryStatus.NO_ACTIVE_RUN, DeliveryStatus.FULL)
 
 
 class Inbox:
@@ -111,20 +116,36 @@ class Inbox:
         self._clock = clock
         self._records = RunRecords(redis_client, keys)
         self._deliver = redis_client.register_script(_DELIVER)
+        self._park = redis_client.register_script(PARK_LUA)
 
     def deliver(
-        self, channel: str, thread_ts: str, *, user: str, text: str, ts: str, may_supersede: bool = False
+        self,
+        channel: str,
+        thread_ts: str,
+        *,
+        user: str,
+        text: str,
+        ts: str,
+        may_supersede: bool = False,
+        park: bool = False,
     ) -> Delivery:
         """Store a reply for the thread's active run; returns only once it is in Redis (or refused).
 
         ``may_supersede``: whether the author may decide (the approver policy's answer); only then
         does the reply supersede the run's pending approvals. The default denies.
+        ``park``: with no run in the thread, keep the reply for the run the thread's mention may
+        be starting right now (``bot.runs.early_replies``; the caller decides: a young thread).
         """
         keys = self._keys
         for _ in range(_MAX_ATTEMPTS):
             run_id = self._records.active_run(channel, thread_ts)
             if run_id is None:
-                return Delivery(DeliveryStatus.NO_ACTIVE_RUN)
+                if not park:
+                    return Delivery(DeliveryStatus.NO_ACTIVE_RUN)
+                parked = self._park_early(channel, thread_ts, user=user, text=text, ts=ts)
+                if parked is None:
+                    continue  # the mention's run was created meanwhile: deliver to it
+                return parked
             approval_ids = [as_text(i) or "" for i in self._redis.hvals(keys.approvals(run_id))]
             item = InboxItem(
                 id=uuid.uuid4().hex,
@@ -163,6 +184,21 @@ class Inbox:
             stored_item = item if status is DeliveryStatus.STORED else None
             return Delivery(status, run_id, outcome[1], stored_item, superseded)
         raise BotError("the thread's run kept changing while a reply was delivered")
+
+    def _park_early(self, channel: str, thread_ts: str, *, user: str, text: str, ts: str) -> Delivery | None:
+        """Keep a reply for the run the thread's mention is starting; ``None`` if it has one now."""
+        item = InboxItem(id=uuid.uuid4().hex, text=text, user=user, ts=ts, received_at=self._clock())
+        keys = [
+            self._keys.thread(channel, thread_ts),
+            self._keys.early_replies(channel, thread_ts),
+            self._keys.seen_message(channel, ts),
+        ]
+        args: list[str | int] = [item.model_dump_json(), self._dedupe, EARLY_TTL_SECONDS, EARLY_MAX_ITEMS]
+        outcome = as_text(self._park(keys=keys, args=args)) or ""
+        if outcome == "retry":
+            return None
+        status = DeliveryStatus(outcome) if outcome != "duplicate" else DeliveryStatus.DUPLICATE
+        return Delivery(status, item=item if status is DeliveryStatus.PARKED else None)
 
     def peek(self, run_id: str) -> list[InboxItem]:
         """The waiting items, oldest first, without removing them."""

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 import redis
+from rq.exceptions import StopRequested
 
 from bot.keys import Keys
 
@@ -76,6 +77,11 @@ class LossDetector:
             return None  # another worker scans
         try:
             redrawn = self._scan(self._wall() - SCAN_WINDOW_SECONDS)
+        except StopRequested:
+            # RQ's SIGTERM handler raises it in an idle worker (the scan runs in its maintenance):
+            # swallowed, the worker would ignore the stop and run on until SIGKILL.
+            self._release(token)
+            raise
         except Exception:
             log.exception("the scan for cards of lost runs failed; trying again in %.0f s", RETRY_SECONDS)
             self._not_before = self._clock() + RETRY_SECONDS

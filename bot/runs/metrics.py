@@ -39,7 +39,7 @@ from agent.events import ToolEnd
 from agent.llm import RetryNotice
 from agent.types import Request, Response, RunResult, Usage
 from bot.keys import Keys
-from bot.redis_connection import open_redis
+from bot.redis_connection import RedisTarget, open_redis
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,12 @@ SLACK_ERRORS = Spec(
     "Slack Web API calls that failed (after retries), by method and error.",
     ("method", "error"),
 )
+ANSWER_FEEDBACK = Spec(
+    "chatops_answer_feedback",
+    "counter",
+    "Feedback buttons pressed under streamed answers, by value (positive, negative), once per person and run.",
+    ("value",),
+)
 SPECS = (
     RUNS_STARTED,
     RUNS_FINISHED,
@@ -134,6 +140,7 @@ SPECS = (
     APPROVAL_WAIT,
     MESSAGES_INJECTED,
     SLACK_ERRORS,
+    ANSWER_FEEDBACK,
 )
 
 
@@ -271,6 +278,11 @@ class RunMetrics:
         if self.store:
             self.store.inc(LLM_RETRIES, model=notice.model, reason=error_kind(notice.error))
 
+    def answer_feedback(self, value: str) -> None:
+        """A person's feedback on an answer (``positive`` or ``negative``: the caller checked it)."""
+        if self.store:
+            self.store.inc(ANSWER_FEEDBACK, value=value)
+
     def slack_error(self, method: str, error: str) -> None:
         if self.store:
             self.store.inc(SLACK_ERRORS, method=method, error=error)
@@ -330,8 +342,8 @@ def _outcome(error: BaseException) -> str:
 class LazyMetrics:
     """A ``RunMetrics`` whose Redis connection is opened on first use, again after a fork."""
 
-    def __init__(self, redis_url: str, keys: Keys) -> None:
-        self._url = redis_url
+    def __init__(self, target: RedisTarget, keys: Keys) -> None:
+        self._target = target
         self._keys = keys
         self._lock = threading.Lock()
         self._pid = -1
@@ -340,29 +352,29 @@ class LazyMetrics:
     def get(self) -> RunMetrics:
         with self._lock:
             if self._pid != os.getpid():
-                client = open_redis(self._url)
+                client = open_redis(self._target)
                 self._metrics = RunMetrics.for_redis(client, self._keys)
                 self._pid = os.getpid()
             return self._metrics
 
 
-_lazy: dict[tuple[str, str], LazyMetrics] = {}
+_lazy: dict[tuple[RedisTarget, str], LazyMetrics] = {}
 _lazy_lock = threading.Lock()
 
 
-def shared_metrics(redis_url: str, keys: Keys) -> LazyMetrics:
-    """One ``LazyMetrics`` per Redis URL and prefix in this process."""
+def shared_metrics(target: RedisTarget, keys: Keys) -> LazyMetrics:
+    """One ``LazyMetrics`` per Redis (URL, or sentinels and master) and prefix in this process."""
     with _lazy_lock:
-        return _lazy.setdefault((redis_url, keys.prefix), LazyMetrics(redis_url, keys))
+        return _lazy.setdefault((target, keys.prefix), LazyMetrics(target, keys))
 
 
 def slack_error_counter(
-    redis_url: str, keys: Keys, enabled: bool = True
+    target: RedisTarget, keys: Keys, enabled: bool = True
 ) -> Callable[[str, str], None] | None:
     """The ``on_error`` of the bot's Slack clients (``bot.slack.client.make_client``)."""
     if not enabled:
         return None
-    lazy = shared_metrics(redis_url, keys)
+    lazy = shared_metrics(target, keys)
 
     def count(method: str, error: str) -> None:
         lazy.get().slack_error(method, error)

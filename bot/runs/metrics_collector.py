@@ -1,7 +1,7 @@
 """``GET /metrics`` of the web process: the metrics workers keep in Redis, plus gauges read at scrape time.
 
 ``RedisCollector`` turns the hashes of ``bot.runs.metrics`` into Prometheus counter and histogram
-families, and adds what is read live: the RQ queue's depth and its oldest job's age, jobs by
+families, and adds what is read live, per queue (the runs' and the alerts'): the RQ queue's depth and its oldest job's age, jobs by
 registry (scheduled, started, deferred, failed), workers listening, active runs by status, and
 ``chatops_redis_up`` (0 when Redis could not be read; the scrape itself still answers 200, so
 Prometheus sees the web process up and Redis down).
@@ -35,6 +35,7 @@ from rq.job import Job
 
 from bot.keys import Keys
 from bot.runs.metrics import SPECS, MetricsStore, Spec
+from bot.runs.queueing import worker_queue_names
 from bot.runs.record import ACTIVE_STATUSES, RunRecords
 
 log = logging.getLogger(__name__)
@@ -99,28 +100,28 @@ class RedisCollector(Collector):
         yield from live
 
     def _live(self, client: redis.Redis) -> Iterable[Metric]:
-        queue = Queue(self._queue_name, connection=client)
-        labels = [self._queue_name]
         depth = GaugeMetricFamily("chatops_queue_depth", "Jobs waiting in the RQ queue.", labels=["queue"])
-        depth.add_metric(labels, queue.count)
         oldest = GaugeMetricFamily(
             "chatops_queue_oldest_age_seconds",
             "Seconds the oldest waiting job has been in the queue (0 when empty).",
             labels=["queue"],
         )
-        oldest.add_metric(labels, self._oldest_age(queue))
         jobs = GaugeMetricFamily(
             "chatops_queue_jobs", "Jobs in the queue's RQ registries.", labels=["queue", "state"]
         )
-        for state, registry in (
-            ("scheduled", queue.scheduled_job_registry),
-            ("started", queue.started_job_registry),
-            ("deferred", queue.deferred_job_registry),
-            ("failed", queue.failed_job_registry),
-        ):
-            jobs.add_metric([*labels, state], registry.get_job_count(cleanup=False))
         workers = GaugeMetricFamily("chatops_workers", "RQ workers listening on the queue.", labels=["queue"])
-        workers.add_metric(labels, Worker.count(connection=client, queue=queue))
+        for name in worker_queue_names(self._queue_name):  # the alerts' queue and the runs'
+            queue = Queue(name, connection=client)
+            depth.add_metric([name], queue.count)
+            oldest.add_metric([name], self._oldest_age(queue))
+            for state, registry in (
+                ("scheduled", queue.scheduled_job_registry),
+                ("started", queue.started_job_registry),
+                ("deferred", queue.deferred_job_registry),
+                ("failed", queue.failed_job_registry),
+            ):
+                jobs.add_metric([name, state], registry.get_job_count(cleanup=False))
+            workers.add_metric([name], Worker.count(connection=client, queue=queue))
         return [depth, oldest, jobs, workers, self._active_runs(client)]
 
     def _oldest_age(self, queue: Queue) -> float:

@@ -49,6 +49,7 @@ class RunRef:
     thread_ts: str
     requester: str
     card_ts: str | None = None
+    source_url: str = ""  # a run an alert started: its source link, shown on the card and the answer
 
 
 class StepStatus(StrEnum):
@@ -68,6 +69,7 @@ class Step:
     confirmed_by: str | None = None
     arguments: str = ""  # the call's JSON arguments (the Slack card shows a short form)
     result: str = ""  # the tool's output text, once it ended
+    target: str | None = None  # the inventory target it ran on
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,11 @@ class CardView:
     steps: tuple[Step, ...] = ()
     iterations: int = 0
     tokens: int = 0
+
+    @property
+    def targets(self) -> list[str]:
+        """The inventory targets the run's calls ran on, in the order first touched."""
+        return list(dict.fromkeys(step.target for step in self.steps if step.target))
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,7 @@ class CardTracker:
                         confirmed_by=message.meta.get("confirmed_by"),
                         arguments=arguments[message.tool_call_id],
                         result=message.content or "",
+                        target=message.meta.get("target"),
                     )
                 )
 
@@ -174,6 +182,7 @@ class CardTracker:
             confirmed_by,
             arguments=event.call.arguments,
             result=event.output,
+            target=event.target,
         )
         for index in range(len(self.steps) - 1, -1, -1):
             if self.steps[index].call_id == event.call.id and self.steps[index].status is StepStatus.RUNNING:

@@ -16,6 +16,55 @@ from typing import Any
 import redis
 from rq import Queue, Retry
 from rq.job import Job
+from rq.serializers import JSONSerializer
+
+from bot.errors import RefusedJobError
+
+# The functions a worker runs, by the import path RQ stores with a job. Anything else a job names
+# is refused before it is imported: a process that can write RQ's keys (a runner's Redis user)
+# must not choose what a worker, which holds the Slack and model credentials, runs.
+WORKER_FUNCTIONS = frozenset(
+    {
+        "bot.runs.jobs.start",
+        "bot.runs.jobs.resume",
+        "bot.runs.jobs.expire_approval",
+        "bot.alerts.jobs.handle_notification",
+    }
+)
+
+
+class WorkerJob(Job):
+    """A worker's job: JSON arguments (``worker_queue``), and only ``WORKER_FUNCTIONS`` are called."""
+
+    @property
+    def func(self) -> Any:
+        if self.func_name not in WORKER_FUNCTIONS:
+            raise RefusedJobError(f"workers run only their own jobs, not {self.func_name!r}")
+        return super().func
+
+
+def fetch_worker_job(job_id: str, connection: redis.Redis) -> WorkerJob:
+    """A worker queue's job by id (``doctor``, the CLI, tests), read as the workers read it."""
+    job = WorkerJob.fetch(job_id, connection=connection, serializer=JSONSerializer)
+    assert isinstance(job, WorkerJob)  # RQ builds the class it is called on
+    return job
+
+
+def worker_queue(name: str, connection: redis.Redis) -> Queue:
+    """The queue ``name`` as every process uses a worker queue: jobs as JSON, never pickle (a
+    forged pickle would run code as it is loaded, before any check), loaded as ``WorkerJob``."""
+    return Queue(name, connection=connection, serializer=JSONSerializer, job_class=WorkerJob)
+
+
+def alerts_queue_name(base: str) -> str:
+    """The alert notifications' own queue (``chatops.alerts``), beside the runs' ``base`` queue."""
+    return f"{base}.alerts"
+
+
+def worker_queue_names(base: str) -> list[str]:
+    """What every worker listens on, in the order RQ takes them: the alerts' queue first, so that a
+    notification never waits behind thousands of queued runs (a mention flood), then the runs'."""
+    return [alerts_queue_name(base), base]
 
 
 def _job_functions() -> ModuleType:

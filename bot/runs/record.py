@@ -12,6 +12,11 @@ module reads and writes them through ``RunRecords``; scripts of other owners tha
 hash use the Lua functions below (``RUN_STATUS_LUA``, ``LEASE_HOLDER_LUA``), so the field names
 they use come from here too.
 
+The record also keeps the tools a run is offered (``RunField.OFFERED_TOOLS``, ``OfferedTool``):
+decided by its first segment and written with the job's ``start_reporting`` in one script, then read
+with the record by every later job (``bot.runs.run_tools``), so a run's tool list does not change
+when its tools' sources do.
+
 The record's part of the end of a run (``RunEnd``) runs inside ``RedisMemory``'s terminal write:
 the run's other keys get the retention TTL, the run leaves the active set, and the thread's claim
 is dropped if it names this run, all in the one script that stores the terminal state.
@@ -26,12 +31,15 @@ from enum import StrEnum
 from typing import Any, cast
 
 import redis
-from pydantic import BaseModel, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, ValidationError, field_validator
 
 from agent.redis_memory import STATUS_FIELD, TerminalStep, decode_state
 from agent.redis_util import as_text, as_text_dict, hset_if_exists
-from agent.types import Message, RunState, RunStatus
+from agent.tooling import ToolCategory
+from agent.types import Message, RunState, RunStatus, ToolDef
 from bot.keys import Keys
+from bot.runs.early_replies import ADOPT_EARLY_LUA
+from bot.runs.presenter import RunRef
 
 ACTIVE_STATUSES = tuple(status for status in RunStatus if not status.terminal)
 
@@ -55,6 +63,8 @@ class RunField(StrEnum):
     LEASE_TOKEN = "lease_token"  # ... and its fencing token
     REPORTED = "reported"  # the steps of a finished run's report already done, comma-separated
     SUSPENDED_CALL = "suspended_call"  # the call whose wait the audit log has recorded
+    SOURCE_URL = "source_url"  # what started the run when it is not a mention: the alert's source link
+    OFFERED_TOOLS = "offered_tools"  # the run's tools, decided by its first segment (``OfferedTool`` JSON)
 
 
 # The fields ``create`` writes: the rest are written as the run goes.
@@ -71,6 +81,7 @@ _CREATED: frozenset[str] = frozenset(
         RunField.CARD_TS,
         RunField.JOB_ID,
         RunField.ATTEMPTS,
+        RunField.SOURCE_URL,
     }
 )
 
@@ -90,15 +101,32 @@ local function record_lease_holder(key, holder, token)
 end
 """
 
-# KEYS: 1 thread claim, 2 run hash, 3 messages, 4 active runs. ARGV: 1 run id, 2 fields, 3 message, 4 now.
-_CREATE = """
+# KEYS: 1 thread claim, 2 run hash, 3 messages, 4 active runs, 5 the thread's early replies, 6 inbox.
+# ARGV: 1 run id, 2 fields, 3 message, 4 now.
+_CREATE = (
+    ADOPT_EARLY_LUA
+    + """
 local existing = redis.call('GET', KEYS[1])
 if existing then return existing end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], unpack(cjson.decode(ARGV[2])))
 redis.call('RPUSH', KEYS[3], ARGV[3])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
+adopt_early(KEYS[5], KEYS[6])
 return ARGV[1]
+"""
+)
+# KEYS: 1 runs reporting, 2 run hash. ARGV: 1 now, 2 run id, 3 the offered tools' JSON ('' : none).
+# The tools are written once, on a record that still exists: the first segment's list stays, and
+# is returned when it was there already (a job that read the record before another wrote it).
+_START_REPORTING = f"""
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then
+  if redis.call('HSETNX', KEYS[2], '{RunField.OFFERED_TOOLS}', ARGV[3]) == 0 then
+    return redis.call('HGET', KEYS[2], '{RunField.OFFERED_TOOLS}')
+  end
+end
+return false
 """
 # KEYS: 1 thread claim. ARGV: 1 the run id it must still name.
 _RELEASE_CLAIM = """
@@ -113,6 +141,21 @@ for i = 3, #ext_keys do redis.call('EXPIRE', ext_keys[i], p.retention) end
 redis.call('ZREM', ext_keys[1], p.run_id)
 if p.ext.has_thread and redis.call('GET', ext_keys[2]) == p.run_id then redis.call('DEL', ext_keys[2]) end
 """
+
+
+class OfferedTool(BaseModel):
+    """One tool of a run's list as its first segment offered it: the definition the model was
+    shown, the category the policy judged it by, and where it came from (for the error a call
+    of it answers once that source stopped listing it: ``"MCP server git"``, or ``""``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    definition: ToolDef
+    category: ToolCategory
+    source: str = ""
+
+
+_OFFERED = TypeAdapter(list[OfferedTool])
 
 
 class RunRecord(BaseModel):
@@ -134,12 +177,21 @@ class RunRecord(BaseModel):
     lease_token: int = 0
     reported: tuple[str, ...] = ()
     suspended_call: str = ""
+    source_url: str = ""
+    # The JSON of the run's ``OfferedTool`` list, decoded only by ``tools_offered`` (the worker's
+    # job): every other reader of a record (the web process's clicks and replies) skips the work.
+    offered_tools: str = ""
     _hash: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("reported", mode="before")
     @classmethod
     def _steps(cls, value: object) -> object:
         return tuple(step for step in value.split(",") if step) if isinstance(value, str) else value
+
+    def tools_offered(self) -> tuple[OfferedTool, ...] | None:
+        """The tools the run's first segment offered; ``None``: no list recorded yet (the first job
+        has not begun, or began before there was one)."""
+        return tuple(_OFFERED.validate_json(self.offered_tools)) if self.offered_tools else None
 
     @classmethod
     def from_hash(cls, raw: dict[bytes | str, bytes | str]) -> RunRecord:
@@ -151,6 +203,12 @@ class RunRecord(BaseModel):
     def state(self) -> RunState | None:
         """The loop's state as it was read with this record; ``None`` when the loop never saved one."""
         return decode_state(self._hash)
+
+    def ref(self) -> RunRef:
+        """Where the run talks (for the presenter)."""
+        return RunRef(
+            self.run_id, self.channel, self.thread_ts, self.requester, self.card_ts or None, self.source_url
+        )
 
     def created_fields(self) -> dict[str, Any]:
         """The fields ``create`` writes, JSON-ready."""
@@ -165,6 +223,7 @@ class RunRecords:
         self._keys = keys
         self._create = redis_client.register_script(_CREATE)
         self._release = redis_client.register_script(_RELEASE_CLAIM)
+        self._start_reporting = redis_client.register_script(_START_REPORTING)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -253,6 +312,8 @@ class RunRecords:
             self._keys.run(record.run_id),
             self._keys.messages(record.run_id),
             self._keys.active_runs(),
+            self._keys.early_replies(record.channel, record.thread_ts),  # replies that came first
+            self._keys.inbox(record.run_id),
         ]
         args = [record.run_id, json.dumps(fields), first.model_dump_json(), repr(record.created_at)]
         for _ in range(2):
@@ -290,9 +351,20 @@ class RunRecords:
     def mark_suspended(self, run_id: str, call_id: str) -> None:
         hset_if_exists(self._redis, self._keys.run(run_id), {RunField.SUSPENDED_CALL: call_id})
 
-    def start_reporting(self, run_id: str, now: float) -> None:
-        """Until its report is done, the run is swept for (``bot.runs.service.RunService.recover``)."""
-        self._redis.zadd(self._keys.reporting(), {run_id: now})
+    def start_reporting(
+        self, run_id: str, now: float, tools: Sequence[OfferedTool] | None = None
+    ) -> tuple[OfferedTool, ...] | None:
+        """Until its report is done, the run is swept for (``bot.runs.service.RunService.recover``).
+
+        ``tools``: the list the run's first segment offers, recorded in the same script unless the
+        record is gone or has a list already: then that list is returned (the run keeps it)."""
+        offered = _OFFERED.dump_json(list(tools)).decode() if tools is not None else ""
+        stored = as_text(
+            self._start_reporting(
+                keys=[self._keys.reporting(), self._keys.run(run_id)], args=[repr(now), run_id, offered]
+            )
+        )
+        return tuple(_OFFERED.validate_json(stored)) if stored else None
 
     def done_reporting(self, run_id: str) -> None:
         self._redis.zrem(self._keys.reporting(), run_id)

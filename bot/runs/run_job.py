@@ -19,6 +19,7 @@ from agent.errors import LeaseLostError, MemoryStoreError
 from agent.events import Event, IterationStarted, ToolEnd, ToolStart
 from agent.redis_memory import RedisMemory
 from agent.run import Run
+from agent.tooling import Tool
 from agent.types import Message, RunResult, RunState, RunStatus
 from bot.logs import run_context
 from bot.runs.approval_gate import ApprovalGate
@@ -149,7 +150,7 @@ class RunJob:
         which otherwise shows a card working forever. Nothing is written to Redis for it but the
         claim that the thread is told once (``bot.runs.lost_runs``: the lost-run sweep may be first)."""
         ref, tracker = self._shown or (
-            RunRef(self._run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None),
+            record.ref(),
             CardTracker([]),
         )
         if not claim_notice(self._rt.redis, self._rt.keys, record.channel, record.thread_ts):
@@ -174,7 +175,7 @@ class RunJob:
         rt, run_id = self._rt, self._run_id
         attempts = self._records.count_attempt(run_id)
         memory = self._service.memory(run_id, fence=lease.token)
-        ref = RunRef(run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None)
+        ref = record.ref()
         state = memory.load_state()
         if state is None:
             self._service.audit.run_started(
@@ -192,19 +193,30 @@ class RunJob:
                 ref = replace(ref, card_ts=card_ts)
         tracker = CardTracker(memory.load_messages())
         self._shown = (ref, tracker)
+        # The run's tools: the list its first segment offered (recorded with the run), as far as
+        # this build still has them and the policy allows them (``bot.runs.run_tools``).
+        giving_up = attempts > rt.options.max_attempts
+        tools = None if giving_up else rt.run_tools(ref.channel, ref.requester, record.tools_offered())
         # Until its report is done, the run is swept for (a job that dies after the run's last
-        # write must not leave the thread without the answer).
-        self._records.start_reporting(run_id, rt.clock())
-        if attempts > rt.options.max_attempts:
+        # write must not leave the thread without the answer). The same write records the first
+        # segment's tools.
+        recorded = self._records.start_reporting(
+            run_id, rt.clock(), tools.record if tools is not None else None
+        )
+        if tools is not None and recorded is not None:  # another job recorded the run's list first
+            tools = rt.run_tools(ref.channel, ref.requester, recorded)
+        if tools is None:
             result = self._give_up(memory, state or RunState(), attempts)
         else:
-            result = self._run_segments(memory, ref, tracker)
+            result = self._run_segments(memory, ref, tracker, tools.tools)
         self._report(ref, tracker, result)
         return result.status.value
 
-    def _run_segments(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunResult:
+    def _run_segments(
+        self, memory: RedisMemory, ref: RunRef, tracker: CardTracker, tools: Sequence[Tool]
+    ) -> RunResult:
         for _ in range(MAX_SEGMENTS_PER_JOB):
-            result = Run(self._config(memory, ref, tracker)).execute()
+            result = Run(self._config(memory, ref, tracker, tools)).execute()
             if result.status is not RunStatus.AWAITING_APPROVAL or not self._settled_meanwhile(result):
                 return result
         return result
@@ -220,9 +232,21 @@ class RunJob:
         deciders = [item for item in self._service.inbox.peek(self._run_id) if item.may_supersede]
         return bool(deciders) and self._service.lifecycle.supersede(self._run_id, deciders[0].user)
 
-    def _config(self, memory: RedisMemory, ref: RunRef, tracker: CardTracker) -> RunConfig:
-        rt = self._rt
-        events = JobEvents(rt.presenter, self._service.audit, ref, tracker, metrics=self._metrics)
+    def _config(
+        self, memory: RedisMemory, ref: RunRef, tracker: CardTracker, tools: Sequence[Tool]
+    ) -> RunConfig:
+        rt, policy = self._rt, self._rt.policy
+        # A resumed run's card counts on from its stored iteration: the approved call runs
+        # before the next IterationStarted, and a counter starting at 0 would jump "3 -> 0 -> 4".
+        stored = memory.load_state()
+        events = JobEvents(
+            rt.presenter,
+            self._service.audit,
+            ref,
+            tracker,
+            iteration=stored.iteration if stored is not None else 0,
+            metrics=self._metrics,
+        )
         gate = ApprovalGate(
             self._service,
             rt.presenter,
@@ -233,11 +257,12 @@ class RunJob:
             involved=lambda: involved_people(memory.load_messages()),
             durability=rt.durable(),
             card_retry_delays=rt.card_retry_delays,
+            seal=(lambda request: policy.seal(request, ref.channel, ref.requester)) if policy else None,
         )
         return RunConfig(
             models=[MeteredModel(m, self._metrics) for m in rt.models] if rt.metrics_enabled else rt.models,
             memory=memory,
-            tools=rt.tools,
+            tools=tools,
             system_prompt=rt.system_prompt,
             inject=lambda: self._service.inbox.messages(self._run_id),
             on_injected=events.injected,
@@ -248,6 +273,7 @@ class RunJob:
             tool_output_filter=rt.tool_output_filter,
             redact=rt.redact,
             clock=rt.clock,
+            max_parallel_tools=rt.options.max_parallel_tools,
         )
 
     def _give_up(self, memory: RedisMemory, state: RunState, attempts: int) -> RunResult:
@@ -285,6 +311,9 @@ class RunJob:
         if result.output:  # a post that raised is not done: tried again (never lost to a log line)
             output = result.output
             steps.append(("answer", lambda: presenter.post_answer(ref, output)))
+            finished = self._rt.on_finished
+            if finished is not None:  # e.g. the alert's root message shows the answer's summary
+                steps.append(("summary", lambda: finished(self._rt, self._run_id, output)))
         if result.status is not RunStatus.COMPLETED:
             notice = StopNotice(
                 result.status, result.error, result.iterations, _tokens(result), tuple(result.tools_used)
@@ -323,7 +352,7 @@ class RunJob:
         state = memory.load_state()
         if state is None:
             return "finished"
-        ref = RunRef(self._run_id, record.channel, record.thread_ts, record.requester, record.card_ts or None)
+        ref = record.ref()
         self._report(ref, CardTracker(memory.load_messages()), RunResult.from_state(state))
         return "reported"
 

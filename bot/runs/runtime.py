@@ -21,13 +21,18 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import redis
+from rq import Queue
 
 from agent.chat import ChatModel
 from agent.tooling import Tool
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
 from bot.runs.durability import Durability
+from bot.runs.policy_tools import RunPolicy
 from bot.runs.presenter import Presenter
+from bot.runs.queueing import worker_queue
+from bot.runs.record import OfferedTool
+from bot.runs.run_tools import RunTools, run_tools
 from bot.runs.service import RunOptions, RunService
 from bot.settings import DEFAULTS
 
@@ -60,6 +65,35 @@ class Runtime:
     metrics_enabled: bool = DEFAULTS.chatops_metrics_enabled  # count runs, tools, ... (``bot.runs.metrics``)
     durability: Durability | None = None  # default: ``warn`` mode on this Redis (``bot.runs.durability``)
     card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS  # between attempts to post an approval card
+    channel_tools: Callable[[str], Sequence[Tool]] | None = None  # the inventory's tools per channel
+    on_close: Callable[[], None] | None = None  # e.g. the SSH connections the job's tools opened
+    policy: RunPolicy | None = None  # CHATOPS_POLICY_FILE, enforced (bot.runs.policy_tools)
+    extras: dict[str, object] = field(default_factory=dict)  # for jobs of other packages (alerts' presenter)
+    on_finished: Callable[[Runtime, str, str], None] | None = (
+        None  # (runtime, run id, answer) once a run answered
+    )
+
+    def redis_queue(self) -> Queue:
+        """The runs' RQ queue on this runtime's connection (other packages' jobs go there too)."""
+        return worker_queue(self.options.queue_name, self.redis)
+
+    def listed_in(self, channel: str) -> Sequence[Tool]:
+        """The tools this build has for a run in ``channel`` (``bot.fleet.routing``: its targets),
+        before the policy."""
+        return self.tools if self.channel_tools is None else self.channel_tools(channel)
+
+    def run_tools(self, channel: str, requester: str, recorded: Sequence[OfferedTool] | None) -> RunTools:
+        """The tools one segment of a run offers: the list its first segment recorded, as far as
+        the build still has it and the policy allows it (``bot.runs.run_tools``)."""
+        listed = self.listed_in(channel)
+        policy = self.policy
+        allowed = listed if policy is None else policy.tools(listed, channel, requester)
+        return run_tools(
+            recorded,
+            listed,
+            allowed,
+            lambda entry: policy is None or policy.offers(channel, entry.definition.name, entry.category),
+        )
 
     def durable(self) -> Durability:
         if self.durability is None:
@@ -70,6 +104,8 @@ class Runtime:
         return RunService(self.redis, self.keys, self.options, clock=self.clock)
 
     def close(self) -> None:
+        if self.on_close is not None:
+            self.on_close()
         if self.owns_connection:
             self.redis.close()
 

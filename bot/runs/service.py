@@ -30,14 +30,16 @@ from rq.job import Job, JobStatus
 
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory
 from agent.types import Limits, Message, RunStatus
+from bot.fleet.grants import GrantSigner
 from bot.keys import Keys
 from bot.logs import redactor_for
 from bot.runs.approval_lifecycle import ApprovalLifecycle
+from bot.runs.approval_votes import ApprovalVotes
 from bot.runs.approvals import Approvals
-from bot.runs.audit import AuditLog
+from bot.runs.audit import AuditKind, AuditLog
 from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
-from bot.runs.queueing import JobQueue
+from bot.runs.queueing import JobQueue, worker_queue
 from bot.runs.record import RunRecord, RunRecords
 from bot.settings import DEFAULTS, Settings
 from tools.safety import Redactor
@@ -66,6 +68,8 @@ class RunOptions:
     approvers: tuple[str, ...] = ()
     max_mutating_actions: int = DEFAULTS.chatops_max_mutating_actions  # per run (``bot.runs.limits``)
     redactor: Redactor | None = None  # what the audit stream stores passes through it (known secrets)
+    max_parallel_tools: int = DEFAULTS.chatops_max_parallel_tools  # read-only calls of one turn at once
+    runner_secret: str = ""  # ``CHATOPS_RUNNER_SECRET``: sign a grant at each approval (``bot.fleet.grants``)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunOptions:
@@ -86,6 +90,8 @@ class RunOptions:
             approvers=tuple(settings.chatops_approvers),
             max_mutating_actions=settings.chatops_max_mutating_actions,
             redactor=redactor_for(settings),
+            runner_secret=settings.chatops_runner_secret,
+            max_parallel_tools=settings.chatops_max_parallel_tools,
         )
 
     @property
@@ -126,7 +132,7 @@ class RunService:
     def __post_init__(self) -> None:
         options = self.options
         self.records = RunRecords(self.redis, self.keys)
-        self.queue = Queue(options.queue_name, connection=self.redis)
+        self.queue = worker_queue(options.queue_name, self.redis)
         self.jobs = JobQueue(
             self.redis,
             self.queue,
@@ -146,7 +152,16 @@ class RunService:
             resume=lambda run_id: self.enqueue(run_id),  # late-bound: an embedder may wrap ``enqueue``
             approvers=options.approvers,
             clock=self.clock,
+            grants=self._grant_signer(),
+            votes=ApprovalVotes(self.redis, self.keys),
         )
+
+    def _grant_signer(self) -> GrantSigner | None:
+        if not self.options.runner_secret:
+            return None
+        # A grant outlives the click by the approval timeout: the resumed run executes well within it.
+        lifetime = self.options.approval_timeout_seconds
+        return GrantSigner(self.options.runner_secret.encode(), lifetime, clock=self.clock)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -177,7 +192,14 @@ class RunService:
     # -- the three flows ----------------------------------------------------------------------------
 
     def submit(
-        self, channel: str, thread_ts: str, *, requester: str, text: str, message_ts: str = ""
+        self,
+        channel: str,
+        thread_ts: str,
+        *,
+        requester: str,
+        text: str,
+        message_ts: str = "",
+        source_url: str = "",
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
@@ -191,6 +213,7 @@ class RunService:
             text=text,
             created_at=self.clock(),
             message_ts=message_ts,
+            source_url=source_url,
             job_id=str(uuid.uuid4()),  # the start job's id, stored with the record (no second write)
         )
         first = Message.user(text, slack_user=requester, ts=message_ts or thread_ts)
@@ -201,7 +224,15 @@ class RunService:
         return Submission(record.run_id, created=True)
 
     def deliver(
-        self, channel: str, thread_ts: str, *, user: str, text: str, ts: str, may_supersede: bool = False
+        self,
+        channel: str,
+        thread_ts: str,
+        *,
+        user: str,
+        text: str,
+        ts: str,
+        may_supersede: bool = False,
+        park: bool = False,
     ) -> Delivery:
         """Store a thread reply for the active run; acknowledge it only if ``delivery.stored``.
 
@@ -210,7 +241,13 @@ class RunService:
         and the model reads it when the run resumes after the decision.
         """
         delivery = self.inbox.deliver(
-            channel, thread_ts, user=user, text=self._redacted(text), ts=ts, may_supersede=may_supersede
+            channel,
+            thread_ts,
+            user=user,
+            text=self._redacted(text),
+            ts=ts,
+            may_supersede=may_supersede,
+            park=park,  # no run yet in a young thread: ``bot.runs.early_replies``
         )
         if delivery.superseded and delivery.run_id:
             self.lifecycle.superseded(delivery.run_id, delivery.superseded)
@@ -231,6 +268,7 @@ class RunService:
         if record is None or record.status.terminal:
             return False
         self.records.request_stop(run_id, user)
+        self.audit.record(AuditKind.STOP_REQUESTED, run_id, stopped_by=user)
         if record.status is RunStatus.AWAITING_APPROVAL:
             self.lifecycle.run_stopped(run_id, user)
         return True

@@ -21,10 +21,12 @@ import redis
 from rq.executions import Execution
 from rq.job import Job
 from rq.queue import Queue
+from rq.serializers import JSONSerializer
 from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker, Worker
 from rq.worker.base import BaseWorker
 
+from bot.runs.queueing import WorkerJob
 from bot.runs.runtime import RuntimeFactory, bound_runtime
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,9 @@ class _RuntimeWorker(BaseWorker):
     def __init__(
         self, *args: Any, runtime_factory: RuntimeFactory, sweep: Sweep | None = None, **kwargs: Any
     ):
+        # JSON, never pickle, and only the workers' own functions: see ``bot.runs.queueing``.
+        kwargs["serializer"] = JSONSerializer
+        kwargs["job_class"] = WorkerJob
         super().__init__(*args, **kwargs)
         self.runtime_factory = runtime_factory
         self.sweep = sweep

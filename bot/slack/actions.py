@@ -22,13 +22,17 @@ from slack_sdk.errors import SlackApiError
 
 from bot.errors import ApprovalNotFoundError
 from bot.logs import redactor_for
+from bot.runs.approval_votes import VoteOutcome
 from bot.runs.approvals import Approval, ApprovalStatus, DecideOutcome
+from bot.runs.break_glass import BreakGlassLog
+from bot.runs.policy import Verdict
 from bot.runs.record import RunRecord
-from bot.runs.transcript import load_transcript, to_markdown
-from bot.slack.approvers import Verdict
+from bot.runs.transcript import load_transcript
 from bot.slack.mrkdwn import mention
-from bot.slack.render import slack_date, transcript_messages
+from bot.slack.policy_clicks import SealedPolicy, requirement_of
+from bot.slack.render import slack_date
 from bot.slack.runtime import WebRuntime
+from bot.slack.transcript_text import transcript_messages
 
 NOTHING_CHANGED = "Nothing changed."
 NOT_THIS_CARD = f"This button does not belong to that approval's card. {NOTHING_CHANGED}"
@@ -76,21 +80,52 @@ class Interactions:
         self._clock = clock
 
     def approve(self, approval_id: str, user: str, card: Card) -> Reply:
-        allowed = self._allowed(approval_id, user, card, self._rt.policy.may_approve)
+        service = self._rt.service()
+        glass = BreakGlassLog(service.redis, self._rt.keys, service.audit, self._clock)
+        sealed = SealedPolicy(self._rt.policy, glass)
+        allowed = self._allowed(approval_id, user, card, sealed.may_approve)
         if isinstance(allowed, Reply):
             return allowed
+        requirement = requirement_of(allowed)
+        if requirement is not None and sealed.holds_glass(user):  # alone, whatever the rule's count
+            reason = f"approved by {user} (break-glass)"
+            return self._decide(approval_id, user, card, approve=True, reason=reason, break_glass=True)
+        if requirement is not None and requirement.approvals > 1:
+            return self._vote(allowed, user, card, requirement.approvals)
         return self._decide(approval_id, user, card, approve=True)
+
+    def _vote(self, approval: Approval, user: str, card: Card, needed: int) -> Reply:
+        """One of the distinct approvals the record's policy needs; the last one approves it."""
+        try:
+            vote, result = self._rt.service().lifecycle.vote(approval.id, user=user, needed=needed, card=card)
+        except ApprovalNotFoundError:
+            return Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=approval.id)
+        if vote.outcome is VoteOutcome.MISMATCH:
+            return Reply(NOT_THIS_CARD)
+        if vote.outcome is VoteOutcome.WON:
+            return Reply(approval=result.approval)
+        if vote.outcome is VoteOutcome.REPEAT:
+            note = f"Your approval is already counted ({vote.count} of {needed}); it counts once."
+            return Reply(note, result.approval)
+        if vote.outcome is VoteOutcome.COUNTED:  # the card is redrawn: it says who approved so far
+            more = needed - vote.count
+            return Reply(
+                f"Your approval is counted ({vote.count} of {needed}); "
+                f"{more} more from another eligible person {'is' if more == 1 else 'are'} needed.",
+                result.approval,
+            )
+        return Reply(late_note(result.approval), result.approval)
 
     def decline_clicked(self, approval_id: str, user: str, card: Card) -> Reply:
         """The Decline button: allowed and still pending -> open the reason modal."""
-        allowed = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
+        allowed = self._allowed(approval_id, user, card, SealedPolicy(self._rt.policy).may_decline)
         if isinstance(allowed, Reply):
             return allowed
         return Reply(approval=allowed, open_modal=True)
 
     def decline(self, approval_id: str, user: str, card: Card, reason: str | None) -> Reply:
         """The modal's submission (or a Decline whose modal could not open)."""
-        allowed = self._allowed(approval_id, user, card, self._rt.policy.may_decline)
+        allowed = self._allowed(approval_id, user, card, SealedPolicy(self._rt.policy).may_decline)
         if isinstance(allowed, Reply):
             return allowed
         return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON)
@@ -123,8 +158,28 @@ class Interactions:
             return Reply(f"This run already ended. {NOTHING_CHANGED}")
         return Reply("Stopping the run; it ends after the step in progress.")
 
+    def investigate(self, group_id: str, user: str, channel: str) -> Reply:
+        """An alert thread's Investigate button: start the run in the alert's thread, requested by
+        the clicker (the click must come from the alert's own channel; one run per thread)."""
+        from bot.alerts.presenter import LoggingAlertPresenter
+        from bot.alerts.store import AlertStore
+        from bot.alerts.threads import AlertThreads
+
+        service = self._rt.service()
+        store = AlertStore(self._rt.redis(), self._rt.keys, self._rt.redact)
+        group = store.group(group_id)
+        if group is None or group.channel != channel or not self._rt.channel_allowed(channel):
+            return Reply(f"This alert is no longer open here. {NOTHING_CHANGED}")
+        already = service.active_run(group.channel, group.root_ts)
+        run_id = AlertThreads(store, service, LoggingAlertPresenter()).investigate(group_id, user)
+        if run_id is None:
+            return Reply(f"This alert is no longer open here. {NOTHING_CHANGED}")
+        if already == run_id:
+            return Reply("An investigation of this alert is already running in its thread.")
+        return Reply("Investigating: the run is starting in this alert's thread.")
+
     def transcript(self, run_id: str, user: str, channel: str = "") -> Reply:
-        """The Transcript button of a finished run card: the Markdown transcript, to the clicker alone.
+        """The Transcript button of a finished run card: the transcript as readable mrkdwn, to the clicker alone.
 
         It holds every tool output (log lines, customer data), so it goes only to someone who may
         decide (``ApproverPolicy.may_read_transcript``), as ephemeral messages in the run's thread,
@@ -144,9 +199,9 @@ class Interactions:
         flag = self._rt.keys.slack("transcript", run_id, user)
         if not service.redis.set(flag, "1", nx=True, ex=TRANSCRIPT_COOLDOWN_SECONDS):
             return Reply("This run's transcript was just sent to you (only you can see it).")
-        markdown = to_markdown(load_transcript(service, run_id, redactor_for(self._rt.settings).redact))
+        transcript = load_transcript(service, run_id, redactor_for(self._rt.settings).redact)
         try:
-            send_privately(self._rt.client(), record, user, transcript_messages(markdown, run_id))
+            send_privately(self._rt.client(), record, user, transcript_messages(transcript))
         except SlackApiError:
             service.redis.delete(flag)  # nothing (or not all) arrived: a new click may try again
             raise
@@ -171,11 +226,20 @@ class Interactions:
             return None, Reply(late_note(approval), approval)
         return approval, None
 
-    def _decide(self, approval_id: str, user: str, card: Card, *, approve: bool, reason: str = "") -> Reply:
+    def _decide(
+        self,
+        approval_id: str,
+        user: str,
+        card: Card,
+        *,
+        approve: bool,
+        reason: str = "",
+        break_glass: bool = False,
+    ) -> Reply:
         """The atomic decision; expiry is judged by Redis's clock inside it, never this host's."""
         try:
             result = self._rt.service().lifecycle.decide(
-                approval_id, user=user, approve=approve, reason=reason, card=card
+                approval_id, user=user, approve=approve, reason=reason, card=card, break_glass=break_glass
             )
         except ApprovalNotFoundError:
             return Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=approval_id)

@@ -8,8 +8,8 @@ Each listener has two halves:
 * the other half runs afterwards on a thread pool and makes the Slack calls: reactions,
   notices, card updates, ephemeral messages, the modal, and for clicks the decision itself.
   Clicks use Bolt's lazy listeners; events hand only the outcomes that need Slack calls (an
-  injected reply, a refused channel) to a pool of their own, since Bolt copies every request
-  for a lazy listener and almost every event needs nothing more.
+  injected reply, a refused channel) to a pool of their own (``bot.slack.follow_ups``), since
+  Bolt copies every request for a lazy listener and almost every event needs nothing more.
 
 Bolt's own ``auth.test`` at construction is avoided with an ``authorize`` function (see
 ``bot.slack.identity``), so the app starts while Slack is unreachable.
@@ -28,21 +28,42 @@ from slack_bolt import Ack, App, BoltContext, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.errors import BotConfigurationError
+from bot.errors import BotConfigurationError, NotReplicatedError
 from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack import render
 from bot.slack.actions import Interactions, Reply
+from bot.slack.blockkit import ACTION_INVESTIGATE
+from bot.slack.break_glass import register_break_glass
+from bot.slack.callbacks import answer_app_rate_limited
 from bot.slack.client import make_client
 from bot.slack.events import EventHandler, Outcome, OutcomeKind
+from bot.slack.feedback import register_feedback
+from bot.slack.follow_ups import FollowUps, home_logged
+from bot.slack.help import TargetList
+from bot.slack.home import home_opened_user
 from bot.slack.identity import Authorizer, remember_authorizations
 from bot.slack.lost_cards import clicked_lost_card
-from bot.slack.presenter import EYES, add_reaction, redacted_blocks
+from bot.slack.presenter import redacted_blocks
+from bot.slack.queued_note import Timer
 from bot.slack.runtime import WebRuntime
 
 log = logging.getLogger(__name__)
 
-# Outcomes with Slack calls to make after the answer.
-FOLLOW_UP_KINDS = frozenset({OutcomeKind.INJECTED, OutcomeKind.REFUSED_CHANNEL, OutcomeKind.LIMITED})
+# Outcomes with Slack calls to make after the answer (:eyes: on a new run's mention too).
+FOLLOW_UP_KINDS = frozenset(
+    {
+        OutcomeKind.STARTED,
+        OutcomeKind.INJECTED,
+        OutcomeKind.REFUSED_CHANNEL,
+        OutcomeKind.LIMITED,
+        OutcomeKind.HELP,
+    }
+)
+# Outcomes whose 200 tells Slack a message is stored: behind sentinels a replica must have it first
+# (a duplicate too: the first attempt's write may not have reached one when its answer failed).
+REPLICATED_KINDS = frozenset(
+    {OutcomeKind.STARTED, OutcomeKind.INJECTED, OutcomeKind.DUPLICATE, OutcomeKind.PARKED}
+)
 LAZY_THREADS = 16
 
 # Makes the thread pool (named by its argument) of the halves that run after the answer.
@@ -113,34 +134,58 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False, pools: PoolFact
         process_before_response=True,
         listener_executor=pools("chatops-slack"),
     )
-    _register_events(app, runtime, pools("chatops-follow-up"))
+    app.use(answer_app_rate_limited)  # Slack's app_rate_limited callback: 200 and a log line
+    follow_ups = pools("chatops-follow-up")
+    _register_events(app, runtime, follow_ups, Timer(follow_ups))
     _register_actions(app, runtime, pools("chatops-click"))
+    register_feedback(app, runtime)  # the feedback buttons under streamed answers
+    register_break_glass(app, runtime)  # /ops break-glass (CHATOPS_POLICY_FILE)
     return app
 
 
 # -- events ----------------------------------------------------------------------------------------
 
 
-def _register_events(app: App, runtime: WebRuntime, follow_ups: Executor) -> None:
+def _register_events(app: App, runtime: WebRuntime, follow_ups: Executor, timer: Timer) -> None:
     handler = EventHandler(runtime)
+    after = FollowUps(runtime, timer, TargetList(runtime.settings))
     # Not Bolt's lazy listeners: those copy every request and start a thread even when there is
     # nothing to do after the answer, which is the case for almost every event (a started run, a
     # duplicate, a bot's own message). Only an outcome with Slack calls to make is handed over.
 
-    def answer(outcome: Outcome, ack: Ack) -> BoltResponse | None:
+    def answer(outcome: Outcome, ack: Ack, bot_user: str | None) -> BoltResponse | None:
+        if outcome.kind in REPLICATED_KINDS and not _replicated(runtime, f"event {outcome.kind}"):
+            return BoltResponse(status=503, body="stored, not yet on a replica; retry later")
         response = _answer(outcome, ack)
         if response is None and outcome.kind in FOLLOW_UP_KINDS:
-            follow_ups.submit(_follow_up_logged, runtime, outcome)
+            follow_ups.submit(after.logged, outcome, bot_user)
         return response
 
     def store_mention(body: dict[str, Any], context: BoltContext, ack: Ack) -> BoltResponse | None:
-        return answer(handler.mention(body, context.bot_user_id), ack)
+        return answer(handler.mention(body, context.bot_user_id), ack, context.bot_user_id)
 
     def store_reply(body: dict[str, Any], context: BoltContext, ack: Ack) -> BoltResponse | None:
-        return answer(handler.reply(body, context.bot_user_id), ack)
+        return answer(handler.reply(body, context.bot_user_id), ack, context.bot_user_id)
+
+    def home_opened(body: dict[str, Any], context: BoltContext, ack: Ack) -> None:
+        ack()  # nothing to store: the view is built from Redis afterwards
+        user = home_opened_user(body)
+        if user is not None:
+            follow_ups.submit(home_logged, runtime, user, context.bot_user_id)
 
     app.event("app_mention")(store_mention)
     app.event("message")(store_reply)
+    app.event("app_home_opened")(home_opened)
+
+
+def _replicated(runtime: WebRuntime, what: str) -> bool:
+    """Whether a replica has what this answer is about (always, without sentinels; ``bot.runs.replication``)."""
+    try:
+        runtime.replication().confirm()
+    except NotReplicatedError as error:
+        log.warning("%s is not answered 200: %s", what, error)
+        return False
+    return True
 
 
 def _answer(outcome: Outcome, ack: Ack) -> BoltResponse | None:
@@ -150,37 +195,6 @@ def _answer(outcome: Outcome, ack: Ack) -> BoltResponse | None:
         return BoltResponse(status=503, body="this event is being stored; retry later")
     ack()
     return None
-
-
-def _follow_up_logged(runtime: WebRuntime, outcome: Outcome) -> None:
-    try:
-        _follow_up(runtime, outcome)
-    except Exception:
-        log.exception("follow-up of %s in %s failed", outcome.kind, outcome.channel)
-
-
-def _follow_up(runtime: WebRuntime, outcome: Outcome) -> None:
-    """The Slack side of a stored event: :eyes: on an injected reply, the channel notice."""
-    client = runtime.client()
-    try:
-        if outcome.kind is OutcomeKind.INJECTED:
-            add_reaction(client, outcome.channel, outcome.ts, EYES)
-        elif outcome.kind is OutcomeKind.LIMITED:  # over a limit on new runs: say why, politely
-            client.chat_postMessage(channel=outcome.channel, thread_ts=outcome.thread_ts, text=outcome.note)
-        elif outcome.kind is OutcomeKind.REFUSED_CHANNEL and outcome.notify:
-            client.chat_postMessage(
-                channel=outcome.channel, thread_ts=outcome.thread_ts, text=channel_notice(runtime)
-            )
-    except SlackApiError as error:
-        log.warning("follow-up of %s in %s failed: %s", outcome.kind, outcome.channel, error)
-
-
-def channel_notice(runtime: WebRuntime) -> str:
-    channels = ", ".join(f"<#{c}>" for c in runtime.settings.chatops_channels)
-    return (
-        f"Sorry, I only take requests in {channels}. "
-        "Please mention me there (I will not repeat this note in this channel)."
-    )
 
 
 # -- clicks and the modal ----------------------------------------------------------------------------
@@ -196,9 +210,13 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
     def acknowledge(ack: Ack) -> None:
         ack()
 
-    def decided(ack: Ack, click: Click, reply: Reply) -> None:
+    def decided(ack: Ack, click: Click, reply: Reply) -> BoltResponse | None:
+        """Answer a decided click, once a replica has the decision (behind sentinels)."""
+        if not _replicated(runtime, f"the click by {click.user} on {click.value}"):
+            return _click_failed(click)
         ack()
         after.submit(_show_logged, runtime, reply, click)
+        return None
 
     def approve(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
         click = Click.from_body(body)
@@ -206,8 +224,7 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
             reply = interactions.approve(click.value, click.user, click.card)
         except redis.RedisError:
             return _click_failed(click)
-        decided(ack, click, reply)
-        return None
+        return decided(ack, click, reply)
 
     def decline(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
         click = Click.from_body(body)
@@ -230,6 +247,10 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
         except SlackApiError as error:
             log.warning("transcript of run %s not posted: %s", click.value, error)
 
+    def investigate(body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        _show(runtime, interactions.investigate(click.value, click.user, click.channel), click)
+
     def declined(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
         view = body.get("view") or {}
         meta = render.modal_metadata(view)
@@ -246,20 +267,22 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
             reply = interactions.decline(click.value, user, click.card, render.modal_reason(view))
         except redis.RedisError:
             return _click_failed(click)
-        decided(ack, click, reply)
-        return None
+        return decided(ack, click, reply)
 
     app.action(render.ACTION_APPROVE)(approve)
     app.action(render.ACTION_DECLINE)(decline)
     app.action(render.ACTION_STOP)(ack=acknowledge, lazy=[stop])
     app.action(render.ACTION_TRANSCRIPT)(ack=acknowledge, lazy=[transcript])
+    app.action(ACTION_INVESTIGATE)(ack=acknowledge, lazy=[investigate])
     app.view(render.VIEW_DECLINE)(declined)  # a submission is decided before its answer too
 
 
 def _click_failed(click: Click) -> BoltResponse:
-    """Redis could not decide the click: an error answer, so Slack tells the clicker it failed
-    (never a 200 for a click that changed nothing). Nothing was decided; they may click again."""
-    log.error("click by %s on %s could not be decided: Redis is unavailable", click.user, click.value)
+    """Redis could not decide the click, or behind sentinels no replica confirmed the decision (a
+    failover could still undo it): an error answer, so Slack tells the clicker it failed (never a
+    200 for a click that may not last). They may click again: a decision that was stored after all
+    is then shown to them as taken."""
+    log.error("click by %s on %s could not be decided (or no replica confirmed it)", click.user, click.value)
     return BoltResponse(status=503, body="the decision could not be stored; try again")
 
 

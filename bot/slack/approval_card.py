@@ -43,9 +43,12 @@ from bot.slack.blockkit import (
     texts,
 )
 from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, truncate
+from bot.slack.people import name_people, run_people
+from bot.slack.policy_clicks import approvers_field
 from bot.slack.verbatim import FENCE, code_block, code_pieces, slack_length, visible_json, visible_text
 
 NOTIFICATION_TEXT = 300
+RATIONALE_SHOWN = 300  # characters of the model's words on the card (one line)
 TARGET_ARGUMENT = "target"
 _RENDER_DEPTH = 64  # deeper arguments never reach a card (agent.arguments refuses them); shown raw
 
@@ -100,6 +103,8 @@ def approval_card(approval: Approval) -> ApprovalCard:
     why, why_problem = _why(approval)
     if why is not None:
         head.append(why)
+    if approval.rationale:
+        head.append(context(rationale_line(approval.rationale)))
     parts = _parts(approval)
     part_sections = [part.sections() for part in parts]
     full = [*head, *(block for blocks in part_sections for block in blocks), _footer(approval, True)]
@@ -139,7 +144,9 @@ def decision_line(approval: Approval) -> str:
     if status is ApprovalStatus.APPROVED:
         return f":white_check_mark: Approved{who}{when}"
     if status is ApprovalStatus.DECLINED:
-        reason = f": {inert(one_line(approval.reason, 500))}" if approval.reason else ""
+        # The reason may name the approval's own people ("the run was stopped by U_ALICE"): as mentions.
+        people = run_people(approval.requester, [approval])
+        reason = f": {name_people(inert(one_line(approval.reason, 500)), people)}" if approval.reason else ""
         return f":no_entry: Declined{who}{when}{reason}"
     if status is ApprovalStatus.EXPIRED:
         return f":hourglass: Expired{when}: nobody decided in time"
@@ -165,9 +172,10 @@ def _facts(approval: Approval) -> tuple[Block, str | None]:
         f"*Expires*\n{slack_date(approval.expires_at)}",
     ]
     problem = None
-    target = _target(approval.args_json)
+    target = approval.target or _target(approval.args_json)
     if target is not None:
         shown = "`" + escape(visible_text(target, keep_newlines=False)).replace("`", "\\x60") + "`"
+        shown += _target_details(approval)
         field = f"*Target*\n{shown}"
         room = SECTION_FIELD - len("*Target*\n")
         if slack_length(field) > SECTION_FIELD:
@@ -180,7 +188,23 @@ def _facts(approval: Approval) -> tuple[Block, str | None]:
     if approval.category is ToolCategory.DESTRUCTIVE and approval.plan_created_at is not None:
         age = _age(approval.created_at - approval.plan_created_at)
         fields.append(f"*Dry run made*\n{age} before this request, {slack_date(approval.plan_created_at)}")
+    who = approvers_field(approval)  # CHATOPS_POLICY_FILE: who may approve, how many must
+    if who is not None:
+        fields.append(who)
     return {"type": "section", "fields": [mrkdwn(text, SECTION_FIELD) for text in fields]}, problem
+
+
+def _target_details(approval: Approval) -> str:
+    """How the inventory's target is reached and its labels; a production target stands out."""
+    if not approval.target:
+        return ""
+    labels = ", ".join(f"{key}={value}" for key, value in approval.labels)
+    details = f" via {escape(approval.target_via)}" if approval.target_via else ""
+    if labels:
+        details += f"\n{escape(labels)}"
+    if approval.production:
+        details += "\n:red_circle: *PRODUCTION*"
+    return details
 
 
 def _why(approval: Approval) -> tuple[Block | None, str | None]:
@@ -198,6 +222,16 @@ def _why(approval: Approval) -> tuple[Block | None, str | None]:
         f"characters; at most {SECTION_TEXT:,}): shorten the host name"
     )
     return section(text), problem  # cut by ``section``: this card offers no Approve button
+
+
+def rationale_line(rationale: str) -> str:
+    """One line of the model's own words with the call: the model's text, so nothing in it is live.
+
+    It is shown as inline code (Slack parses no formatting, mention or link inside code; its
+    backticks cannot end the span early, ``inline_code``), cut to ``RATIONALE_SHOWN`` characters:
+    a reason to read, never an instruction to the approver in the bot's voice."""
+    shown = visible_text(" ".join(rationale.split()), keep_newlines=False)
+    return f":speech_balloon: *Why, in the model's words:* {inline_code(shown, RATIONALE_SHOWN)}"
 
 
 def _parts(approval: Approval) -> list[_Part]:

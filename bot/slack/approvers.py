@@ -37,6 +37,7 @@ from slack_sdk.errors import SlackApiError
 
 from agent.tooling import ToolCategory
 from bot.runs.approvals import Approval
+from bot.runs.policy import ALLOWED, TRY_AGAIN, Verdict  # one verdict for clicks and policy
 from bot.settings import DEFAULTS
 
 log = logging.getLogger(__name__)
@@ -46,18 +47,6 @@ CACHE_MAX_ENTRIES = 10_000
 # Slack's user IDs (``W…`` on Enterprise Grid). Bot IDs (``B…``) and Slackbot are never people.
 USER_ID = re.compile(r"[UW][A-Z0-9_]{1,40}")
 SLACKBOT = "USLACKBOT"
-TRY_AGAIN = "Nothing was decided; try again in a moment."
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """``allowed``, or the sentence the clicker reads (ephemerally) about why not."""
-
-    allowed: bool
-    reason: str = ""
-
-
-ALLOWED = Verdict(True)
 NOT_LISTED = Verdict(False, "You are not on this bot's approvers list (CHATOPS_APPROVERS).")
 T = TypeVar("T")
 
@@ -151,6 +140,10 @@ class ApproverPolicy:
         self._bot_team = bot_team
         self._accounts: TtlCache[Account] = TtlCache(ttl, clock)
         self._members: TtlCache[frozenset[str]] = TtlCache(ttl, clock)
+
+    def bot_team(self) -> str | None:
+        """The bot's own workspace (``auth.test``), which deciders must belong to; ``None``: unknown yet."""
+        return self._bot_team()
 
     @property
     def open(self) -> bool:

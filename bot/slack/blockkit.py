@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +32,7 @@ ACTION_APPROVE = "chatops_approve"
 ACTION_DECLINE = "chatops_decline"
 ACTION_STOP = "chatops_stop"
 ACTION_TRANSCRIPT = "chatops_transcript"
+ACTION_INVESTIGATE = "chatops_alert_investigate"  # an alert thread's button: start the investigation
 VIEW_DECLINE = "chatops_decline_reason"
 # block_id values of the cards' button rows: how a card is recognised in Slack (``bot.slack.lost_cards``).
 RUN_CONTROLS = "run_controls"
@@ -86,3 +88,34 @@ def texts(node: object) -> Iterator[str]:
     elif isinstance(node, list):
         for item in node:
             yield from texts(item)
+
+
+MIN_CUT_TEXT = 100  # a text is never cut below this by ``fit_text``
+
+
+def _cuttable(blocks: list[Block]) -> Iterator[dict[str, Any]]:
+    """The text objects a person reads at length: sections' text and fields, contexts' texts."""
+    for block in blocks:
+        if block.get("type") == "section":
+            if isinstance(block.get("text"), dict):
+                yield block["text"]
+            yield from (f for f in block.get("fields") or [] if isinstance(f, dict))
+        elif block.get("type") == "context":
+            yield from (e for e in block.get("elements") or [] if isinstance(e, dict) and "text" in e)
+
+
+def fit_text(blocks: list[Block], limit: int = CARD_TEXT) -> list[Block]:
+    """A copy of ``blocks`` whose text fits in ``limit`` characters in all: the longest texts are
+    cut first (Slack refuses more than about 12,000 as ``msg_blocks_too_long``). Buttons and
+    headers are never cut; texts not below ``MIN_CUT_TEXT``."""
+    fitted = copy.deepcopy(blocks)
+    total = sum(len(text) for text in texts(fitted))
+    objects = list(_cuttable(fitted))
+    while total > limit and objects:
+        longest = max(objects, key=lambda obj: len(str(obj.get("text", ""))))
+        current = len(str(longest.get("text", "")))
+        if current <= MIN_CUT_TEXT:
+            break
+        longest["text"] = truncate(str(longest["text"]), max(MIN_CUT_TEXT, current - (total - limit)))
+        total -= current - len(longest["text"])
+    return fitted

@@ -3,8 +3,8 @@
 Slack answers 429 with ``Retry-After`` when a method's rate tier is exceeded, and occasionally
 5xx or a reset connection. The worker must not lose an answer to either, so every client
 retries them with slack_sdk's own handlers (the 5xx one widened from 500/503 to every 5xx).
-A retried ``chat.postMessage`` after a 5xx can, rarely, post twice (Slack may have stored the
-first); a duplicated line in a thread is the lesser evil next to a lost answer.
+A retried ``chat.postMessage`` after a 5xx or a read timeout can, rarely, post twice (Slack may
+have stored the first); a duplicated line in a thread is the lesser evil next to a lost answer.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
+from http.client import RemoteDisconnected
 from typing import Any
+from urllib.error import URLError
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -28,12 +30,17 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import SlackResponse
 
 from bot.keys import Keys
+from bot.redis_connection import RedisTarget
 from bot.runs.metrics import slack_error_counter
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 15  # seconds per HTTP attempt
+# slack_sdk's connection handler retries URLError, ConnectionResetError and RemoteDisconnected
+# only; a read timeout (Slack accepted the connection and did not answer in time) raises
+# TimeoutError (socket.timeout) from the response read, and is worth another try too.
+CONNECTION_ERRORS: list[type[Exception]] = [URLError, ConnectionResetError, RemoteDisconnected, TimeoutError]
 
 
 class AnyServerErrorRetryHandler(ServerErrorRetryHandler):
@@ -59,7 +66,7 @@ def retry_handlers(*, rate_limit_retries: int = 4, error_retries: int = 3) -> li
     return [
         RateLimitErrorRetryHandler(max_retry_count=rate_limit_retries),
         AnyServerErrorRetryHandler(max_retry_count=error_retries),
-        ConnectionErrorRetryHandler(max_retry_count=error_retries),
+        ConnectionErrorRetryHandler(max_retry_count=error_retries, error_types=CONNECTION_ERRORS),
     ]
 
 
@@ -117,6 +124,8 @@ def make_client(
         timeout=timeout,
         retry_handlers=retry_handlers() if retries else [],
         on_error=slack_error_counter(
-            settings.redis_url, Keys(settings.chatops_redis_prefix), settings.chatops_metrics_enabled
+            RedisTarget.from_settings(settings),
+            Keys(settings.chatops_redis_prefix),
+            settings.chatops_metrics_enabled,
         ),
     )

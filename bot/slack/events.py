@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,9 +27,12 @@ from typing import Any
 
 from agent.redis_util import as_text
 from agent.types import Message
+from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import LimitSettings, RunLimits
 from bot.slack.claims import Claims, ClaimState
+from bot.slack.help import asks_for_help
+from bot.slack.policy_clicks import sealed_supersede
 from bot.slack.runtime import WebRuntime
 
 log = logging.getLogger(__name__)
@@ -45,9 +49,11 @@ class OutcomeKind(StrEnum):
     INJECTED = "injected"  # into the inbox of the thread's active run
     DUPLICATE = "duplicate"  # handled before: a retry, or a mention's second event
     IN_PROGRESS = "in_progress"  # another request is storing it: Slack is to retry later
+    PARKED = "parked"  # a reply to a young thread with no run yet: kept for the run its mention starts
     IGNORED = "ignored"
     REFUSED_CHANNEL = "refused_channel"  # outside ``CHATOPS_CHANNELS``
     LIMITED = "limited"  # over a limit on new runs (``bot.runs.limits``)
+    HELP = "help"  # a bare mention, "help", a greeting: the help reply, no run (``bot.slack.help``)
 
 
 @dataclass(frozen=True)
@@ -132,8 +138,9 @@ def from_a_bot(event: dict[str, Any]) -> bool:
 class EventHandler:
     """The ack-path logic for ``app_mention`` and ``message`` events."""
 
-    def __init__(self, runtime: WebRuntime) -> None:
+    def __init__(self, runtime: WebRuntime, clock: Callable[[], float] = time.time) -> None:
         self._rt = runtime
+        self._clock = clock
         self._claims = Claims(runtime.redis)
         self._limits = RunLimits(runtime.redis, runtime.keys, LimitSettings.from_settings(runtime.settings))
 
@@ -167,6 +174,8 @@ class EventHandler:
             injected = self._inject(where, text)
             if injected is not None:
                 return injected
+        if asks_for_help(text):  # no model call, no run: answered by the follow-up half
+            return where.outcome(OutcomeKind.HELP)
         state = self._claims.take(message_key)
         if state is not ClaimState.NEW:
             return where.outcome(_not_taken(state))
@@ -245,13 +254,26 @@ class EventHandler:
             return IGNORED  # not a reply in a thread
         if bot_user and f"<@{bot_user}" in message_text(event):
             return IGNORED  # a mention: the app_mention event carries it
-        if not self._rt.channel_allowed(channel) or not self._rt.service().active_run(channel, thread_ts):
+        if not self._rt.channel_allowed(channel):
+            return IGNORED
+        # No run in the thread: ignored, unless the thread is so young that its mention may still be
+        # on its way to being stored (Slack's events come in any order): then parked for that run.
+        park = self._young(thread_ts)
+        if not park and not self._rt.service().active_run(channel, thread_ts):
             return IGNORED
         where = Origin(channel, ts, thread_ts, user)
-        return self._once(body, where, lambda o: self._inject(o, message_text(event)) or IGNORED)
+        return self._once(body, where, lambda o: self._inject(o, message_text(event), park) or IGNORED)
 
-    def _inject(self, where: Origin, text: str) -> Outcome | None:
-        """Deliver to the thread's active run; ``None`` when there is none any more.
+    def _young(self, thread_ts: str) -> bool:
+        """Whether the thread's root was posted within ``EARLY_REPLY_SECONDS`` of now (its ts says when)."""
+        try:
+            posted = float(thread_ts)
+        except ValueError:
+            return False
+        return abs(self._clock() - posted) < EARLY_REPLY_SECONDS  # either way: Slack's clock is not ours
+
+    def _inject(self, where: Origin, text: str, park: bool = False) -> Outcome | None:
+        """Deliver to the thread's active run; ``None`` when there is none (and nothing was parked).
 
         The inbox claims the message itself, atomically with storing it.
         """
@@ -262,9 +284,16 @@ class EventHandler:
             text=text,
             ts=where.ts,
             may_supersede=self._may_supersede(where),
+            park=park,
         )
         if delivery.status is DeliveryStatus.NO_ACTIVE_RUN:
             return None
+        if delivery.status is DeliveryStatus.FULL:
+            return where.outcome(OutcomeKind.IN_PROGRESS)  # not stored: Slack retries it later
+        if delivery.status is DeliveryStatus.PARKED or (
+            delivery.status is DeliveryStatus.DUPLICATE and not delivery.run_id
+        ):
+            return where.outcome(OutcomeKind.PARKED)  # the worker reacts once the run reads it
         return where.outcome(OutcomeKind.INJECTED, run_id=delivery.run_id or "")
 
     def _may_supersede(self, where: Origin) -> bool:
@@ -280,6 +309,8 @@ class EventHandler:
         if record is None or record.status.terminal:
             return False
         verdict = self._rt.policy.may_supersede(where.user, record.requester)
+        if verdict.allowed:  # a card posted under CHATOPS_POLICY_FILE: only who may decline it
+            verdict = sealed_supersede(self._rt.policy, service.approvals.for_run(record.run_id), where.user)
         if not verdict.allowed:
             log.info("reply %s by %s cannot cancel an approval: %s", where.ts, where.user, verdict.reason)
         return verdict.allowed

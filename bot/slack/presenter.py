@@ -10,11 +10,15 @@
   has them sent again (from Redis, by the recovery sweep). A refusal for good is logged.
 * While a run works, the thread shows the "is working…" status (``assistant.threads.setStatus``).
   Workspaces or threads where that method is not allowed answer with an error once; the failure
-  is remembered in Redis per workspace for a day and the status is skipped silently meanwhile.
+  is remembered in Redis for what it was about (the workspace, the channel or the thread:
+  ``bot.slack.thread_status``) and the status is skipped silently there meanwhile.
 * The run card, approval cards, answers and notices are posted at once, through the retrying
   ``WebClient`` (429 ``Retry-After``, 5xx, connection errors), because what follows needs them
   (the card's ts) or they come after the loop. A post Slack refuses for good raises
   ``Undeliverable``; one that kept failing raises Slack's error (the report tries it again).
+* With ``streaming`` (``CHATOPS_SLACK_STREAMING=auto``), the answer is streamed into the thread
+  with the segment's tool calls as tasks and feedback buttons (``bot.slack.streaming``), where
+  the channel allows it; elsewhere it is posted as below. The card is kept either way.
 * Every text it sends (answers, notices, the cards' blocks) goes through ``redact`` first: model
   answers, model errors and call arguments can carry secrets too, not only tool output.
 * A message Slack refuses for its form is not lost: blocks refused as ``invalid_blocks`` are sent
@@ -24,7 +28,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -37,21 +40,25 @@ from slack_sdk.errors import SlackApiError
 
 from agent.types import Message, RunStatus
 from bot.keys import Keys
-from bot.runs.approvals import Approval
+from bot.runs.approvals import Approval, Approvals
 from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
 from bot.slack import render
+from bot.slack.acknowledgements import EYES, Acknowledgements
+from bot.slack.answers import deliver_answer
 from bot.slack.client import without_rate_limit_retries
 from bot.slack.mrkdwn import split_mrkdwn, truncate
+from bot.slack.people import run_people
 from bot.slack.sender import Delivery, Outcome, RetryAfter, SlackSender, is_transient, process_sender
+from bot.slack.streaming import LOADING_MESSAGES, AnswerStreams
+from bot.slack.thread_status import StatusRefusals
 
 log = logging.getLogger(__name__)
 
 STATUS_TEXT = "is working on it…"
 STATUS_REFRESH_SECONDS = 60.0  # Slack clears a status after two minutes without a message
-NO_STATUS_SECONDS = 24 * 3600
-EYES = "eyes"
-_IGNORED_REACTION_ERRORS = frozenset({"already_reacted"})
-_BLOCK_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
+# A form refusal: a plainer card follows. msg_blocks_too_long: the blocks' text in all is over
+# Slack's (undocumented, about 12k characters) limit, which render keeps cards under.
+_BLOCK_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"})
 TOO_LONG = "msg_too_long"
 MIN_SPLIT = 200  # a text refused as too long is halved down to pieces of about this size
 # How long the job waits, at its end, for a run's final card (a few server-error retries fit).
@@ -106,12 +113,15 @@ class SlackPresenter:
         redact: Callable[[str], str] | None = None,
         final_wait: float = FINAL_WAIT_SECONDS,
         sender: SlackSender | None = None,
+        streaming: bool = False,
     ) -> None:
         self._client = client
         self._deferred = without_rate_limit_retries(client)  # the sender waits out a 429 itself
         self._redact = redact or (lambda text: text)
         self._redis = redis_client
-        self._no_status_key = keys.slack("no_status", team_id or "workspace")
+        self._approvals = Approvals(redis_client, keys, retention_seconds=0)  # read only
+        self._acks = Acknowledgements(redis_client, keys)
+        self._status_refusals = StatusRefusals(redis_client, keys, team_id or "workspace", clock)
         self._retry_after = RetryAfter(redis_client, keys, team_id or "workspace")
         self._workspace = f"{client.base_url}|{team_id or ''}"  # one rate budget per workspace
         self._min_interval = min_interval
@@ -120,8 +130,21 @@ class SlackPresenter:
         self._clock = clock
         self._lock = threading.Lock()
         self._status_set_at: dict[str, float] = {}
-        self._status_checked_until = 0.0  # until then the workspace is known not to refuse statuses
         self._last_card: dict[str, CardView] = {}
+        # Answers streamed into the thread where Slack allows it (``bot.slack.streaming``).
+        self._streams = (
+            AnswerStreams(
+                client,
+                self._deferred,
+                redis_client,
+                keys,
+                self._deliver,
+                redact=self._redact,
+                team_id=team_id,
+            )
+            if streaming
+            else None
+        )
 
     @property
     def _sender(self) -> SlackSender:
@@ -133,7 +156,7 @@ class SlackPresenter:
         response = self._post_blocks(
             run,
             render.card_text(run.run_id, run.requester, card),
-            render.card_blocks(run.run_id, run.requester, card),
+            render.card_blocks(run.run_id, run.requester, card, run.source_url),
         )
         ts = str(response.get("ts") or "") or None
         if ts:
@@ -149,6 +172,8 @@ class SlackPresenter:
         with self._lock:
             self._last_card[run.run_id] = card
         delivery = self._queue_card(run, card, final)
+        if self._streams is not None:
+            self._streams.card(run, card)  # the stream's timeline follows the card (queued too)
         self._thread_status(run, card.status)
         if not final:
             return
@@ -171,7 +196,9 @@ class SlackPresenter:
 
         def send() -> None:  # rendered when sent: a state replaced meanwhile costs nothing
             text = render.card_text(run.run_id, run.requester, card)
-            self._update_blocks(channel, ts, text, render.card_blocks(run.run_id, run.requester, card))
+            self._update_blocks(
+                channel, ts, text, render.card_blocks(run.run_id, run.requester, card, run.source_url)
+            )
 
         interval = 0.0 if final else self._min_interval
         return self._deliver(("card", channel, ts), "chat.update", send, run, final, interval)
@@ -222,6 +249,7 @@ class SlackPresenter:
                 "command": self._redact(approval.command),
                 "preview": self._redact(approval.preview),
                 "why": self._redact(approval.why),
+                "rationale": self._redact(approval.rationale),
             }
         )
 
@@ -252,8 +280,21 @@ class SlackPresenter:
     # -- answers and notices --------------------------------------------------------------------
 
     def post_answer(self, run: RunRef, text: str) -> None:
-        for chunk in render.answer_chunks(self._redact(text)):  # before a cut could split a secret
-            self._post_text(run, chunk)
+        if self._streams is not None and self._streams.answer(run, self._redact(text), self._people(run)):
+            return  # streamed, with the feedback buttons; else posted as always
+        whole = self._redact(text)  # before a cut could split a secret
+        chunks = render.answer_chunks(whole, self._people(run))
+        if run.source_url and chunks:  # a run an alert started links back to what fired
+            chunks[-1] += f"\n{render.source_line(run.source_url)}"
+            whole += f"\n\nAlert source: {run.source_url}"
+        deliver_answer(self._client, run, chunks, whole, self._post_text)  # a few posts, or a file
+
+    def _people(self, run: RunRef) -> frozenset[str]:
+        """The run's requester and deciders: IDs of theirs in the answer become mentions."""
+        try:
+            return run_people(run.requester, self._approvals.for_run(run.run_id))
+        except redis.RedisError:
+            return run_people(run.requester, ())
 
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
         with self._lock:
@@ -262,11 +303,11 @@ class SlackPresenter:
         self._post_text(run, render.stop_notice_text(notice, last))
 
     def acknowledge(self, run: RunRef, message: Message) -> None:
-        """:eyes: on the reply. The web process already reacted when it stored the reply; this
-        repeats it (``already_reacted`` is fine) in case that reaction was lost."""
+        """:eyes: on the reply, unless the web process already reacted when it stored the reply
+        (``bot.slack.acknowledgements``): only a lost reaction is made up for here, never a second one."""
         ts = str(message.meta.get("ts") or "")
         if ts:  # queued: called from inside the loop
-            send = lambda: add_reaction(self._deferred, run.channel, ts, EYES)  # noqa: E731
+            send = lambda: self._acks.react(self._deferred, run.channel, ts)  # noqa: E731
             self._deliver(("reaction", run.channel, ts, EYES), "reactions.add", send, run)
 
     # -- posting, with fallbacks for messages Slack refuses for their form ----------------------
@@ -339,34 +380,22 @@ class SlackPresenter:
         )
 
     def set_thread_status(self, channel: str, thread_ts: str, status: str) -> bool:
-        """``assistant.threads.setStatus``, skipped where the workspace refused it before.
+        """``assistant.threads.setStatus``, skipped where it was refused before: in the workspace,
+        the channel or the thread, as the refusal was about (``bot.slack.thread_status``).
 
         A transient failure (429, 5xx, connection) raises, for the background sender to retry."""
-        if self._clock() >= self._status_checked_until:  # one round trip a minute, not one a call
-            try:
-                if self._redis.exists(self._no_status_key):
-                    return False
-            except redis.RedisError:
-                return False
-            self._status_checked_until = self._clock() + STATUS_REFRESH_SECONDS
+        if self._status_refusals.refused(channel, thread_ts):
+            return False
         try:
-            self._deferred.assistant_threads_setStatus(channel_id=channel, thread_ts=thread_ts, status=status)
+            self._deferred.assistant_threads_setStatus(
+                channel_id=channel,
+                thread_ts=thread_ts,
+                status=status,
+                loading_messages=list(LOADING_MESSAGES) if status else None,  # rotated while it thinks
+            )
             return True
         except SlackApiError as error:
             if is_transient(error):
                 raise
-            code = error.response.get("error") if error.response is not None else None
-            log.info("thread status unavailable here (%s); not trying again for a day", code)
-            self._status_checked_until = 0.0  # read the refusal back from Redis from now on
-            with contextlib.suppress(redis.RedisError):
-                self._redis.set(self._no_status_key, str(code), ex=NO_STATUS_SECONDS)
+            self._status_refusals.remember(channel, thread_ts, slack_error(error))
             return False
-
-
-def add_reaction(client: WebClient, channel: str, ts: str, name: str) -> None:
-    """``reactions.add``, treating "already reacted" as success."""
-    try:
-        client.reactions_add(channel=channel, timestamp=ts, name=name)
-    except SlackApiError as error:
-        if error.response is None or error.response.get("error") not in _IGNORED_REACTION_ERRORS:
-            raise

@@ -53,8 +53,20 @@ from bot.slack.blockkit import (
     plain,
     section,
     slack_date,
+    texts,
 )
-from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, split_mrkdwn, to_mrkdwn, truncate
+from bot.slack.mrkdwn import (
+    escape,
+    inert,
+    inline_code,
+    link,
+    mention,
+    one_line,
+    split_mrkdwn,
+    to_mrkdwn,
+    truncate,
+)
+from bot.slack.people import name_people
 
 __all__ = [
     "ACTION_APPROVE",
@@ -142,21 +154,42 @@ def card_text(run_id: str, requester: str, card: CardView) -> str:
     return truncate(f"{label}: run for {mention(requester)} ({len(card.steps)} steps)", NOTIFICATION_TEXT)
 
 
-def card_blocks(run_id: str, requester: str, card: CardView) -> list[Block]:
+def source_line(url: str) -> str:
+    """The link back to what started a run (an alert's source), as the URL itself."""
+    return f":link: alert source: {link(url)}"
+
+
+def card_blocks(run_id: str, requester: str, card: CardView, source_url: str = "") -> list[Block]:
     """Status, steps, usage, and a Stop button while the run is not finished."""
     icon, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
-    blocks: list[Block] = [section(f"{icon} *{label}* · requested by {mention(requester)}")]
-    blocks.extend(section(chunk) for chunk in _step_chunks(card.steps))
+    head: list[Block] = [section(f"{icon} *{label}* · requested by {mention(requester)}")]
+    blocks: list[Block] = []
     usage = [f"{card.iterations} iterations"]
     if card.tokens or card.status.terminal:  # the worker counts tokens when a segment ends
         usage.append(f"{card.tokens:,} tokens")
     usage.append(f"run `{escape(run_id[:12])}`")
+    if card.targets:  # the inventory's names (validated), never the model's text
+        usage.insert(0, "targets " + ", ".join(f"`{escape(name)}`" for name in card.targets))
     blocks.append(context(" · ".join(usage)))
+    if source_url:
+        blocks.append(context(source_line(source_url)))
     if not card.status.terminal:
         blocks.append(actions(RUN_CONTROLS, [button(ACTION_STOP, "Stop", run_id)]))
     else:  # a finished run offers its transcript for the post-mortem (bot.runs.transcript)
         blocks.append(actions(RUN_CONTROLS, [button(ACTION_TRANSCRIPT, "Transcript", run_id)]))
-    return blocks[:MAX_BLOCKS]
+    # Slack refuses blocks holding more than about 12,000 characters in all (msg_blocks_too_long,
+    # blockkit.CARD_TEXT): the newest steps that fit are shown, the others counted.
+    room = CARD_TEXT - text_length([*head, *blocks])
+    for shown in range(min(CARD_STEPS, len(card.steps)), -1, -1):
+        steps = [section(chunk) for chunk in _step_chunks(card.steps, shown)]
+        if text_length(steps) <= room:
+            break
+    return [*head, *steps, *blocks][:MAX_BLOCKS]
+
+
+def text_length(blocks: list[Block]) -> int:
+    """The characters of all the text in ``blocks``: what Slack's total limit counts."""
+    return sum(len(text) for text in texts(blocks))
 
 
 def step_line(step: Step) -> str:
@@ -177,9 +210,9 @@ def step_line(step: Step) -> str:
     return line
 
 
-def _step_chunks(steps: Sequence[Step]) -> list[str]:
-    """Step lines packed into section-sized chunks; old steps beyond ``CARD_STEPS`` are counted."""
-    lines = [step_line(step) for step in steps[-CARD_STEPS:]]
+def _step_chunks(steps: Sequence[Step], shown: int = CARD_STEPS) -> list[str]:
+    """The newest ``shown`` step lines packed into section-sized chunks; older ones are counted."""
+    lines = [step_line(step) for step in steps[len(steps) - shown :]] if shown > 0 else []
     hidden = len(steps) - len(lines)
     if hidden > 0:
         lines.insert(0, f"_… {hidden} earlier step{'s' if hidden != 1 else ''}_")
@@ -189,9 +222,10 @@ def _step_chunks(steps: Sequence[Step]) -> list[str]:
 # -- answers and notices ------------------------------------------------------------------------
 
 
-def answer_chunks(markdown: str) -> list[str]:
-    """The final answer as Slack mrkdwn, split into postable messages."""
-    return split_mrkdwn(to_mrkdwn(markdown), ANSWER_CHUNK)
+def answer_chunks(markdown: str, people: frozenset[str] = frozenset()) -> list[str]:
+    """The final answer as Slack mrkdwn, split into postable messages; the run's ``people``
+    (``bot.slack.people``) named as mentions rather than raw IDs."""
+    return split_mrkdwn(name_people(to_mrkdwn(markdown), people), ANSWER_CHUNK)
 
 
 def stop_notice_text(notice: StopNotice, last_step: Step | None = None) -> str:
@@ -268,7 +302,7 @@ def decline_modal(approval_id: str, metadata: dict[str, str], tool: str) -> dict
                 "type": "input",
                 "block_id": REASON_BLOCK,
                 "optional": True,
-                "label": plain("Reason (optional)", 2000),
+                "label": plain("Reason", 2000),  # Slack adds "(optional)" itself
                 "element": {
                     "type": "plain_text_input",
                     "action_id": REASON_ACTION,

@@ -20,11 +20,14 @@ from slack_sdk import WebClient
 from bot.keys import Keys
 from bot.logs import redactor_for
 from bot.redis_connection import open_redis
+from bot.runs.replication import Replication
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.approvers import ApproverPolicy
 from bot.slack.client import make_client
+from bot.slack.courtesy import CourtesyBudget
 from bot.slack.identity import IdentityCache
+from bot.slack.sender import RetryAfter
 
 LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 
@@ -35,6 +38,8 @@ class _ProcessState:
     redis: redis.Redis
     service: RunService
     client: WebClient
+    replication: Replication
+    courtesy: CourtesyBudget
 
 
 @dataclass
@@ -70,12 +75,21 @@ class WebRuntime:
             return self._state
 
     def _build(self) -> _ProcessState:
-        client = open_redis(self.settings.redis_url)
+        # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
+        waits = self.settings.redis_replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
+        client = open_redis(self.settings, blocking_seconds=waits)
         # The Slack layer resolves approver groups and the requester rule itself (ApproverPolicy);
         # the service's plain list check would refuse members of a listed group.
         options = replace(RunOptions.from_settings(self.settings), approvers=())
         service = RunService(client, self.keys, options)
-        return _ProcessState(os.getpid(), client, service, make_client(self.settings))
+        replication = Replication.from_settings(client, self.keys, self.settings)
+
+        def retry_after() -> RetryAfter | None:  # shared with the workers' sender, per workspace
+            team = self._bot_team()
+            return RetryAfter(client, self.keys, team) if team else None
+
+        courtesy = CourtesyBudget(retry_after)
+        return _ProcessState(os.getpid(), client, service, make_client(self.settings), replication, courtesy)
 
     def redis(self) -> redis.Redis:
         return self._current().redis
@@ -85,6 +99,14 @@ class WebRuntime:
 
     def client(self) -> WebClient:
         return self._current().client
+
+    def courtesy(self) -> CourtesyBudget:
+        """This process's budget for the calls that are only a courtesy (``bot.slack.courtesy``)."""
+        return self._current().courtesy
+
+    def replication(self) -> Replication:
+        """``confirm()`` before Slack is told something is stored (a no-op without sentinels)."""
+        return self._current().replication
 
     def _identity_client(self) -> WebClient:
         return make_client(self.settings, timeout=5, retries=False)

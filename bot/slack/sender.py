@@ -140,7 +140,9 @@ class Delivery:
 
 
 @dataclass
-class _Bucket:
+class TokenBucket:
+    """Slack's pace for one method, kept by one process: ``refill`` then spend ``tokens``."""
+
     tokens: float = BURST
     stamp: float = 0.0
     blocked_until: float = 0.0
@@ -167,7 +169,7 @@ class SlackSender:
     _queued: dict[Hashable, Delivery] = field(default_factory=dict, repr=False)
     _sending: dict[Hashable, Delivery] = field(default_factory=dict, repr=False)
     _last_sent: dict[Hashable, float] = field(default_factory=dict, repr=False)
-    _buckets: dict[tuple[str, str], _Bucket] = field(default_factory=dict, repr=False)
+    _buckets: dict[tuple[str, str], TokenBucket] = field(default_factory=dict, repr=False)
     _changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
@@ -273,8 +275,10 @@ class SlackSender:
         ready = bucket.ready_at(now, self.per_minute / 60, 1.0 + self.reserve)
         return max(delivery.not_before, throttled, ready)
 
-    def _bucket(self, delivery: Delivery) -> _Bucket:
-        bucket = self._buckets.setdefault((delivery.workspace, delivery.method), _Bucket(tokens=self.burst))
+    def _bucket(self, delivery: Delivery) -> TokenBucket:
+        bucket = self._buckets.setdefault(
+            (delivery.workspace, delivery.method), TokenBucket(tokens=self.burst)
+        )
         bucket.refill(self.clock(), self.per_minute / 60, self.burst)
         return bucket
 

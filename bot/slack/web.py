@@ -28,6 +28,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from bot.runs.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.settings import Settings
 from bot.slack import prefork
+from bot.slack.alert_receiver import alert_receiver
 from bot.slack.app import PoolFactory, build_app, thread_pool
 from bot.slack.http_server import MAX_BODY_BYTES, Limits
 from bot.slack.runtime import WebRuntime
@@ -39,6 +40,8 @@ EVENTS_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"  # Prometheus; see bot.runs.metrics_collector and docs/OPERATIONS.md
 
+ALERTS_PREFIX = "/alerts/"  # Alertmanager, Grafana and PagerDuty webhooks (bot.alerts.receiver)
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Service Unavailable"}
 StartResponse = Callable[..., Any]
 
 
@@ -91,6 +94,7 @@ class WebApp:
         self.runtime = runtime
         self._slack = SlackRequestHandler(build_app(runtime, pools=pools), path=EVENTS_PATH)
         settings = runtime.settings
+        self._alerts = alert_receiver(runtime)  # before the first request: a bad routes file stops start-up
         self._metrics = MetricsEndpoint(
             RedisCollector(runtime.redis, runtime.keys, settings.chatops_queue),
             token=settings.chatops_metrics_token,
@@ -102,6 +106,8 @@ class WebApp:
             return self._health(start_response)
         if environ.get("PATH_INFO") == METRICS_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             return self._metrics(environ, start_response)
+        if str(environ.get("PATH_INFO", "")).startswith(ALERTS_PREFIX):
+            return self._alert(environ, start_response)
         refusal = _body_refusal(environ) or _shape_refusal(environ)
         if refusal is not None:
             return _plain(start_response, *refusal)
@@ -113,6 +119,22 @@ class WebApp:
             # be parsed into a Slack payload is the sender's fault, and retrying it changes nothing.
             log.warning("refused a request Bolt could not read: %s: %s", type(error).__name__, error)
             return _plain(start_response, "400 Bad Request", "not a Slack request")
+
+    def _alert(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST":
+            return _plain(start_response, "405 Method Not Allowed", "POST only")
+        refusal = _body_refusal(environ)
+        if refusal is not None:
+            return _plain(start_response, *refusal)
+        length = int(str(environ.get("CONTENT_LENGTH") or "0").strip() or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        headers = {
+            key[5:].replace("_", "-").lower(): str(value)
+            for key, value in environ.items()
+            if key.startswith("HTTP_")
+        }
+        answer = self._alerts.receive(str(environ["PATH_INFO"]), headers, body)
+        return _plain(start_response, f"{answer.status} {_REASONS.get(answer.status, 'Error')}", answer.text)
 
     def _health(self, start_response: StartResponse) -> Iterable[bytes]:
         healthy = self.runtime.healthy()

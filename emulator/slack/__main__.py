@@ -59,6 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--retry-delays", default="0,60,300", help="seconds before each Events API retry (Slack: 0,60,300)"
     )
+    p.add_argument(
+        "--no-rate-limits",
+        action="store_true",
+        help="turn off Slack's rate tiers (on by default: 429 + Retry-After)",
+    )
+    p.add_argument("--enterprise-id", default=None, help="an Enterprise Grid org's E... id on every envelope")
     return p.parse_args(argv)
 
 
@@ -74,6 +80,8 @@ def build_config(args: argparse.Namespace) -> WorkspaceConfig:
         bot_name=args.bot_name,
         event_timeout=args.event_timeout,
         retry_delays=tuple(float(d) for d in args.retry_delays.split(",") if d.strip()),
+        rate_limits=not args.no_rate_limits,
+        enterprise_id=args.enterprise_id,
     )
     users = _pairs(args.user, "--user")
     if users:

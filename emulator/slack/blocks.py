@@ -12,6 +12,11 @@ from typing import Any
 
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
+# Slack refuses a message whose blocks hold too much text in all with ``msg_blocks_too_long``;
+# the limit is undocumented and was measured around 12-13k characters (slackapi/bolt-js#2509:
+# 13,297 characters of markdown blocks, less with a divider). The emulator refuses more than
+# 12,000 characters of ``text`` strings across the blocks: at or below where Slack starts.
+MAX_BLOCKS_TEXT = 12_000
 
 MESSAGE_BLOCK_TYPES = frozenset(
     {
@@ -84,9 +89,13 @@ class _Checker:
         if not isinstance(obj, dict):
             self.fail("must be an object", path)
             return
-        # All four are required by Slack; only the body text may be mrkdwn.
+        # All four are required, and all four are plain_text in Slack's current reference
+        # (docs.slack.dev/reference/block-kit/composition-objects/confirmation-dialog-object:
+        # "text: A plain_text text object"); older docs allowed mrkdwn in ``text``.
         for key, limit in (("title", 100), ("text", 300), ("confirm", 30), ("deny", 30)):
-            self.text_object(obj.get(key), f"{path}/{key}", limit, plain_only=key != "text")
+            self.text_object(obj.get(key), f"{path}/{key}", limit, plain_only=True)
+        if "style" in obj and obj["style"] not in BUTTON_STYLES:
+            self.fail("must be one of primary, danger", f"{path}/style")
 
     def element(self, obj: object, path: str) -> None:
         if not isinstance(obj, dict):
@@ -174,6 +183,18 @@ def block_errors(blocks: list[Any], *, limit: int = MAX_MESSAGE_BLOCKS, root: st
     for i, block in enumerate(blocks):
         checker.block(block, f"{root}/{i}", MESSAGE_BLOCK_TYPES)
     return checker.errors
+
+
+def blocks_text_length(node: object) -> int:
+    """The characters of every ``text`` string in ``node``: what ``msg_blocks_too_long`` counts."""
+    if isinstance(node, dict):
+        return sum(
+            len(value) if key == "text" and isinstance(value, str) else blocks_text_length(value)
+            for key, value in node.items()
+        )
+    if isinstance(node, list):
+        return sum(blocks_text_length(item) for item in node)
+    return 0
 
 
 def error_body(error: str, reasons: list[str]) -> dict[str, Any]:

@@ -82,6 +82,10 @@ class SlackEmulatorClient:
         }
         return self._post("/actions", body)
 
+    def command(self, user: str, channel: str, command: str, text: str = "") -> dict[str, Any]:
+        """Run a slash command as ``user`` in ``channel``; returns the bot's answer (``answer``)."""
+        return self._post("/commands", {"user": user, "channel": channel, "command": command, "text": text})
+
     def submit_view(self, view_id: str, values: dict[str, Any], user: str | None = None) -> dict[str, Any]:
         """Submit a modal with ``{block_id: {action_id: value}}`` (or ``{action_id: value}``)."""
         return self._post(f"/views/{view_id}/submit", {"values": values, "user": user})
@@ -98,10 +102,12 @@ class SlackEmulatorClient:
         retry_after: int = 1,
         status: int = 500,
         error: str | None = None,
+        delay: float = 0.0,
     ) -> dict[str, Any]:
-        """Make the next ``count`` calls of ``method`` fail: ``ratelimited`` (429), ``http_error``, ``error``."""
+        """Make the next ``count`` calls of ``method`` fail: ``ratelimited`` (429), ``http_error``,
+        ``error``, or ``slow`` (done, but answered ``delay`` seconds late: a client's read timeout)."""
         body: dict[str, Any] = {"method": method, "kind": kind, "count": count, "retry_after": retry_after}
-        body["status"] = status
+        body.update(status=status, delay=delay)
         if error is not None:
             body["error"] = error
         return self._post("/faults", body)
@@ -131,6 +137,40 @@ class SlackEmulatorClient:
         """Point event (and interactivity) delivery at the bot."""
         self._request("POST", "/config", {"events_url": events_url, "interactivity_url": interactivity_url})
 
+    def set_rate_limits(self, enabled: bool) -> None:
+        """Turn Slack's rate limits on or off (on by default; off only for a test that posts in
+        bulk on purpose and measures something else). Either way the budgets start full."""
+        self._request("POST", "/config", {"rate_limits": enabled})
+
+    def post_as_bot(
+        self,
+        channel: str,
+        bot_id: str,
+        text: str,
+        *,
+        thread_ts: str | None = None,
+        classic: bool = True,
+        **extra: str,
+    ) -> dict[str, Any]:
+        """Another app posts (``bot_id``, ``subtype: bot_message`` when ``classic``): ts and event IDs."""
+        body = {
+            "channel": channel,
+            "bot_id": bot_id,
+            "text": text,
+            "thread_ts": thread_ts,
+            "classic": classic,
+        }
+        return self._post("/bot_messages", {**body, **extra})
+
+    def send_app_rate_limited(self, minute_rate_limited: int | None = None) -> dict[str, Any]:
+        """Send the signed ``app_rate_limited`` callback; ``status`` is what the app answered."""
+        return self._post("/app_rate_limited", {"minute_rate_limited": minute_rate_limited})
+
+    def files(self) -> list[dict[str, Any]]:
+        """Files shared through ``files.completeUploadExternal``."""
+        found: list[dict[str, Any]] = self._request("GET", "/files")["files"]
+        return found
+
     # --- reading -------------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
@@ -154,6 +194,15 @@ class SlackEmulatorClient:
         """Open modals (each with ``user`` and ``errors``)."""
         result: list[dict[str, Any]] = self._request("GET", "/views", user=user)["views"]
         return result
+
+    def open_home(self, user: str) -> dict[str, Any]:
+        """``user`` opens the app's Home tab: Slack sends ``app_home_opened`` to the bot."""
+        return self._post(f"/home/{user}", {})
+
+    def home(self, user: str) -> dict[str, Any] | None:
+        """The Home view published for ``user`` (``None`` before the app published one)."""
+        view: dict[str, Any] | None = self._request("GET", f"/home/{user}")["view"]
+        return view
 
     def calls(self, method: str | None = None) -> list[dict[str, Any]]:
         """Recorded Web API calls: ``method``, ``params``, ``time``, ``status``, ``ok``, ``error``."""

@@ -53,12 +53,15 @@ def _default_groups() -> tuple[UserGroupSpec, ...]:
     return (UserGroupSpec(id="S_ONCALL", handle="oncall", users=("U_ALICE",), name="On-call"),)
 
 
+# Exactly the bot scopes of the app manifest (manifest.json; a test keeps the two equal): a call
+# the manifest does not allow fails here as in a real install (``emulator.slack.scopes``).
 DEFAULT_SCOPES = (
     "app_mentions:read",
-    "assistant:write",
     "channels:history",
     "channels:read",
     "chat:write",
+    "commands",
+    "files:write",
     "groups:history",
     "groups:read",
     "reactions:write",
@@ -101,3 +104,9 @@ class WorkspaceConfig:
     deliver_bot_messages: bool = True
     # A trigger_id may be exchanged for a modal only within 3 seconds of the interaction.
     trigger_ttl: float = 3.0
+    # Slack's rate tiers and 1 message/s per channel (``emulator.slack.ratelimits``): 429 with
+    # ``Retry-After``. Off only where a test measures something else and says so (never by default).
+    rate_limits: bool = True
+    # An Enterprise Grid org (``E...``): envelopes, payloads and ``auth.test`` carry it.
+    enterprise_id: str | None = None
+    enterprise_name: str = "Emulated Grid"

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from emulator.slack import commands, methods_files, methods_home
 from emulator.slack.core import ControlError, Core
 from emulator.slack.live import live_in_message
+from emulator.slack.methods_stream import live_nodes, stream_entry
 from emulator.slack.model import Fault, Message
 
 Route = Callable[["Control", dict[str, str], dict[str, Any], dict[str, str]], Any]
@@ -64,6 +67,7 @@ class Control:
             {"channel": msg.channel, "ephemeral": msg.ephemeral_to is not None, "deleted": msg.deleted}
         )
         body["history"] = list(msg.history)
+        body["stream"] = stream_entry(msg)  # a streamed message's state, tasks and appends
         if with_replies:
             body["replies"] = [self.entry(r, viewer, False) for r in self._thread(msg, viewer)]
             status = self.ws.statuses.get((msg.channel, msg.ts))
@@ -74,7 +78,8 @@ class Control:
         """What a person would see live in the message (mentions, broadcasts, links): ``emulator.slack.live``."""
         channels = [c.name for c in self.ws.channels.values()]
         handles = [g.handle for g in self.ws.groups.values()]
-        found = live_in_message(body, auto_parse=msg.auto_parse, channels=channels, handles=handles)
+        shown = {**body, "blocks": [*(body.get("blocks") or []), *live_nodes(msg)]}  # a stream's tasks too
+        found = live_in_message(shown, auto_parse=msg.auto_parse, channels=channels, handles=handles)
         return [part.to_json() for part in found]
 
     def _thread(self, parent: Message, viewer: str | None) -> list[Message]:
@@ -148,6 +153,9 @@ class Control:
                 ],
                 "events_url": cfg.events_url,
                 "interactivity_url": cfg.interactivity_url,
+                "rate_limits": cfg.rate_limits,
+                "scopes": list(cfg.scopes),
+                "enterprise_id": cfg.enterprise_id,
             }
 
     def views(self, _p: dict[str, str], _b: dict[str, Any], args: dict[str, str]) -> Any:
@@ -194,6 +202,28 @@ class Control:
             bool(body.get("reply_broadcast", False)),
         )
 
+    def post_bot(self, _p: dict[str, str], body: dict[str, Any], _a: dict[str, str]) -> Any:
+        """Another app posts: ``{channel, bot_id, text, user?, username?, thread_ts?, classic?}``."""
+        return self.core.post_as_bot(
+            str(body["channel"]),
+            str(body["bot_id"]),
+            str(body["text"]),
+            user=str(body.get("user") or ""),
+            username=str(body.get("username") or ""),
+            thread_ts=body.get("thread_ts") or None,
+            classic=bool(body.get("classic", True)),
+        )
+
+    def app_rate_limited(self, _p: dict[str, str], body: dict[str, Any], _a: dict[str, str]) -> Any:
+        """Send the ``app_rate_limited`` callback: ``{minute_rate_limited?}`` (epoch minute)."""
+        minute = int(body.get("minute_rate_limited") or time.time() // 60 * 60)
+        attempt = self.core.deliverer.send_app_rate_limited(minute)
+        return {"ok": attempt.ok, "status": attempt.status, "outcome": "ok" if attempt.ok else attempt.reason}
+
+    def files(self, _p: dict[str, str], _b: dict[str, Any], _a: dict[str, str]) -> Any:
+        """Files shared through ``files.completeUploadExternal`` (without their bytes)."""
+        return {"ok": True, "files": methods_files.file_listing(self.ws)}
+
     def click(self, _p: dict[str, str], body: dict[str, Any], _a: dict[str, str]) -> Any:
         """Click a button: ``{message_ts, user, action_id? , value?, channel?}``."""
         if body.get("action_id") is None and body.get("value") is None:
@@ -220,9 +250,10 @@ class Control:
             return {"ok": True, "faults": [f.to_json() for f in self.ws.faults]}
 
     def add_fault(self, _p: dict[str, str], body: dict[str, Any], _a: dict[str, str]) -> Any:
-        """Arm a fault: ``{method, count?, kind: ratelimited|http_error|error, retry_after?, status?, error?}``."""
+        """Arm a fault: ``{method, count?, kind: ratelimited|http_error|error|slow, retry_after?, status?,
+        error?, delay?}`` (``slow``: the call is done, its answer comes ``delay`` seconds late)."""
         kind = str(body.get("kind", "error"))
-        if kind not in ("ratelimited", "http_error", "error"):
+        if kind not in ("ratelimited", "http_error", "error", "slow"):
             raise ControlError(400, "unknown_fault_kind")
         fault = Fault(
             method=str(body["method"]),
@@ -231,6 +262,7 @@ class Control:
             retry_after=int(body.get("retry_after", 1)),
             status=int(body.get("status", 500)),
             error=str(body.get("error", "ratelimited" if kind == "ratelimited" else "internal_error")),
+            delay=min(float(body.get("delay", 0.0)), 60.0),
         )
         with self.ws.lock:
             self.ws.faults.append(fault)
@@ -278,11 +310,17 @@ class Control:
         return {"ok": True}
 
     def config(self, _p: dict[str, str], body: dict[str, Any], _a: dict[str, str]) -> Any:
-        """Point event and interactivity delivery somewhere else: ``{events_url?, interactivity_url?}``."""
+        """Point event and interactivity delivery somewhere else: ``{events_url?, interactivity_url?}``;
+        ``{rate_limits: false}`` turns rate limiting off (a test that posts in bulk on purpose)."""
         with self.ws.lock:
             for key in ("events_url", "interactivity_url"):
                 if key in body:
                     setattr(self.ws.config, key, body[key] or None)
+            if "rate_limits" in body:
+                if not isinstance(body["rate_limits"], bool):
+                    raise ControlError(400, "rate_limits_must_be_a_boolean")
+                self.ws.config.rate_limits = body["rate_limits"]
+                self.ws.limiter.reset()
         self.ws.publish({"type": "config"})
         return self.state({}, {}, {})
 
@@ -298,7 +336,12 @@ ROUTES: list[tuple[str, re.Pattern[str], Route]] = [
     _route("GET", r"/channels/(?P<channel>[^/]+)/threads/(?P<ts>[0-9.]+)", Control.thread),
     _route("POST", "/messages", Control.post),
     _route("POST", "/actions", Control.click),
+    _route("POST", "/bot_messages", Control.post_bot),
+    _route("POST", "/app_rate_limited", Control.app_rate_limited),
+    _route("GET", "/files", Control.files),
     _route("GET", "/views", Control.views),
+    _route("POST", r"/home/(?P<user>[A-Za-z0-9_]+)", methods_home.open_home),
+    _route("GET", r"/home/(?P<user>[A-Za-z0-9_]+)", methods_home.read_home),
     _route("POST", r"/views/(?P<view_id>[A-Z0-9_]+)/submit", Control.submit),
     _route("POST", r"/views/(?P<view_id>[A-Z0-9_]+)/close", Control.close),
     _route("GET", "/calls", Control.calls),
@@ -308,6 +351,7 @@ ROUTES: list[tuple[str, re.Pattern[str], Route]] = [
     _route("POST", "/faults", Control.add_fault),
     _route("DELETE", "/faults", Control.clear_faults),
     _route("POST", r"/usergroups/(?P<group>[A-Za-z0-9_]+)", Control.set_usergroup),
+    _route("POST", "/commands", commands.run_command),
     _route("POST", "/reset", Control.reset),
     _route("POST", "/url_verification", Control.verify_url),
 ]

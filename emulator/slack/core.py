@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from types import ModuleType
 from typing import Any
 
-from emulator.slack import methods_chat, methods_info
+from emulator.slack import methods_chat, methods_files, methods_home, methods_info, methods_stream
 from emulator.slack.config import WorkspaceConfig
 from emulator.slack.delivery import Attempt, Deliverer
 from emulator.slack.events import events_for_new_message
@@ -19,16 +20,43 @@ from emulator.slack.interactivity import (
     InteractionError,
     apply_response_url,
     block_actions_payload,
+    enterprise,
     find_button,
     state_values,
     view_submission_payload,
 )
 from emulator.slack.model import Message, User, View
+from emulator.slack.scopes import method_scopes
 from emulator.slack.state import Workspace
 from emulator.slack.text import escape_user_text, rich_text_block, translate_mentions
 from emulator.slack.webapi import ApiResult, WebApi
 
 RESPONSE_URL_USES = 5  # Slack accepts five posts to one response_url
+# The Web API's method modules: each has ``HANDLERS`` (method -> handler) and may declare the
+# ``SCOPES`` (method -> scopes, any one of which will do) and rate ``TIERS`` of methods that
+# ``emulator.slack.scopes`` / ``ratelimits`` do not list. A new module is one more name here.
+METHOD_MODULES: tuple[ModuleType, ...] = (
+    methods_chat,
+    methods_info,
+    methods_files,
+    methods_home,
+    methods_stream,
+)
+
+
+def web_api(ws: Workspace, modules: tuple[ModuleType, ...] = METHOD_MODULES) -> WebApi:
+    """The Web API over ``modules``; every handled method must have a scope entry (checked here)."""
+    handlers: dict[str, Any] = {}
+    extra_scopes: dict[str, tuple[str, ...]] = {}
+    for module in modules:
+        handlers.update(module.HANDLERS)
+        extra_scopes.update(getattr(module, "SCOPES", {}))
+        ws.limiter.tiers.update(getattr(module, "TIERS", {}))
+    scopes = method_scopes(extra_scopes)
+    unlisted = sorted(set(handlers) - set(scopes))
+    if unlisted:
+        raise ValueError(f"no scope entry for {', '.join(unlisted)} (give the module a SCOPES)")
+    return WebApi(ws, handlers, scopes)
 
 
 class ControlError(Exception):
@@ -47,8 +75,16 @@ class Core:
         self.hub = hub
         self.ws = Workspace(config, publish=hub.publish)
         self.deliverer = Deliverer(self.ws)
-        self.webapi = WebApi(self.ws, {**methods_chat.HANDLERS, **methods_info.HANDLERS})
-        self.base_url = ""
+        self.webapi = web_api(self.ws)
+
+    @property
+    def base_url(self) -> str:
+        """Where the emulator answers (set once it listens): response_urls and upload URLs use it."""
+        return self.ws.base_url
+
+    @base_url.setter
+    def base_url(self, url: str) -> None:
+        self.ws.base_url = url
 
     def api(
         self, method: str, http_method: str, headers: dict[str, str], query: str, raw: bytes
@@ -132,6 +168,41 @@ class Core:
             "ts": msg.ts,
             "thread_ts": msg.thread_ts,
             "text": formatted,
+            "event_ids": self._deliver(envelopes),
+            "event_types": [item["event"]["type"] for item in envelopes],
+        }
+
+    def post_as_bot(
+        self,
+        channel_ref: str,
+        bot_id: str,
+        text: str,
+        *,
+        user: str = "",
+        username: str = "",
+        thread_ts: str | None = None,
+        classic: bool = True,
+    ) -> dict[str, Any]:
+        """Another app or integration posts (``bot_id``; ``subtype: bot_message`` when ``classic``).
+
+        What it writes is taken as it comes: no escaping, no ``@name`` translation, so a test can
+        send the hostile markup another bot could. It may mention this app (``app_mention``)."""
+        if not bot_id.startswith("B") or bot_id == self.ws.config.bot_id:
+            raise ControlError(400, "bot_id_must_be_another_apps_B_id")
+        with self.ws.lock:
+            channel = self.ws.channel(channel_ref)
+            if channel is None:
+                raise ControlError(404, "channel_not_found")
+            if thread_ts and self.ws.message(channel.id, thread_ts) is None:
+                raise ControlError(404, "thread_not_found")
+            msg = self.ws.add_message(channel.id, user, text, None, thread_ts=thread_ts)
+            msg.bot_id, msg.app_id, msg.username = bot_id, "A" + bot_id[1:], username or None
+            msg.subtype = "bot_message" if classic else None
+            envelopes = events_for_new_message(self.ws, msg)
+        return {
+            "ok": True,
+            "channel": channel.id,
+            "ts": msg.ts,
             "event_ids": self._deliver(envelopes),
             "event_types": [item["event"]["type"] for item in envelopes],
         }
@@ -223,7 +294,7 @@ class Core:
                 "view": view.to_slack(),
                 "is_cleared": False,
                 "is_enterprise_install": False,
-                "enterprise": None,
+                "enterprise": enterprise(self.ws),
             }
         self.ws.close_view(view)
         if notify:

@@ -173,6 +173,38 @@ class Deliverer:
             cfg.events_url, body.encode(), "application/json", cfg.signing_secret, cfg.event_timeout
         )
 
+    def send_app_rate_limited(self, minute_rate_limited: int) -> Attempt:
+        """The ``app_rate_limited`` callback Slack sends when the app's events pass 30,000 an hour
+        in a workspace (docs.slack.dev/reference/events/app_rate_limited): not an
+        ``event_callback``, no ``event``; Slack does not retry it. The app should answer 200."""
+        cfg = self.ws.config
+        body = {
+            "token": cfg.verification_token,
+            "type": "app_rate_limited",
+            "team_id": cfg.team_id,
+            "minute_rate_limited": minute_rate_limited,
+            "api_app_id": cfg.app_id,
+        }
+        if cfg.enterprise_id:
+            body["enterprise_id"] = cfg.enterprise_id
+        url = cfg.events_url
+        if not url:
+            attempt = Attempt(None, reason="no_url")
+        else:
+            attempt = post_signed(
+                url, json.dumps(body).encode(), "application/json", cfg.signing_secret, cfg.event_timeout
+            )
+        self._record(
+            kind="callback",
+            event_id=None,
+            event_type="app_rate_limited",
+            retry_num=0,
+            retry_reason=None,
+            attempt=attempt,
+            url=url,
+        )
+        return attempt
+
     def send_interaction(self, payload: dict[str, Any]) -> Attempt:
         """POST an interactivity payload (form-encoded ``payload=<json>``) and return the bot's answer.
 

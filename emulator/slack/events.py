@@ -25,11 +25,13 @@ def envelope(ws: Workspace, event: dict[str, Any]) -> dict[str, Any]:
     encoded = (
         base64.urlsafe_b64encode(json.dumps(context, separators=(",", ":")).encode()).decode().rstrip("=")
     )
+    grid = {"enterprise_id": cfg.enterprise_id} if cfg.enterprise_id else {}
     return {
         "token": cfg.verification_token,
+        **grid,
         "team_id": cfg.team_id,
         "context_team_id": cfg.team_id,
-        "context_enterprise_id": None,
+        "context_enterprise_id": cfg.enterprise_id,
         "api_app_id": cfg.app_id,
         "event": event,
         "type": "event_callback",
@@ -37,7 +39,7 @@ def envelope(ws: Workspace, event: dict[str, Any]) -> dict[str, Any]:
         "event_time": int(time.time()),
         "authorizations": [
             {
-                "enterprise_id": None,
+                "enterprise_id": cfg.enterprise_id,
                 "team_id": cfg.team_id,
                 "user_id": cfg.bot_user_id,
                 "is_bot": True,
@@ -62,6 +64,12 @@ def message_event(ws: Workspace, msg: Message) -> dict[str, Any]:
 def app_mention_event(ws: Workspace, msg: Message) -> dict[str, Any]:
     """The ``app_mention`` event: the message's fields under another type."""
     body: dict[str, Any] = {"type": "app_mention", "user": msg.user, "text": msg.text, "ts": msg.ts}
+    if msg.bot_id:  # another app mentioning this one
+        body["bot_id"] = msg.bot_id
+    if msg.subtype:
+        body["subtype"] = msg.subtype
+    if not msg.user:
+        del body["user"]
     if msg.client_msg_id:
         body["client_msg_id"] = msg.client_msg_id
     body["team"] = ws.config.team_id
@@ -74,6 +82,34 @@ def app_mention_event(ws: Workspace, msg: Message) -> dict[str, Any]:
             body["parent_user_id"] = parent.user
     body.update({"channel": msg.channel, "event_ts": msg.ts})
     return body
+
+
+def events_for_changed_message(
+    ws: Workspace, msg: Message, previous: dict[str, Any], editor: str
+) -> list[dict[str, Any]]:
+    """The ``message_changed`` event after ``chat.update``: a ``message`` event with that subtype,
+    ``hidden``, the new ``message`` and the ``previous_message``, sent to apps subscribed to the
+    channel's messages (docs.slack.dev/reference/events/message/message_changed)."""
+    cfg = ws.config
+    channel = ws.channels.get(msg.channel)
+    if channel is None or cfg.bot_user_id not in channel.members or msg.ephemeral_to is not None:
+        return []
+    if editor == cfg.bot_user_id and not cfg.deliver_bot_messages:
+        return []
+    with ws.lock:
+        current = ws.render(msg)
+        event = {
+            "type": "message",
+            "subtype": "message_changed",
+            "message": current,
+            "previous_message": previous,
+            "channel": msg.channel,
+            "hidden": True,
+            "ts": ws.clock.next(),
+            "channel_type": "channel",
+        }
+        event["event_ts"] = event["ts"]
+    return [envelope(ws, event)]
 
 
 def events_for_new_message(ws: Workspace, msg: Message) -> list[dict[str, Any]]:

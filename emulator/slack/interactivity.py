@@ -28,15 +28,21 @@ def _user(ws: Workspace, user: User) -> dict[str, Any]:
 
 
 def _team(ws: Workspace) -> dict[str, Any]:
-    return {"id": ws.config.team_id, "domain": ws.config.team_domain}
+    team: dict[str, Any] = {"id": ws.config.team_id, "domain": ws.config.team_domain}
+    if ws.config.enterprise_id:
+        team["enterprise_id"] = ws.config.enterprise_id
+    return team
 
 
 def find_button(
     msg: Message, action_id: str | None, value: str | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The ``(block, element)`` of the first button matching ``action_id`` and/or ``value``."""
+    """The ``(block, element)`` of the first button matching ``action_id`` and/or ``value``
+    (a ``feedback_buttons`` element of a ``context_actions`` block counts as its two buttons)."""
     for block in msg.blocks or []:
         elements = list(block.get("elements") or []) if block.get("type") == "actions" else []
+        if block.get("type") == "context_actions":
+            elements = feedback_buttons(block)
         if isinstance(block.get("accessory"), dict):
             elements.append(block["accessory"])
         for element in elements:
@@ -48,6 +54,28 @@ def find_button(
                 continue
             return block, element
     raise InteractionError(f"no button with action_id={action_id!r} value={value!r} in message {msg.ts}")
+
+
+def feedback_buttons(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """The buttons of a ``context_actions`` block's ``feedback_buttons`` as clickable elements:
+    Slack's payload names the element's ``action_id``, type ``feedback_buttons`` and the button's ``value``."""
+    found: list[dict[str, Any]] = []
+    for element in block.get("elements") or []:
+        if not isinstance(element, dict) or element.get("type") != "feedback_buttons":
+            continue
+        for side in ("positive_button", "negative_button"):
+            button = element.get(side)
+            if isinstance(button, dict):
+                found.append(
+                    {
+                        "type": "button",
+                        "action_type": "feedback_buttons",
+                        "action_id": element.get("action_id", ""),
+                        "text": button.get("text"),
+                        "value": button.get("value"),
+                    }
+                )
+    return found
 
 
 def block_actions_payload(
@@ -73,7 +101,7 @@ def block_actions_payload(
         "block_id": block.get("block_id", ""),
         "text": button.get("text"),
         "value": button.get("value"),
-        "type": "button",
+        "type": button.get("action_type", "button"),
         "action_ts": format_ts(time.time_ns() // 1000),
     }
     if "style" in button:
@@ -86,7 +114,7 @@ def block_actions_payload(
         "container": container,
         "trigger_id": trigger_id,
         "team": _team(ws),
-        "enterprise": None,
+        "enterprise": enterprise(ws),
         "is_enterprise_install": False,
         "channel": {"id": msg.channel, "name": ws.channels[msg.channel].name},
     }
@@ -94,6 +122,12 @@ def block_actions_payload(
         payload["message"] = ws.render(msg)  # Slack leaves the message out for ephemeral ones
     payload.update({"state": {"values": {}}, "response_url": response_url, "actions": [action]})
     return payload
+
+
+def enterprise(ws: Workspace) -> dict[str, str] | None:
+    """The Enterprise Grid org an interaction came from (``None`` outside a Grid)."""
+    cfg = ws.config
+    return {"id": cfg.enterprise_id, "name": cfg.enterprise_name} if cfg.enterprise_id else None
 
 
 def view_submission_payload(ws: Workspace, view: View, user: User, trigger_id: str) -> dict[str, Any]:
@@ -108,7 +142,7 @@ def view_submission_payload(ws: Workspace, view: View, user: User, trigger_id: s
         "view": view.to_slack(),
         "response_urls": [],
         "is_enterprise_install": False,
-        "enterprise": None,
+        "enterprise": enterprise(ws),
     }
 
 

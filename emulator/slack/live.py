@@ -92,17 +92,22 @@ def live_in_message(
 
     ``auto_parse``: the message was posted with ``parse=full`` or ``link_names``.
     """
-    names = {"channels": channels, "handles": handles}
-    found = live_in_text(str(message.get("text") or ""), auto_parse=auto_parse, **names)
+    found = live_in_text(
+        str(message.get("text") or ""), auto_parse=auto_parse, channels=channels, handles=handles
+    )
     for path, node in _nodes(message.get("blocks") or [], "blocks"):
         kind = node.get("type")
         if kind == "mrkdwn" and isinstance(node.get("text"), str):
             automatic = auto_parse or not node.get("verbatim")
-            found += live_in_text(node["text"], auto_parse=automatic, where=path, **names)
+            found += live_in_text(
+                node["text"], auto_parse=automatic, where=path, channels=channels, handles=handles
+            )
         elif kind == "plain_text" and isinstance(node.get("text"), str):
             found += [_token(m.group(1), path) for m in _TOKEN.finditer(node["text"])]
         elif kind == "markdown" and isinstance(node.get("text"), str):
-            found += live_in_text(node["text"], auto_parse=True, where=path, **names)
+            found += live_in_text(
+                node["text"], auto_parse=True, where=path, channels=channels, handles=handles
+            )
             found += [
                 Live("link", m.group(2), m.group(1), path) for m in _MARKDOWN_LINK.finditer(node["text"])
             ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from emulator.slack.events import events_for_new_message
+from emulator.slack.events import events_for_changed_message, events_for_new_message
 from emulator.slack.model import Channel, Message
 from emulator.slack.state import Workspace
 from emulator.slack.webapi import ApiResult, Handler, Params, SlackError
@@ -80,10 +80,12 @@ def update(ws: Workspace, p: Params) -> ApiResult:
     if msg.user != ws.config.bot_user_id:
         raise SlackError("cant_update_message")
     text, blocks = _content(p)
+    previous = ws.render(msg)
     ws.update_message(msg, text, blocks, ws.config.bot_user_id)
     msg.auto_parse = _auto_parse(p)
     return ApiResult(
-        {"ok": True, "channel": channel.id, "ts": msg.ts, "text": text, "message": ws.render(msg)}
+        {"ok": True, "channel": channel.id, "ts": msg.ts, "text": text, "message": ws.render(msg)},
+        envelopes=events_for_changed_message(ws, msg, previous, ws.config.bot_user_id),
     )
 
 

@@ -33,6 +33,7 @@ def auth_test(ws: Workspace, _p: Params) -> ApiResult:
             "team_id": cfg.team_id,
             "user_id": cfg.bot_user_id,
             "bot_id": cfg.bot_id,
+            **({"enterprise_id": cfg.enterprise_id} if cfg.enterprise_id else {}),
             "is_enterprise_install": False,
         }
     )

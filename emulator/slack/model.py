@@ -121,6 +121,14 @@ class Message:
     metadata: dict[str, Any] | None = None
     # Posted with ``parse=full`` or ``link_names``: Slack links bare names and broadcast words.
     auto_parse: bool = False
+    # Files shared with the message (``files.completeUploadExternal``), as Slack's file objects.
+    files: list[dict[str, Any]] | None = None
+    # ``bot_message`` (another app's or an integration's post) and the name it posted under.
+    subtype: str | None = None
+    username: str | None = None
+    # A message begun with ``chat.startStream``: its streaming state, tasks and appends
+    # (``emulator.slack.methods_stream``); ``None`` for every other message.
+    stream: dict[str, Any] | None = None
 
     @property
     def is_reply(self) -> bool:
@@ -130,6 +138,8 @@ class Message:
     def core(self, team_id: str) -> dict[str, Any]:
         """The fields every rendering shares: Slack's message object without thread bookkeeping."""
         body: dict[str, Any] = {"type": "message", "text": self.text, "user": self.user, "ts": self.ts}
+        if not self.user:
+            del body["user"]  # a classic ``bot_message`` (an integration) has no user
         if self.bot_id:
             body["bot_id"] = self.bot_id
             body["app_id"] = self.app_id
@@ -140,6 +150,13 @@ class Message:
         body["team"] = team_id
         if self.broadcast:
             body["subtype"] = "thread_broadcast"
+        elif self.subtype:
+            body["subtype"] = self.subtype
+        if self.username:
+            body["username"] = self.username
+        if self.files:
+            body["files"] = [dict(f) for f in self.files]
+            body["upload"] = False
         if self.edited:
             body["edited"] = dict(self.edited)
         if self.metadata:
@@ -224,10 +241,11 @@ class Fault:
 
     method: str
     remaining: int
-    kind: str  # "ratelimited" | "http_error" | "error"
+    kind: str  # "ratelimited" | "http_error" | "error" | "slow"
     retry_after: int = 1
     status: int = 500
     error: str = "internal_error"
+    delay: float = 0.0  # "slow": the call is done, its answer sent this many seconds late
 
     def to_json(self) -> dict[str, Any]:
         """The fault as the control API lists it."""
@@ -238,4 +256,5 @@ class Fault:
             "retry_after": self.retry_after,
             "status": self.status,
             "error": self.error,
+            "delay": self.delay,
         }

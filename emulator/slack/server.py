@@ -5,6 +5,8 @@
 ``/``, ``/static/<file>``   the web page
 ``/stream``                 server-sent events: a notice per change
 ``/actions/<...>``          ``response_url`` targets handed out with interactions
+``/upload/v1/<token>``      upload URLs from ``files.getUploadURLExternal`` (POST the bytes)
+``/files/<id>/<name>``      a shared file's ``url_private`` (its bytes, as a download)
 ``/control/...``            the control API (see ``control.py``)
 ==========================  ==============================================================
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from emulator.slack import methods_files
 from emulator.slack.config import WorkspaceConfig
 from emulator.slack.control import Control
 from emulator.slack.core import Core
@@ -65,6 +68,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._control(verb, path, url.query, raw)
         elif path.startswith("/actions/") and verb == "POST":
             self._response_url(path, raw)
+        elif path.startswith("/upload/v1/") and verb == "POST":
+            self._upload(path[len("/upload/v1/") :], raw)
+        elif path.startswith("/files/") and verb == "GET":
+            self._file(path[len("/files/") :].split("/", 1)[0])
         elif path == "/stream" and verb == "GET":
             self._stream()
         elif verb == "GET" and (path == "/" or path.startswith("/static/")):
@@ -83,8 +90,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up waiting (a "slow" fault outlasting its timeout)
 
     def _api(self, verb: str, method: str, query: str, raw: bytes) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -109,6 +119,29 @@ class _Handler(BaseHTTPRequestHandler):
         token = path.rstrip("/").rsplit("/", 1)[-1]
         status, answer = self.server.core.respond(token, body if isinstance(body, dict) else {})
         self._json(status, answer)
+
+    def _upload(self, token: str, raw: bytes) -> None:
+        """Step 2 of an upload (``emulator.slack.methods_files``): the file's bytes, as the body."""
+        status, text = methods_files.receive_upload(self.server.core.ws, token, raw)
+        self._bytes(status, text.encode(), "text/plain; charset=utf-8")
+
+    def _file(self, file_id: str) -> None:
+        """A shared file's ``url_private``: its bytes, as a download (never rendered as a page)."""
+        data = methods_files.file_content(self.server.core.ws, file_id)
+        if data is None:
+            self._json(HTTPStatus.NOT_FOUND, {"ok": False, "error": "file_not_found"})
+            return
+        self._bytes(HTTPStatus.OK, data, "text/plain; charset=utf-8", attachment=True)
+
+    def _bytes(self, status: int, data: bytes, content_type: str, *, attachment: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        if attachment:
+            self.send_header("Content-Disposition", "attachment")
+        self.end_headers()
+        self.wfile.write(data)
 
     def _static(self, name: str) -> None:
         file = STATIC / name

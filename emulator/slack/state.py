@@ -15,6 +15,7 @@ from typing import Any
 from emulator.slack.config import UserSpec, WorkspaceConfig
 from emulator.slack.ids import TsClock, new_trigger_id, random_id
 from emulator.slack.model import Channel, Fault, Message, Trigger, User, View, thread_fields
+from emulator.slack.ratelimits import RateLimiter
 
 Publish = Callable[[dict[str, Any]], None]
 
@@ -31,6 +32,8 @@ class Workspace:
         self.publish = publish
         self.lock = threading.RLock()
         self.clock = TsClock()
+        self.limiter = RateLimiter()
+        self.base_url = ""  # where the emulator answers, for URLs it hands out (uploads, files)
         self.reset()
 
     def reset(self) -> None:
@@ -47,11 +50,16 @@ class Workspace:
             self.groups = {group.id: group for group in cfg.usergroups}
             self.messages: dict[str, dict[str, Message]] = {cid: {} for cid in self.channels}
             self.views: dict[str, View] = {}
+            self.home_views: dict[str, View] = {}  # user -> their App Home view (``methods_home``)
             self.triggers: dict[str, Trigger] = {}
             self.statuses: dict[tuple[str, str], dict[str, Any]] = {}
             self.calls: list[dict[str, Any]] = []
             self.deliveries: list[dict[str, Any]] = []
             self.faults: list[Fault] = []
+            self.limiter.reset()  # rate budgets start full again
+            # file_id -> an upload begun with files.getUploadURLExternal (``methods_files``)
+            self.uploads: dict[str, dict[str, Any]] = {}
+            self.files: dict[str, dict[str, Any]] = {}  # file_id -> shared file (with its bytes)
             # response_url token -> where the interaction happened and how often the URL was used
             self.response_urls: dict[str, dict[str, Any]] = {}
         self.publish({"type": "reset"})
@@ -250,11 +258,14 @@ class Workspace:
             trigger.used = True
             return trigger.user, None
 
-    def open_view(self, user: str, definition: dict[str, Any]) -> View:
-        """Open a modal for ``user``."""
+    def new_view(
+        self, user: str, definition: dict[str, Any], view_id: str = "", *, modal: bool = True
+    ) -> View:
+        """A view of this workspace's app for ``user``: a modal (open), or the Home tab (never open:
+        the page reads it from ``/control/home``), under ``view_id`` or a new id."""
         cfg = self.config
-        view_id = random_id("V")
-        view = View(
+        view_id = view_id or random_id("V")
+        return View(
             id=view_id,
             user=user,
             definition=definition,
@@ -263,7 +274,13 @@ class Workspace:
             bot_id=cfg.bot_id,
             hash=view_hash(definition),
             root_view_id=view_id,
+            is_open=modal,
         )
+
+    def open_view(self, user: str, definition: dict[str, Any]) -> View:
+        """Open a modal for ``user``."""
+        view = self.new_view(user, definition)
+        view_id = view.id
         with self.lock:
             self.views[view_id] = view
         self.publish({"type": "view", "view_id": view_id, "user": user})

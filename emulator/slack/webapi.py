@@ -2,7 +2,9 @@
 
 Slack answers HTTP 200 with ``{"ok": false, "error": ...}`` for almost every failure; only rate
 limiting (429 + ``Retry-After``) and outages (5xx) change the status. Bodies may be form-encoded
-or JSON; query parameters count too (slack_sdk sends reads as GET).
+or JSON; query parameters count too (slack_sdk sends reads as GET). Each call is checked in
+Slack's order: token, rate limit (``emulator.slack.ratelimits``), scope (``emulator.slack.scopes``),
+then the method itself.
 """
 
 from __future__ import annotations
@@ -14,7 +16,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from emulator.slack.blocks import BlocksFormatError, block_errors, error_body, parse_blocks
+from emulator.slack.blocks import (
+    MAX_BLOCKS_TEXT,
+    BlocksFormatError,
+    block_errors,
+    blocks_text_length,
+    error_body,
+    parse_blocks,
+)
+from emulator.slack.model import Fault
+from emulator.slack.scopes import METHOD_SCOPES, missing_scope
 from emulator.slack.state import Workspace
 
 
@@ -50,6 +61,7 @@ class ApiResult:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     envelopes: list[dict[str, Any]] = field(default_factory=list)
+    delay: float = 0.0  # seconds to hold the answer back, once done and recorded (a "slow" fault)
 
 
 class Params:
@@ -95,7 +107,8 @@ class Params:
         return value
 
     def blocks(self, limit: int = 50) -> list[dict[str, Any]] | None:
-        """``blocks``, checked against Block Kit's limits."""
+        """``blocks``, checked against Block Kit's limits (``invalid_blocks``) and the total text
+        a message's blocks may hold (``msg_blocks_too_long``, ``emulator.slack.blocks``)."""
         try:
             blocks = parse_blocks(self.values.get("blocks"))
         except BlocksFormatError:
@@ -104,6 +117,8 @@ class Params:
             reasons = block_errors(blocks, limit=limit)
             if reasons:
                 raise BlocksError(reasons)
+            if blocks_text_length(blocks) > MAX_BLOCKS_TEXT:
+                raise SlackError("msg_blocks_too_long")
         return blocks
 
     def public(self) -> dict[str, Any]:
@@ -150,9 +165,15 @@ def parse_request(content_type: str, query: str, raw: bytes) -> tuple[dict[str, 
 class WebApi:
     """Dispatches ``/api/<method>`` calls to handlers, applying auth, faults and recording."""
 
-    def __init__(self, workspace: Workspace, handlers: Mapping[str, Handler]) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        handlers: Mapping[str, Handler],
+        scopes: Mapping[str, tuple[str, ...]] = METHOD_SCOPES,
+    ) -> None:
         self.ws = workspace
         self.handlers = dict(handlers)
+        self.scopes = dict(scopes)
 
     def call(
         self, method: str, http_method: str, headers: Mapping[str, str], query: str, raw: bytes
@@ -169,6 +190,8 @@ class WebApi:
             result.body["warning"] = ",".join(warnings)
             result.body.setdefault("response_metadata", {})["warnings"] = warnings
         self._record(method, http_method, Params(values), result, started)
+        if result.delay:
+            time.sleep(result.delay)
         return result
 
     def _answer(self, method: str, headers: Mapping[str, str], params: Params) -> ApiResult:
@@ -178,8 +201,23 @@ class WebApi:
         if method not in NO_AUTH:
             self._authenticate(headers, params)
         fault = self._take_fault(method)
+        if isinstance(fault, Fault):  # "slow": done now, answered late (a client's read timeout)
+            result = self._perform(method, params)
+            result.delay = fault.delay
+            return result
         if fault is not None:
             return fault
+        return self._perform(method, params)
+
+    def _perform(self, method: str, params: Params) -> ApiResult:
+        handler = self.handlers[method]
+        limited = self._rate_limited(method, params)
+        if limited is not None:
+            return limited
+        if method not in NO_AUTH:
+            missing = missing_scope(method, self.ws.config.scopes, self.scopes)
+            if missing is not None:
+                raise SlackError("missing_scope", **missing)
         with self.ws.lock:
             try:
                 result = handler(self.ws, params)
@@ -197,7 +235,19 @@ class WebApi:
         if token != self.ws.config.bot_token:
             raise SlackError("invalid_auth")
 
-    def _take_fault(self, method: str) -> ApiResult | None:
+    def _rate_limited(self, method: str, params: Params) -> ApiResult | None:
+        """429 with ``Retry-After`` once the method's tier (or the channel's pace) is used up."""
+        if not self.ws.config.rate_limits:
+            return None
+        channel = params.text("channel_id" if method == "files.completeUploadExternal" else "channel")
+        wait = self.ws.limiter.retry_after(method, channel)
+        if wait is None:
+            return None
+        return ApiResult(
+            {"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": str(wait)}
+        )
+
+    def _take_fault(self, method: str) -> ApiResult | Fault | None:
         with self.ws.lock:
             fault = next((f for f in self.ws.faults if f.method in (method, "*") and f.remaining > 0), None)
             if fault is None:
@@ -205,6 +255,8 @@ class WebApi:
             fault.remaining -= 1
             if fault.remaining == 0:
                 self.ws.faults.remove(fault)
+        if fault.kind == "slow":
+            return fault
         if fault.kind == "ratelimited":
             return ApiResult(
                 {"ok": False, "error": "ratelimited"},

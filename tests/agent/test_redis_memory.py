@@ -269,3 +269,42 @@ def test_a_run_leaves_no_connection_checked_out(redis_client: redis.Redis, keys:
     assert not redis_client.connection_pool._in_use_connections  # type: ignore[attr-defined]
     roles = [m.role for m in RedisMemory(redis_client, keys, "r1").load_messages()]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+
+
+def test_a_rewrite_never_drops_what_another_writer_appended_meanwhile(
+    redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
+    """Two writers passing one fence (a failover handed the token out twice): A starts the run
+    (``Run._load``: no state yet, so it reads the history to put the system prompt first), B
+    drains a thread reply into the history, then A's rewrite lands. It must be refused: the
+    reply has left the inbox, and deleting the list would lose it for good."""
+    lease(redis_client, keys, "r1", 7)
+    redis_client.rpush(keys.messages("r1"), Message.user("collect: 4").model_dump_json())
+    reply = inbox_item(redis_client, keys, "r1", "a", "reply 0.0")
+    a = RedisMemory(redis_client, keys, "r1", fence=7)
+    b = RedisMemory(redis_client, keys, "r1", fence=7)
+    assert a.load_state() is None
+    read_by_a = a.load_messages()
+    b.append([reply], RunState(iteration=1))
+    assert redis_client.llen(keys.inbox("r1")) == 0
+    a.load_messages()  # a later read by A does not make B's append part of what A rewrites
+    with pytest.raises(MemoryStoreError, match="HISTORY_CHANGED"):
+        a.replace_messages([Message.system("prompt"), *read_by_a], RunState())
+    assert [m.content for m in a.load_messages()] == ["collect: 4", "reply 0.0"]
+
+
+def test_a_writer_may_rewrite_the_history_it_read_and_appended_to(
+    redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
+    """Its own writes (waited for or not) and its own rewrites keep the expected length right."""
+    lease(redis_client, keys, "r1", 1)
+    redis_client.rpush(keys.messages("r1"), Message.user("go").model_dump_json())
+    memory = RedisMemory(redis_client, keys, "r1", fence=1)
+    loaded = memory.load_messages()
+    memory.replace_messages([Message.system("prompt"), *loaded], RunState())
+    memory.append([Message.assistant("one")], RunState(iteration=1), wait=False)
+    memory.append([Message.assistant("two")], RunState(iteration=2))
+    memory.replace_messages([Message.system("prompt"), Message.user("summary")], RunState(iteration=2))
+    memory.append([Message.assistant("three")], RunState(iteration=3))
+    memory.replace_messages([Message.system("prompt"), Message.user("shorter")], RunState(iteration=3))
+    assert [m.content for m in memory.load_messages()] == ["prompt", "shorter"]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import redis
 
 from bot.ops.worker import default_runtime
-from bot.redis_connection import CONNECT_TIMEOUT_SECONDS, REPLY_TIMEOUT_SECONDS, open_redis
+from bot.redis_connection import CONNECT_TIMEOUT_SECONDS, REPLY_TIMEOUT_SECONDS, RedisTarget, open_redis
 from bot.settings import Settings
+from tests.support.sentinel_group import MASTER_NAME, SentinelGroup, sentinel_group
 
 
 def test_a_redis_that_never_answers_fails_within_the_timeouts() -> None:
@@ -50,3 +52,108 @@ def test_the_job_client_outwaits_the_durability_wait(redis_url: str) -> None:
         assert timeout == REPLY_TIMEOUT_SECONDS + 9.0
     finally:
         runtime.redis.close()
+
+
+# -- behind Redis Sentinel ------------------------------------------------------------------------------
+
+NOBODY_LISTENS = "redis://127.0.0.1:9/3"  # behind sentinels only the database number (3) is used
+PASSWORD = "data-secret"
+SENTINEL_PASSWORD = "sentinel-secret"
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
+    """Data servers and sentinels each behind a password of their own."""
+    directory = tmp_path_factory.mktemp("sentinel")
+    yield from sentinel_group(directory, password=PASSWORD, sentinel_password=SENTINEL_PASSWORD)
+
+
+def sentinel_settings(group: SentinelGroup, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "redis_url": NOBODY_LISTENS,
+        "redis_sentinels": group.addresses,
+        "redis_sentinel_master": MASTER_NAME,
+        "redis_password": PASSWORD,
+        "redis_sentinel_password": SENTINEL_PASSWORD,
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg, arg-type]
+
+
+def test_without_sentinels_the_client_is_redis_urls_as_before(redis_url: str) -> None:
+    client = open_redis(Settings(_env_file=None, redis_url=redis_url))  # type: ignore[call-arg]
+    assert type(client.connection_pool) is redis.ConnectionPool
+    assert client.connection_pool.connection_kwargs["socket_timeout"] == REPLY_TIMEOUT_SECONDS
+    assert client.ping()
+    client.close()
+
+
+def test_behind_sentinels_every_client_reaches_the_master_they_name(group: SentinelGroup) -> None:
+    client = open_redis(sentinel_settings(group))
+    key = f"test:{uuid.uuid4().hex}"
+    try:
+        assert client.info("replication")["role"] == "master"
+        assert client.connection_pool.get_master_address() == ("127.0.0.1", group.master.port)  # type: ignore[attr-defined]
+        client.set(key, "1", ex=60)
+        direct = redis.Redis("127.0.0.1", group.master.port, db=3, password=PASSWORD)
+        assert direct.get(key) == b"1"  # REDIS_URL's database number, on the master; its host unused
+        direct.close()
+    finally:
+        client.close()
+
+
+def test_the_sentinels_refuse_a_client_without_their_password(group: SentinelGroup) -> None:
+    client = open_redis(sentinel_settings(group, redis_sentinel_password="guess"))
+    with pytest.raises(redis.ConnectionError, match="No master found"):
+        client.ping()  # every sentinel refused it: no address, nothing reached
+    client.close()
+
+
+def test_the_master_refuses_a_client_without_its_password(group: SentinelGroup) -> None:
+    client = open_redis(sentinel_settings(group, redis_password=""))  # nor in REDIS_URL
+    with pytest.raises(redis.AuthenticationError):
+        client.ping()
+    client.close()
+
+
+def test_the_master_password_may_come_from_redis_url(group: SentinelGroup) -> None:
+    client = open_redis(
+        sentinel_settings(group, redis_password="", redis_url=f"redis://:{PASSWORD}@127.0.0.1:9/0")
+    )
+    assert client.ping()
+    client.close()
+
+
+def test_a_target_shows_no_credentials() -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        redis_url="redis://u:url-secret@127.0.0.1:6379/0",
+        redis_sentinels=["10.0.0.1:26379", "[::1]:26380"],
+        redis_password=PASSWORD,
+        redis_sentinel_password=SENTINEL_PASSWORD,
+    )
+    target = RedisTarget.from_settings(settings)
+    assert target.sentinels == (("10.0.0.1", 26379), ("::1", 26380))
+    for text in (repr(target), target.describe()):
+        assert PASSWORD not in text and SENTINEL_PASSWORD not in text and "url-secret" not in text
+    assert {PASSWORD, SENTINEL_PASSWORD} <= set(settings.secret_values())  # redacted everywhere
+    plain = RedisTarget.from_settings(Settings(_env_file=None, redis_url="redis://u:url-secret@h:1/0"))  # type: ignore[call-arg]
+    assert "url-secret" not in plain.describe()
+
+
+@pytest.mark.parametrize(
+    "address", ["10.0.0.1", "host:", ":26379", "host:0", "host:65536", "a@b:1", "h/x:1", "h:1x"]
+)
+def test_a_mistyped_sentinel_address_is_refused_at_start(address: str) -> None:
+    with pytest.raises(ValueError, match="host:port"):
+        Settings(_env_file=None, redis_sentinels=[address])  # type: ignore[call-arg]
+
+
+def test_sentinels_need_a_tcp_redis_url() -> None:
+    with pytest.raises(ValueError, match="REDIS_SENTINELS needs a redis://"):
+        Settings(_env_file=None, redis_url="unix:///tmp/redis.sock", redis_sentinels=["h:1"])  # type: ignore[call-arg]
+
+
+def test_sentinel_lists_take_commas_and_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDIS_SENTINELS", "s1:26379, s2:26379 s3:26379")
+    assert Settings(_env_file=None).redis_sentinels == ["s1:26379", "s2:26379", "s3:26379"]  # type: ignore[call-arg]

@@ -67,7 +67,8 @@ def test_the_seed_incident_and_a_redirect_through_the_page(page: Page, demo: Dem
     answer = disk.locator(".message.from-bot").filter(has_text="Cleaned up")
     expect(answer).to_be_visible()
     expect(answer).to_contain_text("Deleted 6 of 6 planned files")
-    expect(answer).to_contain_text("approved by U_BOB")
+    # The bot names the approver as a mention (the run card's step), not as a raw ID.
+    expect(disk.locator(".message.from-bot").first).to_contain_text("approved by @bob")
     expect(disk.locator(APPROVE)).to_have_count(0)
     assert not old_log.exists()
     disk.screenshot(path=str(screenshot_path(tmp_path)), animations="disabled")
@@ -84,5 +85,5 @@ def test_the_seed_incident_and_a_redirect_through_the_page(page: Page, demo: Dem
     expect(cpu.locator(".message.from-bot").filter(has_text="I have not restarted anything")).to_be_visible()
     expect(cpu).to_contain_text("retrying now (attempt 3391")
     expect(cpu.locator(APPROVE)).to_have_count(0)
-    expect(cpu.locator('.reaction[data-name="eyes"]')).to_have_count(1)  # the reply was read
+    expect(cpu.locator('.reaction[data-name="eyes"]')).to_have_count(2)  # the mention and the reply were read
     assert not (demo.host.state_dir / "journal.log").exists()  # systemctl never restarted anything

@@ -1,13 +1,15 @@
-"""The local demo: its scenarios, its simulated host, and ``python -m emulator.demo`` from start to Ctrl-C.
+"""The local demo: its scenarios, its two simulated hosts, and ``python -m emulator.demo`` from start to Ctrl-C.
 
-The launcher test is what ``make demo`` does on a fresh machine: no Redis answering at
-``REDIS_URL`` and no settings in the environment. It drives the seed incident through the
-emulator's control API (mention, approval card with the dry run, Approve, answer), then sends
-SIGINT and checks that every process the demo started is gone.
+The launcher tests are what ``make demo`` does on a fresh machine: no Redis answering at
+``REDIS_URL`` and no settings in the environment. One demo process serves the module (started by
+the first test that needs it, stopped with Ctrl-C at the end, when every process it started must
+be gone); each test drives one incident through the emulator's control API, the way a user does
+on the page, and checks what happened on each simulated host's files.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -21,15 +23,25 @@ from typing import Any
 
 import psutil
 import pytest
+import yaml
 
-from emulator.demo_host import build_host
+from emulator.demo import Demo, DemoError
+from emulator.demo_env import common_env, runner_env
+from emulator.demo_fleet import scenario_variables
+from emulator.demo_host import DemoHost, build_host
+from emulator.demo_options import Options
 from emulator.demo_systemctl import systemctl_main
 from emulator.openai_server import OpenAIServer
-from emulator.scenario import ScenarioError, ScenarioSet, load_script, parse_scenario_set
+from emulator.scenario import ScenarioError, ScenarioSet, load_script, parse_scenario, parse_scenario_set
 from emulator.slack import SlackEmulatorClient
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+HOSTS = [
+    DemoHost(Path(f"/srv/{n}"), Path(f"/srv/{n}/var/log"), Path(f"/srv/bin/{n}"), n)
+    for n in ("web-03", "db-01")
+]
+ANSWER_TIMEOUT = 60
 
 
 def user(text: str) -> dict[str, Any]:
@@ -53,32 +65,60 @@ def tool(call_id: str, content: str) -> dict[str, Any]:
 
 @pytest.fixture
 def demo_script() -> ScenarioSet:
-    script = load_script("demo", {"log_dir": "/srv/web-03/var/log"})
+    script = load_script("demo", scenario_variables(HOSTS))
     assert isinstance(script, ScenarioSet)
     return script
 
 
 def test_the_demo_set_picks_a_scenario_by_the_first_user_message(demo_script: ScenarioSet) -> None:
-    assert [s.name for s in demo_script.scenarios] == ["high-cpu", "disk-full"]
-    assert demo_script.pick([user("@ops the api on web-03 is burning CPU")]).name == "high-cpu"
-    assert demo_script.pick([user("@ops web-03 is out of disk, deal with it")]).name == "disk-full"
-    assert demo_script.pick([user("hello")]).name == "disk-full"  # the default is the last choice
+    names = ["unknown-target", "db-load", "high-cpu", "restart-api", "disk-full"]
+    assert [s.name for s in demo_script.scenarios] == names
+    for text, name in [
+        ("@ops the api on web-03 is burning CPU, restart it", "high-cpu"),
+        ("@ops web-03 is out of disk, deal with it", "disk-full"),
+        ("@ops restart the api on web-03", "restart-api"),
+        ("@ops check db-01's load", "db-load"),  # "load" is a high-cpu word: the host decides first
+        ("@ops what about WEB-99?", "unknown-target"),
+        ("hello", "disk-full"),  # the default is the last choice
+    ]:
+        assert demo_script.pick([user(text)]).name == name, text
     # Later messages do not move a conversation to another scenario.
-    later = [user("web-03 is out of disk"), assistant_call("disk_usage", "c1"), user("is the CPU ok?")]
+    later = [user("web-03 is out of disk"), assistant_call("disk_usage", "c1"), user("what about web-99?")]
     assert demo_script.pick(later).name == "disk-full"
 
 
-def test_variables_fill_tool_arguments_and_texts(demo_script: ScenarioSet) -> None:
+def test_every_scripted_call_names_its_target_and_stays_in_that_hosts_folders(
+    demo_script: ScenarioSet,
+) -> None:
+    expected = {"disk-full": "web-03", "high-cpu": "web-03", "restart-api": "web-03", "db-load": "db-01"}
+    for scenario in demo_script.scenarios:
+        replies = [*scenario.turns, *(rule.reply for rule in scenario.rules)]
+        calls = [call for reply in replies for call in reply.get("tool_calls") or []]
+        assert calls, scenario.name
+        for call in calls:
+            target = call["arguments"]["target"]
+            assert target == expected.get(scenario.name, "web-99"), (scenario.name, call)
+            path = call["arguments"].get("path")
+            assert path is None or path.startswith(f"/srv/{target}/var/log"), (scenario.name, call)
+
+
+def test_host_variables_fill_tool_arguments_and_texts(demo_script: ScenarioSet) -> None:
     reply = demo_script({"messages": [user("web-03 is out of disk")]})
     assert [(c.name, c.arguments) for c in reply.tool_calls] == [
-        ("disk_usage", {"path": "/srv/web-03/var/log"})
+        ("disk_usage", {"target": "web-03", "path": "/srv/web-03/var/log"})
     ]
     conversation = [user("web-03 is out of disk")]
     for number, name in enumerate(["disk_usage", "largest_files", "clean_old_logs", "disk_usage"]):
-        conversation += [assistant_call(name, f"c{number}"), tool(f"c{number}", f"{name} said {{this}}")]
+        conversation += [
+            assistant_call(name, f"c{number}"),
+            tool(f"c{number}", f"[web-03] {name} said {{this}}"),
+        ]
     answer = demo_script({"messages": conversation}).text or ""
-    assert "clean_old_logs said {this}" in answer  # tool results are quoted as they are
+    assert "[web-03] clean_old_logs said {this}" in answer  # tool results are quoted as they are
     assert "its logs are in `/srv/web-03/var/log` on your machine" in answer
+    [load, top] = demo_script({"messages": [user("check db-01's load")]}).tool_calls
+    assert (load.name, load.arguments) == ("cpu_load", {"target": "db-01"})
+    assert (top.name, top.arguments) == ("top_processes", {"target": "db-01", "sort_by": "cpu", "limit": 5})
 
 
 def test_a_reply_while_the_restart_waits_turns_to_the_log(demo_script: ScenarioSet) -> None:
@@ -87,7 +127,7 @@ def test_a_reply_while_the_restart_waits_turns_to_the_log(demo_script: ScenarioS
         assistant_call("top_processes", "c1"),
         tool("c1", "..."),
         assistant_call("service_status", "c2"),
-        tool("c2", "api.service: active (running)"),
+        tool("c2", "[web-03] api.service: active (running)"),
         assistant_call("service_restart", "c3"),
         tool("c3", "Error: declined: superseded by a new message"),
     ]
@@ -96,7 +136,7 @@ def test_a_reply_while_the_restart_waits_turns_to_the_log(demo_script: ScenarioS
         [call] = demo_script({"messages": conversation}).tool_calls
         assert (call.name, call.arguments) == (
             "tail_log",
-            {"path": "/srv/web-03/var/log/api/api.log", "lines": 12},
+            {"target": "web-03", "path": "/srv/web-03/var/log/api/api.log", "lines": 12},
         )
     answer = demo_script(
         {"messages": [*started, redirect, assistant_call("tail_log", "c4"), tool("c4", "attempt 3391")]}
@@ -108,22 +148,42 @@ def test_a_reply_while_the_restart_waits_turns_to_the_log(demo_script: ScenarioS
     assert other.text is not None and "I did not restart the api" in other.text
 
 
-def test_turn_at_least_tells_a_reply_from_the_first_message() -> None:
+@pytest.mark.parametrize("placeholder", ["${web-3.log_dir}", "${Web 03}", "${db-01.logdir}", "${}"])
+def test_a_typo_in_a_host_variable_stops_the_load_at_its_place(placeholder: str) -> None:
+    data = {"turns": [{"tool_calls": [{"name": "tail_log", "arguments": {"path": f"{placeholder}/x"}}]}]}
+    place = "one.yaml: turns[0].tool_calls[0].arguments.path"
+    with pytest.raises(ScenarioError, match=re.escape(f"{place}: unknown variable {placeholder}")):
+        parse_scenario(data, "one.yaml", scenario_variables(HOSTS))
+    with pytest.raises(ScenarioError, match=r"unknown variable .*\(known: \$\{db-01\.host_root\}"):
+        parse_scenario({"turns": [{"text": f"see {placeholder}"}]}, "one.yaml", scenario_variables(HOSTS))
+
+
+def test_values_are_inserted_once_and_literally() -> None:
+    hostile = {
+        "web-03.log_dir": "/srv/${db-01.log_dir}/{last_tool_result}/$(rm -rf ~);`id`",
+        "db-01.log_dir": "/db",
+    }
     data = {
-        "pick": [
-            {
-                "scenario": {
-                    "rules": [{"when": {"role": "user", "turn_at_least": 1}, "reply": {"text": "a reply"}}],
-                    "turns": [{"text": "first answer"}],
-                }
-            }
+        "turns": [
+            {"tool_calls": [{"name": "tail_log", "arguments": {"path": "${web-03.log_dir}/a"}}]},
+            {"text": "in ${web-03.log_dir}, costs $$5, $HOME stays"},
         ]
     }
-    script = parse_scenario_set(data, "inline")
-    assert script({"messages": [user("hi")]}).text == "first answer"
-    assert (
-        script({"messages": [user("hi"), {"role": "assistant", "content": "x"}, user("?")]}).text == "a reply"
+    scenario = parse_scenario(data, "one.yaml", hostile)
+    [call] = scenario({"messages": [user("hi")]}).tool_calls
+    assert call.arguments == {"path": "/srv/${db-01.log_dir}/{last_tool_result}/$(rm -rf ~);`id`/a"}
+    text = scenario({"messages": [user("hi"), assistant_call("tail_log", "c1"), tool("c1", "secret")]}).text
+    assert text == "in /srv/${db-01.log_dir}/{last_tool_result}/$(rm -rf ~);`id`, costs $5, $HOME stays"
+
+
+def test_the_unknown_target_answer_quotes_the_error_and_asks(demo_script: ScenarioSet) -> None:
+    [call] = demo_script({"messages": [user("what about web-99?")]}).tool_calls
+    assert (call.name, call.arguments) == ("cpu_load", {"target": "web-99"})
+    error = "Error: no such target 'web-99' for cpu_load; the targets are db-01, web-03."
+    answer = demo_script(
+        {"messages": [user("what about web-99?"), assistant_call("cpu_load", "c1"), tool("c1", error)]}
     )
+    assert answer.text is not None and "there is no such target" in answer.text and error in answer.text
 
 
 @pytest.mark.parametrize(
@@ -141,12 +201,20 @@ def test_scenario_set_mistakes_name_the_place(data: dict[str, Any], message: str
         parse_scenario_set(data, "set.yaml")
 
 
-def test_a_plain_scenario_loads_as_itself_and_serves_over_http(tmp_path: Path) -> None:
+def test_turn_at_least_and_a_plain_scenario_over_http(tmp_path: Path) -> None:
+    rules = [{"when": {"role": "user", "turn_at_least": 1}, "reply": {"text": "a reply"}}]
+    script = parse_scenario_set(
+        {"pick": [{"scenario": {"rules": rules, "turns": [{"text": "first"}]}}]}, "inline"
+    )
+    assert script({"messages": [user("hi")]}).text == "first"
+    assert (
+        script({"messages": [user("hi"), {"role": "assistant", "content": "x"}, user("?")]}).text == "a reply"
+    )
     path = tmp_path / "one.yaml"
     path.write_text("name: one\nturns: [{text: 'logs in ${log_dir}, 100$$'}]\n")
-    script = load_script(path, {"log_dir": "/x"})
-    assert not isinstance(script, ScenarioSet)
-    with OpenAIServer(fallback=script) as server:
+    plain = load_script(path, {"log_dir": "/x"})  # the first host's, for older scenario files
+    assert not isinstance(plain, ScenarioSet)
+    with OpenAIServer(fallback=plain) as server:
         import httpx
 
         body = {"model": "m", "messages": [user("hi")]}
@@ -154,10 +222,14 @@ def test_a_plain_scenario_loads_as_itself_and_serves_over_http(tmp_path: Path) -
     assert answer["choices"][0]["message"]["content"] == "logs in /x, 100$"
 
 
-# -- the simulated host -----------------------------------------------------------------------------
+# -- the simulated hosts and their runners' environment --------------------------------------------
 
 
-def test_the_host_has_dated_rotated_logs_and_a_systemctl_that_records_restarts(tmp_path: Path) -> None:
+def systemctl(host: DemoHost, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(host.bin_dir / "systemctl"), *args], capture_output=True, text=True)
+
+
+def test_web_03_has_dated_rotated_logs_and_a_systemctl_that_records_restarts(tmp_path: Path) -> None:
     now = time.time()
     host = build_host(tmp_path / "host", tmp_path / "bin", now=now)
     api = sorted((host.log_dir / "api").iterdir())
@@ -168,18 +240,99 @@ def test_the_host_has_dated_rotated_logs_and_a_systemctl_that_records_restarts(t
     assert "retrying now (attempt 3391" in (host.log_dir / "api" / "api.log").read_text()
     assert (host.log_dir / "nginx" / "access.log.2.gz").read_bytes()[:2] == b"\x1f\x8b"
 
-    systemctl = str(host.bin_dir / "systemctl")
-    show = [systemctl, "show", "--no-pager", "--property=Id,ActiveState,MainPID", "api"]
-    before = subprocess.run(show, capture_output=True, text=True, check=True).stdout
-    assert before.splitlines() == ["Id=api.service", "ActiveState=active", "MainPID=2314"]
-    subprocess.run([systemctl, "restart", "--no-ask-password", "api"], check=True)
-    after = subprocess.run(show, capture_output=True, text=True, check=True).stdout
-    assert "MainPID=2314" not in after
-    assert "restart api.service" in (host.state_dir / "journal.log").read_text()
+    show = ["show", "--no-pager", "--property=Id,ActiveState,MainPID", "api"]
+    assert systemctl(host, *show).stdout.splitlines() == [
+        "Id=api.service",
+        "ActiveState=active",
+        "MainPID=2314",
+    ]
+    assert systemctl(host, "restart", "--no-ask-password", "api").returncode == 0
+    assert "MainPID=2314" not in systemctl(host, *show).stdout
+    assert "web-03 systemctl" in (host.state_dir / "journal.log").read_text()
     assert "Started api.service" in (host.log_dir / "api" / "api.log").read_text()
-    missing = subprocess.run([systemctl, "restart", "nope"], capture_output=True, text=True)
+    missing = systemctl(host, "restart", "nope")
     assert missing.returncode == 5 and "Unit nope.service not found" in missing.stderr
     assert systemctl_main(["show", "--property=LoadState", "nope"], str(host.root)) == 0
+
+
+def test_db_01_is_a_host_of_its_own_with_a_busy_postgresql(tmp_path: Path) -> None:
+    web = build_host(tmp_path / "hosts" / "web-03", tmp_path / "bin" / "web-03", name="web-03")
+    db = build_host(tmp_path / "hosts" / "db-01", tmp_path / "bin" / "db-01", name="db-01")
+    assert (db.root / "etc" / "hostname").read_text() == "db-01\n" and dict(db.labels) == {
+        "env": "prod",
+        "role": "db",
+    }
+    live = (db.log_dir / "postgresql" / "postgresql-15-main.log").read_text().splitlines()
+    assert "temporary file" in live[-1] and any("monthly-revenue report" in line for line in live[-20:])
+    assert not (db.log_dir / "api").exists()  # nothing of web-03's story here
+    assert "MainPID=1187" in systemctl(db, "show", "--property=MainPID", "postgresql").stdout
+    assert systemctl(db, "restart", "api").returncode == 5  # db-01 has no api
+    assert systemctl(db, "restart", "postgresql").returncode == 0
+    assert "db-01 systemctl" in (db.state_dir / "journal.log").read_text()
+    assert not (web.state_dir / "journal.log").exists()  # its own systemctl state: web-03 untouched
+    assert "MainPID=902" in systemctl(web, "show", "--property=MainPID", "postgresql").stdout
+    with pytest.raises(ValueError, match="no simulated host 'web-99'"):
+        build_host(tmp_path / "web-99", tmp_path / "bin" / "web-99", name="web-99")
+
+
+def test_a_runner_gets_its_host_and_no_credentials_whatever_the_shell_holds(tmp_path: Path) -> None:
+    shell = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/root",
+        "SLACK_BOT_TOKEN": "xoxb-real",
+        "CHATOPS_LOG_DIRS": "/",  # the developer's own settings never reach the demo's children
+        "LLM_API_KEY": "sk-real",
+        "ANTHROPIC_API_KEY": "sk-ant",
+        "GITHUB_TOKEN": "ghp_x",
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "PGPASSWORD": "pg",
+    }
+    common = common_env(
+        redis_url="redis://r",
+        key_prefix="p:",
+        queue="q",
+        inventory=tmp_path / "i.yaml",
+        runner_secret="s3",
+        shell=shell,
+    )
+    assert "CHATOPS_LOG_DIRS" not in common and "SLACK_BOT_TOKEN" not in common
+    env = runner_env({**common, "SLACK_SIGNING_SECRET": "x", "LLM_BASE_URL": "http://llm"}, HOSTS[1])
+    assert env["CHATOPS_LOG_DIRS"] == "/srv/db-01/var/log" and env["PATH"] == "/srv/bin/db-01:/usr/bin:/bin"
+    assert env["CHATOPS_RUNNER_SECRET"] == "s3" and env["CHATOPS_SERVICE_BACKEND"] == "systemd"
+    assert env["CHATOPS_INVENTORY_FILE"] == str(tmp_path / "i.yaml") and env["HOME"] == "/root"
+    assert not [name for name in env if name.startswith(("SLACK_", "LLM_"))]
+    credentials = {"xoxb-real", "sk-real", "sk-ant", "ghp_x", "aws", "pg", "x", "http://llm"}
+    assert not credentials & set(env.values())
+
+
+@pytest.mark.parametrize("name", ["demo:x", "demo,x"])
+def test_a_folder_that_would_split_path_or_log_dirs_is_refused_before_any_host_is_built(
+    tmp_path: Path, name: str
+) -> None:
+    out = io.StringIO()
+    demo = Demo(Options(directory=tmp_path / name, open_browser=False), out=out)
+    with pytest.raises(
+        DemoError, match="would split its hosts' PATH or CHATOPS_LOG_DIRS: choose another with --dir"
+    ):
+        demo.start()
+    demo.stop()
+    assert not (tmp_path / name / "hosts").exists() and not demo.children
+
+
+def test_a_typo_in_a_scenario_file_stops_the_demo_before_it_starts_any_process(tmp_path: Path) -> None:
+    scenario = tmp_path / "typo.yaml"
+    scenario.write_text(
+        "turns: [{tool_calls: [{name: tail_log, arguments: {path: '${web-3.log_dir}/api'}}]}]\n"
+    )
+    demo = Demo(
+        Options(directory=tmp_path / "demo", scenario=str(scenario), open_browser=False), out=io.StringIO()
+    )
+    with pytest.raises(
+        DemoError, match=re.escape("unknown variable ${web-3.log_dir} (known: ${db-01.host_root}")
+    ):
+        demo.start()
+    demo.stop()
+    assert demo.redis is None and demo.llm is None and not demo.children
 
 
 # -- python -m emulator.demo ------------------------------------------------------------------------
@@ -201,17 +354,26 @@ class DemoProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        self.started: list[psutil.Process] = []  # every process it started (their children too)
+        self.direct: list[psutil.Process] = []  # the ones it started itself
+        self.control: SlackEmulatorClient | None = None
 
     def text(self) -> str:
         return self.output.read_text(errors="replace")
 
-    def wait_for_line(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+    def wait_for_line(self, pattern: str, timeout: float = 90) -> re.Match[str]:
         def probe() -> re.Match[str] | None:
             if self.process.poll() is not None:
                 raise AssertionError(f"the demo exited with {self.process.returncode}:\n{self.text()}")
             return re.search(pattern, self.text())
 
         return wait_for(probe, timeout, f"{pattern!r} in the demo's output")
+
+    def host(self, name: str) -> Path:
+        return self.directory / "hosts" / name
+
+    def children(self, command: str) -> list[psutil.Process]:
+        return [p for p in self.direct if command in " ".join(p.cmdline())]
 
     def close(self) -> None:
         """Ctrl-C if still running (a failed test), so the demo's children and Redis go too."""
@@ -224,70 +386,183 @@ class DemoProcess:
                 self.process.wait()
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[DemoProcess]:
-    process = DemoProcess(tmp_path / "demo", "--port", "0", "--latency", "0")
-    yield process
-    process.close()
-    sys.stderr.write(f"--- demo output ---\n{process.text()[-4000:]}\n")
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoProcess]:
+    """One demo for the module; at the end, Ctrl-C must stop every process it started."""
+    process = DemoProcess(tmp_path_factory.mktemp("demo") / "demo", "--port", "0", "--latency", "0")
+    try:
+        redis_pid = int(process.wait_for_line(r"embedded redis-server \(pid (\d+)").group(1))
+        page = process.wait_for_line(r"Open (http://127\.0\.0\.1:\d+/) ").group(1)
+        process.direct = psutil.Process(process.process.pid).children()
+        process.started = [
+            *psutil.Process(process.process.pid).children(recursive=True),
+            psutil.Process(redis_pid),
+        ]
+        process.control = SlackEmulatorClient(page)
+        yield process
+        process.process.send_signal(signal.SIGINT)
+        assert process.process.wait(timeout=40) == 0
+        assert "chatops demo: stopped" in process.text()
+        _, alive = psutil.wait_procs(process.started, timeout=5)
+        assert not alive, f"still running after Ctrl-C: {[p.pid for p in alive]}"
+        assert (process.directory / "redis" / "redis.db").exists()  # the embedded Redis kept its data there
+    finally:
+        process.close()
+        sys.stderr.write(f"--- demo output ---\n{process.text()[-4000:]}\n")
 
 
 def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for b in message.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]]
 
 
-@pytest.mark.slow
-def test_the_demo_starts_from_nothing_runs_the_seed_incident_and_stops_cleanly(demo: DemoProcess) -> None:
-    redis_pid = int(demo.wait_for_line(r"embedded redis-server \(pid (\d+)").group(1))
-    page = demo.wait_for_line(r"Open (http://127\.0\.0\.1:\d+/) ").group(1)
-    assert "Ctrl-C stops everything" in demo.text()
-    children = psutil.Process(demo.process.pid).children(recursive=True)
-    started = [*children, psutil.Process(redis_pid)]
-    commands = [" ".join(c.cmdline()) for c in children]
-    assert any("bot.ops.cli web" in c for c in commands) and any("bot.ops.cli worker" in c for c in commands)
-    with urllib_open(page) as response:
-        assert b"Slack emulator" in response.read()
+def has_approve(message: dict[str, Any]) -> bool:
+    return "chatops_approve" in str(buttons(message))
 
-    control = SlackEmulatorClient(page)
-    log_dir = demo.directory / "host" / "var" / "log"
+
+def mention(demo: DemoProcess, text: str) -> str:
+    assert demo.control is not None
+    return str(demo.control.post_message("#incident", "alice", text)["ts"])
+
+
+def reply(demo: DemoProcess, ts: str, starts: str) -> dict[str, Any]:
+    assert demo.control is not None
+    return demo.control.wait_for_reply("incident", ts, lambda m: m["text"].startswith(starts), ANSWER_TIMEOUT)
+
+
+def approval_card(demo: DemoProcess, ts: str) -> dict[str, Any]:
+    assert demo.control is not None
+    return demo.control.wait_for_reply("incident", ts, has_approve, ANSWER_TIMEOUT)
+
+
+def files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root``: its size and modification time."""
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+def journal(demo: DemoProcess, name: str) -> str:
+    path = demo.host(name) / "run" / "systemd" / "journal.log"
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.mark.slow
+def test_the_demo_starts_two_hosts_each_with_a_runner_of_its_own(demo: DemoProcess) -> None:
+    text = demo.text()
+    assert re.search(r"host +web-03 \(env=prod, role=web\) simulated in ", text)
+    assert re.search(r"host +db-01 \(env=prod, role=db\) simulated in ", text)
+    assert "check db-01's load" in text and "Ctrl-C stops everything" in text
+    inventory = yaml.safe_load((demo.directory / "inventory.yaml").read_text())
+    assert inventory == {
+        "targets": [
+            {"name": "web-03", "via": "runner", "labels": {"env": "prod", "role": "web"}},
+            {"name": "db-01", "via": "runner", "labels": {"env": "prod", "role": "db"}},
+        ]
+    }
+    secrets = set()
+    for name in ("web-03", "db-01"):
+        [runner] = demo.children(f"bot.ops.cli runner --target {name}")
+        assert re.search(rf"runner +chatops runner --target {name} \(pid {runner.pid}\)", text)
+        env = runner.environ()
+        assert not [key for key in env if key.startswith(("SLACK_", "LLM_"))], sorted(env)
+        assert env["CHATOPS_LOG_DIRS"] == str(demo.host(name) / "var" / "log")
+        assert env["PATH"].split(os.pathsep)[0] == str(demo.directory / "bin" / name)
+        secrets.add(env["CHATOPS_RUNNER_SECRET"])
+    [worker] = demo.children("bot.ops.cli worker")
+    [web] = demo.children("bot.ops.cli web")
+    for bot in (worker, web):
+        env = bot.environ()
+        assert "CHATOPS_LOG_DIRS" not in env  # no host of its own: not its logs, not its systemctl
+        assert not any(str(demo.directory) in entry for entry in env["PATH"].split(os.pathsep))
+        secrets.add(env["CHATOPS_RUNNER_SECRET"])
+    [secret] = secrets  # one secret, shared by web, worker and both runners
+    assert len(secret) >= 32
+
+
+@pytest.mark.slow
+def test_web_03_out_of_disk_cleans_web_03_only_after_the_approval(demo: DemoProcess) -> None:
+    assert demo.control is not None
+    log_dir = demo.host("web-03") / "var" / "log"
     old_logs = sorted((log_dir / "api").glob("api.log-*"))[:6]
-    assert old_logs
-    ts = control.post_message("#incident", "alice", "@ops web-03 is out of disk, deal with it")["ts"]
-    card = control.wait_for_reply("incident", ts, lambda m: "chatops_approve" in str(buttons(m)), timeout=30)
+    db_before = files(demo.host("db-01"))
+    ts = mention(demo, "@ops web-03 is out of disk, deal with it")
+    card = approval_card(demo, ts)
     assert "clean_old_logs" in card["text"]
-    assert "Dry run: clean_old_logs would delete" in json.dumps(card["blocks"])
+    blocks = json.dumps(card["blocks"])
+    assert "Dry run: clean_old_logs would delete" in blocks and "`web-03` via runner" in blocks
     assert all(path.exists() for path in old_logs)  # nothing deleted before the Approve
 
     approve = next(b for b in buttons(card) if b["action_id"] == "chatops_approve")
     assert approve["confirm"]["style"] == "danger"  # destructive: the page asks to confirm
-    assert control.click(card["ts"], "bob", action_id="chatops_approve")["ok"]
-    answer = control.wait_for_reply("incident", ts, lambda m: m["text"].startswith("Done."), timeout=30)
-    assert "Deleted 6 of 6 planned files" in answer["text"]
+    assert demo.control.click(card["ts"], "bob", action_id="chatops_approve")["ok"]
+    answer = reply(demo, ts, "Done.")
+    assert "[web-03] Deleted 6 of 6 planned files" in answer["text"]
     assert "approved by U_BOB" in answer["text"]  # confirmed_by, written into the call
     assert not any(path.exists() for path in old_logs)
     assert (log_dir / "api" / "api.log").exists()
+    assert files(demo.host("db-01")) == db_before  # db-01: not a file deleted, touched or added
 
-    # The restart goes through the real service_restart tool to the demo host's systemctl.
-    ts = control.post_message("#incident", "alice", "@ops the api on web-03 is burning CPU, restart it")["ts"]
-    card = control.wait_for_reply("incident", ts, lambda m: "chatops_approve" in str(buttons(m)), timeout=30)
+
+@pytest.mark.slow
+def test_restart_the_api_on_web_03_shows_the_target_and_prod_on_the_card(demo: DemoProcess) -> None:
+    assert demo.control is not None
+    units = demo.host("web-03") / "run" / "systemd" / "units.json"
+    pid_before = json.loads(units.read_text())["api.service"]["MainPID"]
+    ts = mention(demo, "@ops restart the api on web-03")
+    card = approval_card(demo, ts)
+    [target] = [
+        f["text"] for b in card["blocks"] for f in b.get("fields") or [] if f["text"].startswith("*Target*")
+    ]
+    assert target == "*Target*\n`web-03` via runner\nenv=prod, role=web\n:red_circle: *PRODUCTION*"
+    assert "on web-03: systemctl restart --no-ask-password api" in json.dumps(card["blocks"])
+    assert "restart api.service" not in journal(demo, "web-03")  # not before the Approve
+
+    assert demo.control.click(card["ts"], "bob", action_id="chatops_approve")["ok"]
+    answer = reply(demo, ts, "Restarted the api on web-03")
+    pid_after = json.loads(units.read_text())["api.service"]["MainPID"]
+    assert pid_after != pid_before and "[web-03] Restarted api" in answer["text"]
+    assert f"main PID {pid_after}" in answer["text"]
+    assert "web-03 systemctl" in journal(demo, "web-03") and "restart api.service" in journal(demo, "web-03")
+    assert journal(demo, "db-01") == ""  # db-01's systemctl was never called
+
+
+@pytest.mark.slow
+def test_check_db_01s_load_answers_with_db_01s_data(demo: DemoProcess) -> None:
+    assert demo.control is not None
+    ts = mention(demo, "@ops check db-01's load")
+    answer = reply(demo, ts, "db-01 is busy")
+    text = answer["text"]
+    assert "[db-01] CPU:" in text and "[db-01] Top 5 of" in text
+    assert "[db-01] postgresql.service: active (running)" in text and "main PID 1187" in text
+    assert (
+        str(demo.host("db-01") / "var" / "log" / "postgresql") in text
+    )  # db-01's own log, read by its runner
+    assert "reporting@orders" in text and "remaining connection slots are reserved" in text
+    assert "[web-03]" not in text
+    assert not any(has_approve(m) for m in demo.control.thread("incident", ts))  # read-only: nobody asked
+
+
+@pytest.mark.slow
+def test_what_about_web_99_answers_there_is_no_such_target(demo: DemoProcess) -> None:
+    assert demo.control is not None
+    before = {name: files(demo.host(name)) for name in ("web-03", "db-01")}
+    ts = mention(demo, "@ops what about web-99?")
+    answer = reply(demo, ts, "I cannot check web-99")
+    assert "no such target 'web-99' for cpu_load; the targets are db-01, web-03" in answer["text"]
+    assert not any(has_approve(m) for m in demo.control.thread("incident", ts))
+    assert {name: files(demo.host(name)) for name in before} == before
+
+
+@pytest.mark.slow
+def test_the_cpu_incident_reads_web_03s_log_when_told_not_to_restart(demo: DemoProcess) -> None:
+    assert demo.control is not None
+    restarts = journal(demo, "web-03").count("restart api.service")
+    ts = mention(demo, "@ops the api on web-03 is burning CPU, restart it")
+    card = approval_card(demo, ts)
     assert "service_restart" in card["text"]
-    control.click(card["ts"], "bob", action_id="chatops_approve")
-    answer = control.wait_for_reply("incident", ts, lambda m: m["text"].startswith("Restarted"), timeout=30)
-    assert "api.service: active (running)" in answer["text"] and "main PID 2314" not in answer["text"]
-    journal = demo.directory / "host" / "run" / "systemd" / "journal.log"
-    assert "restart api.service (simulated by the chatops demo)" in journal.read_text()
-
-    demo.process.send_signal(signal.SIGINT)
-    assert demo.process.wait(timeout=30) == 0
-    assert "chatops demo: stopped" in demo.text()
-    _, alive = psutil.wait_procs(started, timeout=5)
-    assert not alive, f"still running after Ctrl-C: {[p.pid for p in alive]}"
-    assert (demo.directory / "redis" / "redis.db").exists()  # the embedded Redis kept its data there
-    assert (demo.directory / "logs" / "worker.log").stat().st_size > 0
-
-
-def urllib_open(url: str) -> Any:
-    import urllib.request
-
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    return opener.open(url, timeout=5)
+    demo.control.post_message("#incident", "alice", "don't restart it, show me the logs first", thread_ts=ts)
+    answer = reply(demo, ts, "OK, I have not restarted anything")
+    assert "[web-03] " in answer["text"] and "retrying now (attempt 3391" in answer["text"]
+    assert journal(demo, "web-03").count("restart api.service") == restarts

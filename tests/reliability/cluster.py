@@ -27,6 +27,7 @@ import redis
 from agent.redis_util import as_text
 from agent.types import RunStatus
 from bot.keys import Keys
+from bot.redis_connection import RedisTarget
 from bot.runs.audit import AuditEntry, AuditKind
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
@@ -183,7 +184,7 @@ class Cluster:
     @property
     def redis(self) -> redis.Redis:
         if self._redis is None:
-            self._redis = redis.Redis.from_url(self.settings.redis_url, socket_timeout=10)
+            self._redis = test_client(self.settings)
         return self._redis
 
     @property
@@ -257,6 +258,15 @@ class Cluster:
         return [str(m["text"]) for m in self.bot_replies(thread_ts) if str(m["text"]).startswith(prefix)]
 
 
+def test_client(settings: Settings) -> redis.Redis:
+    """The test's own client of the cluster's Redis: behind sentinels, of the master they name now."""
+    target = RedisTarget.from_settings(settings)
+    if target.sentinels:
+        client: redis.Redis = target.sentinel_manager().master_for(target.master, socket_timeout=10)  # type: ignore[no-untyped-call]
+        return client
+    return redis.Redis.from_url(settings.redis_url, socket_timeout=10)
+
+
 def cluster_settings(
     emulator: SlackEmulator, redis_url: str, key_prefix: str, queue: str, **overrides: Any
 ) -> Settings:
@@ -282,7 +292,19 @@ def worker_environment(settings: Settings, directory: Path, **extra: str) -> dic
         "CHATOPS_APPROVAL_TIMEOUT_SECONDS": "600",
         "CHATOPS_RUNTIME": "tests.reliability.runtimes:reliability_runtime",
         "CHATOPS_TEST_DIR": str(directory),
+        **sentinel_environment(settings),
         **extra,
     }
     env.pop("SLACK_APP_TOKEN", None)
     return env
+
+
+def sentinel_environment(settings: Settings) -> dict[str, str]:
+    """The Sentinel settings of the web app's, for the worker subprocesses (none without sentinels)."""
+    if not settings.redis_sentinels:
+        return {}
+    return {
+        "REDIS_SENTINELS": ",".join(settings.redis_sentinels),
+        "REDIS_SENTINEL_MASTER": settings.redis_sentinel_master,
+        "REDIS_REPLICA_WAIT_MS": str(settings.redis_replica_wait_ms),
+    }

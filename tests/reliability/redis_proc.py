@@ -22,6 +22,8 @@ from pathlib import Path
 
 import redis
 
+from tests.support.processes import stop_process
+
 # What docs/OPERATIONS.md ("Redis persistence") requires: every write fsynced before it is answered.
 DURABLE: Mapping[str, str] = {
     "appendonly": "yes",
@@ -99,12 +101,7 @@ class RedisProcess:
             return
         if self.persist:
             self.client().save()  # the RDB the next start loads
-        self.proc.terminate()  # with no save points configured, Redis exits without saving
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, 10)  # with no save points configured, Redis exits without saving
         self.proc = None
         if not self.persist:
             (self.directory / "dump.rdb").unlink(missing_ok=True)

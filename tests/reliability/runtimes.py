@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory
 from agent.types import Request
 from bot.keys import Keys
+from bot.redis_connection import open_redis
+from bot.runs.durability import Durability
 from bot.runs.presenter import CardView, RunRef
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
@@ -123,7 +123,9 @@ class SlowReportPresenter(SlackPresenter):
 
 def reliability_runtime(settings: Settings) -> Runtime:
     directory = Path(os.environ["CHATOPS_TEST_DIR"])
-    client = redis.Redis.from_url(settings.redis_url)
+    # As ``default_runtime``: through ``open_redis`` (behind sentinels, the master they name) with room
+    # for the durability wait, which behind sentinels also waits for a replica.
+    client = open_redis(settings, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     presenter = SlowReportPresenter(
         make_client(settings),
@@ -142,4 +144,5 @@ def reliability_runtime(settings: Settings) -> Runtime:
         presenter=presenter,
         tool_output_filter=build_output_filter(settings),
         owns_connection=True,
+        durability=Durability.from_settings(client, keys, settings),
     )

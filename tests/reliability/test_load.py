@@ -122,6 +122,9 @@ def test_one_hundred_concurrent_runs_on_two_workers_land_every_message_once(
 ) -> None:
     server = own_redis()
     cluster = make_cluster(redis=server.url, retry_delays=SLACK_RETRIES, **NO_LIMITS)
+    # Exactly once under concurrency, not Slack's pace: at its rate tiers one channel takes a post a
+    # second, and hundreds of cards would outlast the test (429s have their own tests).
+    cluster.control.set_rate_limits(False)
     env = {
         "CHATOPS_TEST_MODEL_SLEEP": "0.2",
         "CHATOPS_TEST_CARD_INTERVAL": "0.25",
@@ -181,6 +184,9 @@ def test_five_hundred_runs_awaiting_approval_hold_no_worker_and_all_finish_once_
 ) -> None:
     server = own_redis()
     cluster = make_cluster(redis=server.url, retry_delays=SLACK_RETRIES, **NO_LIMITS)
+    # Exactly once under concurrency, not Slack's pace: at its rate tiers one channel takes a post a
+    # second, and hundreds of cards would outlast the test (429s have their own tests).
+    cluster.control.set_rate_limits(False)
     env = {"CHATOPS_TEST_CARD_INTERVAL": "0.05", "CHATOPS_LEASE_TTL_SECONDS": "5"}
     workers = [cluster.start_worker(**env) for _ in range(2)]
     warm = cluster.mention("plan: check_health #warm-up")
@@ -262,6 +268,9 @@ def test_two_hundred_replies_into_ten_running_runs_each_arrive_exactly_once(
 ) -> None:
     server = own_redis()
     cluster = make_cluster(redis=server.url, retry_delays=SLACK_RETRIES, **NO_LIMITS)
+    # Exactly once under concurrency, not Slack's pace: at its rate tiers one channel takes a post a
+    # second, and hundreds of cards would outlast the test (429s have their own tests).
+    cluster.control.set_rate_limits(False)
     env = {
         "CHATOPS_TEST_MODEL_SLEEP": "0.05",
         "CHATOPS_TEST_CARD_INTERVAL": "0.25",

@@ -82,7 +82,7 @@ def mention_body(ts: str, event_id: str) -> bytes:
     event = {
         "type": "app_mention",
         "user": "U_ALICE",
-        "text": f"<@{BOT_USER}> hi",
+        "text": f"<@{BOT_USER}> is web-03 up?",
         "ts": ts,
         "channel": CHANNEL,
     }
@@ -134,7 +134,7 @@ def test_two_hundred_slow_clients_do_not_starve_a_real_event(
         assert http(f"{served.url}/healthz").status == 200
         health_ms = (time.monotonic() - started) * 1000
 
-        posted = control.post_message(CHANNEL, "U_ALICE", f"<@{BOT_USER}> hi")
+        posted = control.post_message(CHANNEL, "U_ALICE", f"<@{BOT_USER}> is web-03 up?")
         ts = str(posted["ts"])
         keys = keys_of(served)
         run_id = wait_for(
@@ -215,7 +215,7 @@ def test_at_the_connection_limit_slow_clients_are_evicted_for_real_requests(
     with SlowClients("127.0.0.1", served.port, interval=1.0, max_seconds=60) as slow:
         slow.start(headers=50, body=50)
         assert http(f"{served.url}/healthz").status == 200
-        posted = control.post_message(CHANNEL, "U_ALICE", f"<@{BOT_USER}> hi")
+        posted = control.post_message(CHANNEL, "U_ALICE", f"<@{BOT_USER}> is web-03 up?")
         keys = keys_of(served)
         wait_for(
             lambda: redis_client.get(keys.slack("thread_last_run", CHANNEL, str(posted["ts"]))),

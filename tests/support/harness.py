@@ -18,6 +18,7 @@ from agent.types import Limits, Message, RunStatus
 from bot.keys import Keys
 from bot.runs.audit import AuditKind
 from bot.runs.presenter import InMemoryPresenter, Presenter
+from bot.runs.queueing import worker_queue, worker_queue_names
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker
@@ -42,7 +43,7 @@ class Harness:
 
     @property
     def queue(self) -> Queue:
-        return Queue(self.options.queue_name, connection=self.redis)
+        return worker_queue(self.options.queue_name, self.redis)
 
     def runtime(self) -> Runtime:
         return Runtime(self.redis, self.keys, self.options, self.models, self.tools, self.presenter)
@@ -50,7 +51,7 @@ class Harness:
     def work(self) -> None:
         """Run every job that is due (scheduled ones too), in this process, until the queue is empty."""
         worker = ChatopsSimpleWorker(
-            [self.options.queue_name],
+            worker_queue_names(self.options.queue_name),
             connection=self.redis,
             runtime_factory=self.runtime,
             sweep=self.service.recover,

@@ -17,12 +17,17 @@ from agent.chat import ChatModel
 from agent.redis_util import as_text
 from agent.tooling import Tool, ToolCategory, ToolResult
 from agent.types import RunStatus
+from bot.alerts.jobs import PRESENTER as ALERT_PRESENTER
+from bot.alerts.jobs import announce_answer
 from bot.keys import Keys
+from bot.runs.queueing import worker_queue_names
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker
 from bot.settings import Settings
+from bot.slack.alert_presenter import SlackAlertPresenter
 from bot.slack.client import make_client
+from bot.slack.policy_identity import worker_policy
 from bot.slack.presenter import SlackPresenter
 from bot.slack.runtime import WebRuntime
 from bot.slack.web import WebApp
@@ -82,16 +87,35 @@ class SlackBot:
         return self
 
     def worker_runtime(self) -> Runtime:
-        presenter = SlackPresenter(make_client(self.settings), self.redis, self.keys)
+        presenter = SlackPresenter(
+            make_client(self.settings),
+            self.redis,
+            self.keys,
+            streaming=self.settings.chatops_slack_streaming == "auto",
+        )
         self.presenters.append(presenter)
         return Runtime(
-            self.redis, self.keys, RunOptions.from_settings(self.settings), self.models, self.tools, presenter
+            self.redis,
+            self.keys,
+            RunOptions.from_settings(self.settings),
+            self.models,
+            self.tools,
+            presenter,
+            extras={ALERT_PRESENTER: SlackAlertPresenter(make_client(self.settings))},
+            on_finished=announce_answer,
+            policy=worker_policy(self.settings, self.redis, self.keys),  # CHATOPS_POLICY_FILE
         )
 
     def work(self) -> None:
-        """Run every due job in this process (RQ SimpleWorker, burst) until the queue is empty."""
+        """Run every due job in this process (RQ SimpleWorker, burst) until the queue is empty.
+
+        It settles first: a mention posted just before is still being delivered to the web
+        process on a loaded machine, and a worker that looked then would find the queue empty."""
+        self.settle()
         worker = ChatopsSimpleWorker(
-            [self.settings.chatops_queue], connection=self.redis, runtime_factory=self.worker_runtime
+            worker_queue_names(self.settings.chatops_queue),
+            connection=self.redis,
+            runtime_factory=self.worker_runtime,
         )
         worker.work(burst=True, with_scheduler=True)
 

@@ -16,17 +16,15 @@ import redis
 
 from agent.chat import ChatModel
 from agent.tooling import Tool
-from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
+from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import file_tools, plan_model
 from tests.support.slack_bot import PreviewedFileTool, SlackBot
-from tests.support.slack_workspace import SECRET, TOKEN, make_settings
+from tests.support.slack_workspace import make_settings, suite_workspace
 
 
 @pytest.fixture
 def emulator() -> Iterator[SlackEmulator]:
-    config = WorkspaceConfig(
-        bot_token=TOKEN, signing_secret=SECRET, event_timeout=3.0, retry_delays=(0.0, 0.3, 0.3)
-    )
+    config = suite_workspace()
     with SlackEmulator(config) as slack:
         yield slack
 

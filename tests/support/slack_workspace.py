@@ -6,10 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from bot.settings import Settings
-from emulator.slack import SlackEmulator
+from emulator.slack import SlackEmulator, WorkspaceConfig
 
 SECRET = "e2e-signing-secret"
 TOKEN = "xoxb-e2e-token"
+
+
+def suite_workspace(**changes: Any) -> WorkspaceConfig:
+    """The suite's emulated workspace (its token and secret, quick event retries), with ``changes``."""
+    return WorkspaceConfig(
+        bot_token=TOKEN, signing_secret=SECRET, event_timeout=3.0, retry_delays=(0.0, 0.3, 0.3), **changes
+    )
+
+
 CHANNEL = "C_INCIDENT"
 BOT_USER = "U_OPS"
 
@@ -34,7 +43,12 @@ def make_settings(
         "chatops_approval_timeout_seconds": 600,
         "chatops_max_iterations": 10,
         "chatops_deadline_seconds": 60.0,
+        # Tests run the worker when they choose: no "queued" note unless a test asks for one.
+        "chatops_queued_note_seconds": 0.0,
         "web_host": "127.0.0.1",
+        # The end-to-end tests read answers as posted messages; tests/bot/slack/test_streaming.py
+        # turns streaming on ("auto", the production default).
+        "chatops_slack_streaming": "off",
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]

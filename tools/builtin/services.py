@@ -7,11 +7,18 @@
 
 Commands are argv lists run by ``tools.process``; the service name is validated first (no leading
 ``-``, no spaces, no shell characters) and always passed as one argument.
+
+``KubernetesBackend`` is also the one way ``tools.builtin.kubernetes`` talks to a cluster: its
+``kubectl_argv`` prefix (``kubectl --namespace=NS [--context=CTX]``, both checked when the backend
+is built), ``kubectl_run`` / ``kubectl_json``, the workload kind table (``kube_resource``) and
+the workload summary (``describe_workload``) are shared, so both modules say the same thing about
+the same deployment.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -22,14 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.tooling import ToolCategory, ToolResult
 from tools.base import FunctionTool, ToolContext, error_result
 from tools.config import KUBE_NAMESPACE
-from tools.errors import ToolCallError
-from tools.process import CommandResult, run_command
+from tools.errors import ToolCallError, ToolConfigError
+from tools.process import DEFAULT_MAX_OUTPUT_BYTES, CommandResult, run_command
 
 _SERVICE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9@._:/-]{0,252}$"
 _SYSTEMD_PROPERTIES = (
     "Id,Description,LoadState,ActiveState,SubState,MainPID,ActiveEnterTimestamp,NRestarts,Result"
 )
-_KUBE_KINDS = {
+KUBE_WORKLOAD_KINDS = {
     "deployment": "deployment",
     "deploy": "deployment",
     "statefulset": "statefulset",
@@ -37,6 +44,11 @@ _KUBE_KINDS = {
     "daemonset": "daemonset",
     "ds": "daemonset",
 }
+"""The workload kinds (and kubectl's short names) a service name may carry as ``KIND/NAME``."""
+# A namespace is a DNS-1123 label. Context names are the kubeconfig's own (EKS ARNs, GKE's
+# ``gke_project_zone_cluster``, ``user@cluster``): one printable word, so the approval card shows it whole.
+_KUBE_NAMESPACE_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+_KUBE_CONTEXT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_@.:/+-]{0,252}")
 
 
 class ServiceArgs(BaseModel):
@@ -91,23 +103,38 @@ class _CommandBackend(ABC):
         # One argv, built once: the approval card shows ``restart_argv`` and this runs it.
         return self._restart_then_status(self.restart_argv(service), service, ctx)
 
-    def _run(self, argv: list[str], ctx: ToolContext) -> CommandResult:
-        return run_command(argv, timeout=max(0.5, ctx.remaining()), env=self._env)
+    def _run(
+        self, argv: list[str], ctx: ToolContext, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    ) -> CommandResult:
+        return run_command(
+            argv, timeout=max(0.5, ctx.remaining()), env=self._env, max_output_bytes=max_output_bytes
+        )
 
-    def _output(self, argv: list[str], ctx: ToolContext) -> str:
+    def _output(
+        self, argv: list[str], ctx: ToolContext, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    ) -> str:
         """What ``argv`` printed; a command that failed is the call's error."""
-        result = self._run(argv, ctx)
+        result = self._run(argv, ctx, max_output_bytes)
         if not result.ok:
             raise ToolCallError(result.failure_message())
         return result.stdout
 
-    def _json_output(self, argv: list[str], ctx: ToolContext, program: str) -> dict[str, Any]:
-        """``_output`` read as a JSON object; ``program`` names the command in the error."""
-        stdout = self._output(argv, ctx)
+    def _json_output(
+        self,
+        argv: list[str],
+        ctx: ToolContext,
+        program: str,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    ) -> dict[str, Any]:
+        """``_output`` read as a JSON object; ``program`` names the command in the error. Output
+        beyond ``max_output_bytes`` is cut (``tools.process``), so it reads as unreadable."""
+        stdout = self._output(argv, ctx, max_output_bytes)
         try:
-            info: dict[str, Any] = json.loads(stdout)
+            info = json.loads(stdout)
         except ValueError:
-            raise ToolCallError(f"{program} gave unreadable output: {stdout[:200]!r}") from None
+            info = None
+        if not isinstance(info, dict):
+            raise ToolCallError(f"{program} gave unreadable output: {stdout[:200]!r}")
         return info
 
     def _restart_then_status(self, argv: list[str], service: str, ctx: ToolContext) -> ToolResult:
@@ -189,22 +216,48 @@ class KubernetesBackend(_CommandBackend):
     noun = "Kubernetes workload"
 
     def __init__(self, env: Mapping[str, str], namespace: str, context: str | None) -> None:
+        """Raises ``ToolConfigError`` for a namespace or context kubectl could misread."""
         super().__init__(env)
+        if not _KUBE_NAMESPACE_RE.fullmatch(namespace):
+            raise ToolConfigError(f"kubernetes namespace {namespace!r} is not a DNS-1123 label")
+        if context and not _KUBE_CONTEXT_RE.fullmatch(context):
+            raise ToolConfigError(f"kubernetes context {context!r}: use letters, digits and _@.:/+-")
         self.namespace = namespace
+        self.context = context or None
         self._prefix = ["kubectl", f"--namespace={namespace}"]
         if context:
             self._prefix.append(f"--context={context}")
 
+    def where(self) -> str:
+        """``namespace NS`` or ``namespace NS, context CTX``: where this backend's calls act."""
+        return f"namespace {self.namespace}" + (f", context {self.context}" if self.context else "")
+
+    def kubectl_argv(self, *args: str) -> list[str]:
+        """``kubectl --namespace=NS [--context=CTX] ARGS...``: every kubectl call on this target."""
+        return [*self._prefix, *args]
+
+    def kubectl_run(self, ctx: ToolContext, *args: str) -> CommandResult:
+        return self._run(self.kubectl_argv(*args), ctx)
+
+    def kubectl_json(
+        self, ctx: ToolContext, *args: str, max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    ) -> dict[str, Any]:
+        """What kubectl printed, read as a JSON object (pass ``--output=json`` in ``args``); a
+        failure (exit status and stderr) is the call's ``ToolCallError``."""
+        return self._json_output(self.kubectl_argv(*args), ctx, "kubectl", max_output_bytes)
+
     def _status(self, service: str, ctx: ToolContext) -> ToolResult:
-        resource = _kube_resource(service)
-        info = self._json_output([*self._prefix, "get", resource, "--output=json"], ctx, "kubectl")
-        return _describe_workload(resource, self.namespace, info)
+        resource = kube_resource(service)
+        info = self.kubectl_json(ctx, "get", resource, "--output=json")
+        return describe_workload(resource, self.namespace, info)
 
     def restart_argv(self, service: str) -> list[str]:
-        return [*self._prefix, "rollout", "restart", _kube_resource(service)]
+        return self.kubectl_argv("rollout", "restart", kube_resource(service))
 
 
-def _describe_workload(resource: str, namespace: str, info: dict[str, Any]) -> ToolResult:
+def describe_workload(resource: str, namespace: str, info: dict[str, Any]) -> ToolResult:
+    """One line of replica counts for ``KIND/NAME`` (from ``kubectl get -o json``), then its
+    failing conditions; an error result when replicas are missing and no rollout explains it."""
     spec = info.get("spec") or {}
     status = info.get("status") or {}
     if resource.startswith("daemonset/"):
@@ -232,9 +285,11 @@ def _describe_workload(resource: str, namespace: str, info: dict[str, Any]) -> T
     return ToolResult(output=line, is_error=ready < desired and not rolling)
 
 
-def _kube_resource(service: str) -> str:
+def kube_resource(service: str) -> str:
+    """``NAME`` or ``KIND/NAME`` as kubectl's ``KIND/NAME`` (a bare name is a deployment); raises
+    ``ToolCallError`` for a kind that is not a workload (``secret/x``)."""
     kind, _, name = service.rpartition("/")
-    canonical = _KUBE_KINDS.get(kind.lower() or "deployment")
+    canonical = KUBE_WORKLOAD_KINDS.get(kind.lower() or "deployment")
     if canonical is None or "/" in kind or not name:
         raise ToolCallError(
             f"{service!r}: use NAME or KIND/NAME with KIND deployment, statefulset or daemonset"

@@ -1,4 +1,9 @@
-"""Turn a checked ``ToolSpec`` into a ``FunctionTool`` that runs its argv or HTTP request."""
+"""Turn a checked ``ToolSpec`` into a ``FunctionTool`` that runs its argv or HTTP request.
+
+Where an argv runs is the ``command_runner``'s business: ``tools.process.run_command`` on this
+host by default, or an ``SshRunner``'s ``run`` for a target reached over SSH. The same spec builds
+either, and the approval card's command is the same ``render_argv`` output in both.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from tools.catalog.spec import HttpSpec, ToolSpec
 from tools.catalog.templates import env_references, expand_env, is_single_placeholder, placeholders, render
 from tools.egress import EgressPolicy, fixed_url_entry
 from tools.egress_approval import policy_for, unlisted_category
-from tools.process import run_command
+from tools.process import CommandRunner, run_command
 from tools.text import shorten
 
 _BODY_EXCERPT_CHARS = 2000
@@ -35,16 +40,21 @@ def build_tool(
     env: Mapping[str, str],
     command_env: Mapping[str, str],
     egress: EgressPolicy | None = None,
+    command_runner: CommandRunner | None = None,
 ) -> FunctionTool[Any]:
     """The tool for ``spec`` (already checked by ``checks.check_tool``).
 
     ``egress``: what its ``http`` requests may reach besides their own fixed host (default: nothing).
+    ``command_runner`` runs its ``run`` and ``dry_run`` argv (default: ``run_command``, this host).
     """
     argv_params = _argv_params(spec)
     model = arguments_model(spec.name, spec.params, argv_params)
     policy = egress or EgressPolicy()
-    main = _step(spec.run, spec.http, env, command_env, policy)
-    preview = _step(spec.dry_run, None, env, command_env, policy) if spec.dry_run is not None else None
+    runner = command_runner or run_command
+    main = _step(spec.run, spec.http, env, command_env, policy, runner)
+    preview = (
+        _step(spec.dry_run, None, env, command_env, policy, runner) if spec.dry_run is not None else None
+    )
     return FunctionTool(
         main,
         model,
@@ -78,9 +88,10 @@ def _step(
     env: Mapping[str, str],
     command_env: Mapping[str, str],
     egress: EgressPolicy,
+    runner: CommandRunner,
 ) -> Step:
     if isinstance(argv, list):
-        return _run_step(argv, command_env)
+        return _run_step(argv, command_env, runner)
     block = argv if isinstance(argv, HttpSpec) else http
     assert block is not None, "checked: a tool has run or http"
     return _http_step(block, env, egress)
@@ -132,11 +143,9 @@ def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
     return argv
 
 
-def _run_step(template: list[str], command_env: Mapping[str, str]) -> Step:
+def _run_step(template: list[str], command_env: Mapping[str, str], runner: CommandRunner) -> Step:
     def run(args: BaseModel, ctx: ToolContext) -> ToolResult:
-        result = run_command(
-            render_argv(template, _values(args, ctx)), timeout=ctx.remaining(), env=command_env
-        )
+        result = runner(render_argv(template, _values(args, ctx)), timeout=ctx.remaining(), env=command_env)
         if not result.ok:
             return error_result(result.failure_message())
         # The elapsed time is decoration: loop detection hashes the command and its output only.

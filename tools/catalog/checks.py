@@ -12,6 +12,7 @@ from tools.base import CONFIRMED_BY
 from tools.catalog.params import param_annotation
 from tools.catalog.spec import HttpSpec, ParamSpec, ToolSpec
 from tools.catalog.templates import check_template, env_references, expand_env, is_single_placeholder
+from tools.targets import TARGET_ARGUMENT
 
 Problem = tuple[str, str]
 """(field, message), e.g. ``("run[0]", "the program must be fixed text")``."""
@@ -34,8 +35,19 @@ def check_tool(spec: ToolSpec, env: Mapping[str, str]) -> list[Problem]:
         problems.append(("dry_run", "a destructive tool needs a dry_run (argv or http) to show the approver"))
     if spec.dry_run is not None and spec.category is not ToolCategory.DESTRUCTIVE:
         problems.append(("dry_run", "only destructive tools have a dry run"))
+    if "ssh" in spec.targets and spec.run is None:
+        problems.append(("targets", "ssh runs argv commands: only a run: tool can target ssh (not http)"))
     for name, param in spec.params.items():
         problems.extend(_check_param(name, param))
+    if TARGET_ARGUMENT in spec.params and (spec.run is not None or spec.override):
+        # A run: tool (or a built-in's override) is routed by target with an inventory.
+        problems.append(
+            (
+                f"params.{TARGET_ARGUMENT}",
+                f"{TARGET_ARGUMENT} is reserved: with an inventory, each call of a tool that acts on a "
+                "machine names the target it runs on in it; rename the parameter",
+            )
+        )
     declared = set(spec.params)
     approved = declared | {CONFIRMED_BY} if spec.category.requires_confirmation else declared
     if spec.run is not None:

@@ -1,4 +1,11 @@
-"""Load ``CHATOPS_TOOLS_FILE``: all tools or none, every mistake named by file, tool and field."""
+"""Load ``CHATOPS_TOOLS_FILE``: all tools or none, every mistake named by file, tool and field.
+
+The ``Catalog`` keeps the checked specs next to the tools built from them (for this host), so a
+tool can be built again for a target: ``catalog.build_for_runner(catalog.specs[name], runner.run)``
+gives the same tool (same name, schema, category and approval card) whose argv runs through
+``runner`` (an ``SshRunner`` for an ``ssh`` target), with the environment and egress policy the
+catalog was loaded with.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +22,11 @@ from pydantic import ValidationError
 from tools.base import FunctionTool
 from tools.catalog.build import build_tool, secret_values
 from tools.catalog.checks import check_clashes, check_tool
-from tools.catalog.spec import HttpSpec, ParamSpec, ToolSpec
+from tools.catalog.spec import HttpSpec, ParamSpec, TargetKind, ToolSpec
 from tools.egress import EgressPolicy
 from tools.errors import CatalogError, ToolConfigError
+from tools.mcp.config import McpServer, parse_mcp_servers
+from tools.process import CommandRunner
 
 _KNOWN_KEYS = sorted(
     {*ToolSpec.model_fields, *ParamSpec.model_fields, *HttpSpec.model_fields, "json"} - {"json_body"}
@@ -25,6 +34,7 @@ _KNOWN_KEYS = sorted(
 # Tags pydantic adds to error locations for the members of a union (after a union field or a
 # list index); they are not field names.
 _UNION_TAGS = {"list[str]", "HttpSpec", "str", "int", "float", "bool", "list[int]"}
+_TOP_KEYS = ["tools", "mcp_servers"]
 _UNION_FIELDS = {"dry_run", "default", "enum", "expect_status", "minimum", "maximum"}
 
 
@@ -38,6 +48,31 @@ class Catalog:
     """Names of built-in tools these tools replace (each with ``override: true``)."""
     secret_values: list[str] = field(default_factory=list)
     """Header values read from the environment, to redact from every output."""
+    specs: dict[str, ToolSpec] = field(default_factory=dict)
+    """The checked spec of every tool, by name, to build it again for a target."""
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    command_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    egress: EgressPolicy = field(default_factory=EgressPolicy, repr=False)
+    mcp_servers: list[McpServer] = field(default_factory=list)
+    """The checked ``mcp_servers:`` entries (``tools.mcp``); their tools are built by the registry."""
+
+    def specs_for(self, target: TargetKind) -> list[ToolSpec]:
+        """The specs whose ``targets`` list ``target`` (e.g. ``"ssh"``), in catalog order."""
+        return [spec for spec in self.specs.values() if target in spec.targets]
+
+    def build_for_runner(self, spec: ToolSpec, command_runner: CommandRunner) -> FunctionTool[Any]:
+        """``spec``'s tool with its ``run``/``dry_run`` argv run by ``command_runner``.
+
+        The caller picks a spec that lists the target's kind (``specs_for``); an ``http`` tool
+        ignores the runner (its requests leave from this host, under the catalog's egress policy).
+        """
+        return build_tool(
+            spec,
+            env=self.env,
+            command_env=self.command_env,
+            egress=self.egress,
+            command_runner=command_runner,
+        )
 
 
 def load_catalog(
@@ -56,20 +91,26 @@ def load_catalog(
     where = str(path)
     data = _read_yaml(path)
     specs, problems = _parse_specs(data, where)
+    servers, server_problems = parse_mcp_servers(
+        data.get("mcp_servers") if isinstance(data, dict) else None, env
+    )
+    problems.extend(server_problems)
     for name, field_name, message in check_clashes(specs, builtin_names, where):
         problems.append(_problem(name, field_name, message))
     for spec in specs:
         problems.extend(_problem(spec.name, name, message) for name, message in check_tool(spec, env))
     if problems:
         raise CatalogError(where, problems)
-    catalog = Catalog(path=path)
+    catalog = Catalog(path=path, env=env, command_env=command_env or env, egress=egress or EgressPolicy())
+    catalog.mcp_servers = servers
     for spec in specs:
         try:
             catalog.tools.append(
-                build_tool(spec, env=env, command_env=command_env or env, egress=egress or EgressPolicy())
+                build_tool(spec, env=catalog.env, command_env=catalog.command_env, egress=catalog.egress)
             )
         except (ToolConfigError, ValueError, TypeError) as exc:  # the checks above should prevent these
             raise CatalogError(where, [_problem(spec.name, "(tool)", str(exc))]) from exc
+        catalog.specs[spec.name] = spec
         catalog.secret_values.extend(secret_values(spec, env))
         if spec.override:
             catalog.overrides.add(spec.name)
@@ -122,8 +163,19 @@ def _parse_specs(data: Any, where: str) -> tuple[list[ToolSpec], list[str]]:
         return [], ["the file is empty; expected a top-level 'tools:' list"]
     if not isinstance(data, dict):
         return [], ["the top level must be a mapping with a 'tools:' list"]
-    problems = [f"field {key!r}: unknown top-level key (only 'tools')" for key in data if key != "tools"]
+    problems = [
+        f"field {key!r}: unknown top-level key (only 'tools' and 'mcp_servers')"
+        + (
+            f" (did you mean {close[0]!r}?)"
+            if (close := difflib.get_close_matches(str(key), _TOP_KEYS, n=1))
+            else ""
+        )
+        for key in data
+        if key not in _TOP_KEYS
+    ]
     raw_tools = data.get("tools")
+    if raw_tools is None and "mcp_servers" in data:
+        return [], problems  # a catalog of MCP servers only
     if not isinstance(raw_tools, list):
         return [], [*problems, "field 'tools': must be a list of tools"]
     specs = []
@@ -157,6 +209,10 @@ def _describe_errors(exc: ValidationError) -> list[tuple[str, str]]:
             message = f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
         elif error["type"] == "missing":
             message = "required key is missing"
+        elif error["type"] == "literal_error" and isinstance(error.get("input"), str):
+            allowed = re.findall(r"'([^']*)'", str((error.get("ctx") or {}).get("expected", "")))
+            close = difflib.get_close_matches(error["input"], allowed, n=1)
+            message = error["msg"] + (f" (did you mean {close[0]!r}?)" if close else "")
         else:
             message = error["msg"]
         by_field.setdefault(name, [])

@@ -11,6 +11,7 @@ This format is a public contract (see docs/TOOLS.md); change it only compatibly:
         params:
           service: {type: string, description: unit name, pattern: "^[a-z0-9@._-]+$"}
         run: ["systemctl", "restart", "{service}"]
+        targets: [runner, local]  # where it may run: runner | local | ssh | kubernetes (default: runner, local)
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from agent.tooling import ToolCategory
 
 ParamValue = bool | int | float | str
 HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+TargetKind = Literal["runner", "local", "ssh", "kubernetes"]
+"""Where a tool may run: the bot's own host (``runner``), or an inventory target reached ``via``
+``local``, ``ssh`` or ``kubernetes``; which target a call goes to is the inventory's routing."""
+DEFAULT_TARGETS: tuple[TargetKind, ...] = ("runner", "local")
 
 
 class _Strict(BaseModel):
@@ -76,3 +81,13 @@ class ToolSpec(_Strict):
     """Destructive tools only: the command or request whose output is the preview."""
     override: bool = False
     """Replace the built-in tool of the same name (a clash is an error otherwise)."""
+    targets: list[TargetKind] = Field(default_factory=lambda: list(DEFAULT_TARGETS), min_length=1)
+    """The kinds of target it may run on; ``ssh`` only for ``run`` tools (``checks.check_tool``)."""
+
+    @field_validator("targets")
+    @classmethod
+    def _no_duplicates(cls, value: list[TargetKind]) -> list[TargetKind]:
+        twice = sorted({kind for kind in value if value.count(kind) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(repr(kind) for kind in twice)} listed more than once")
+        return value

@@ -13,6 +13,8 @@
     drafts: {},      // thread_ts -> text typed into that thread's reply box
     openReplies: {}, // ts -> true when the reply box of a message without replies is open
     viewHash: null,
+    view: "channel", // or "home": the app's Home tab for the acting person
+    stick: true,     // keep the newest message in view (until the person scrolls up)
   };
 
   async function api(method, path, body) {
@@ -73,12 +75,15 @@
     list.replaceChildren(...app.state.channels.map((c) => {
       const item = el("li", { class: c.id === app.channel ? "channel active" : "channel", "data-channel-id": c.id, "data-channel-name": c.name },
         `# ${SlackText.esc(c.name)}${c.bot_member ? "" : ' <span class="muted">(no bot)</span>'}`);
-      item.addEventListener("click", () => { app.channel = c.id; renderChannels(); refresh(); });
+      item.addEventListener("click", () => { app.channel = c.id; showChannel(); });
       return item;
     }));
+    $("#home-link").className = app.view === "home" ? "channel active" : "channel";
+    if (app.view === "home") for (const item of list.children) item.className = "channel";
     const channel = app.state.channels.find((c) => c.id === app.channel);
-    $("#channel-name").textContent = `#${channel.name}`;
+    $("#channel-name").textContent = app.view === "home" ? `Home · @${app.state.bot.name}` : `#${channel.name}`;
     $("#channel-name").dataset.channelId = channel.id;
+    $("#bot-membership").hidden = app.view === "home";
     $("#bot-membership").textContent = channel.bot_member ? `@${app.state.bot.name} is in this channel` : `@${app.state.bot.name} is not in this channel`;
     $("#composer-input").placeholder = `Message #${channel.name} as @${userName(app.user)} — type @${app.state.bot.name} to mention the bot`;
   }
@@ -105,7 +110,9 @@
       "data-thread-ts": msg.thread_ts || "", "data-subtype": msg.subtype || "",
     });
     const head = el("div", { class: "message-head" });
-    head.append(el("span", { class: "author" }, SlackText.esc(msg.bot_id ? app.state.bot.name : userName(msg.user))));
+    const ownApp = msg.bot_id === app.state.bot.bot_id;
+    const author = msg.bot_id ? (ownApp ? app.state.bot.name : msg.username || msg.bot_id) : userName(msg.user);
+    head.append(el("span", { class: "author" }, SlackText.esc(author)));
     if (msg.bot_id) head.append(el("span", { class: "badge" }, "APP"));
     head.append(el("span", { class: "time muted" }, formatTime(msg.ts)));
     if (msg.edited) head.append(el("span", { class: "edited muted", title: `${msg.history.length} earlier version(s)` }, "(edited)"));
@@ -113,6 +120,10 @@
     if (msg.ephemeral) head.append(el("span", { class: "ephemeral-label" }, "Only visible to you"));
     node.append(head);
     const ctx = { onButton: (block, element, button) => onButton(msg, block, element, button) };
+    if (msg.stream) {  // chat.startStream: its tasks above the streamed text
+      if (msg.stream.state === "streaming") head.append(el("span", { class: "badge streaming" }, "streaming…"));
+      node.append(BlockKit.tasks(msg.stream));
+    }
     // Slack shows blocks when there are any; text is then only the notification fallback.
     if (msg.blocks && msg.blocks.length) {
       const blocks = BlockKit.render(msg.blocks, ctx);
@@ -121,8 +132,25 @@
     } else {
       node.append(el("div", { class: "message-text" }, SlackText.mrkdwn(msg.text)));
     }
+    if (msg.files && msg.files.length) node.append(filesNode(msg));
     node.append(reactions(msg));
     return node;
+  }
+
+  // Files shared with files.completeUploadExternal: name (a download link), size and preview.
+  function filesNode(msg) {
+    const box = el("div", { class: "files" });
+    for (const f of msg.files) {
+      const card = el("div", { class: "file", "data-file-id": f.id });
+      const url = new URL(f.url_private || "", location.href);
+      const sameOrigin = url.origin === location.origin;  // never a link the bot chose elsewhere
+      card.append(el(sameOrigin ? "a" : "span", sameOrigin ? { class: "file-name", href: url.href, download: f.name } : { class: "file-name" },
+        SlackText.esc(f.title || f.name)));
+      card.append(el("span", { class: "file-size muted" }, ` ${SlackText.esc(String(Math.ceil((f.size || 0) / 1024)))} KB`));
+      card.append(el("pre", { class: "file-preview" }, SlackText.esc(f.preview || "")));
+      box.append(card);
+    }
+    return box;
   }
 
   function replyBox(threadTs) {
@@ -161,7 +189,9 @@
     const box = $("#messages");
     const focused = document.activeElement;
     const focusTs = focused && focused.classList.contains("thread-input") ? focused.dataset.threadTs : null;
-    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    // Follow new messages while the newest is in view (or the person just posted); a person who
+    // scrolled up to read keeps their place.
+    const atBottom = app.stick || box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     const nodes = [];
     for (const msg of messages) {
       const item = el("article", { class: "entry", "data-ts": msg.ts });
@@ -182,6 +212,41 @@
       if (input) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
     }
     if (atBottom) box.scrollTop = box.scrollHeight;
+    app.stick = false;
+  }
+
+  // --- the App Home tab -------------------------------------------------------------------------
+
+  function showChannel() {
+    app.view = "channel";
+    app.stick = true;
+    $("#home").hidden = true;
+    $("#messages").hidden = false;
+    renderChannels();
+    refresh().catch((err) => toast(err.message));
+  }
+
+  async function openHome() {
+    app.view = "home";
+    $("#messages").hidden = true;
+    $("#home").hidden = false;
+    renderChannels();
+    await refreshHome();
+    await api("POST", `/home/${encodeURIComponent(app.user)}`); // Slack sends app_home_opened
+  }
+
+  async function refreshHome() {
+    if (app.view !== "home") return;
+    const { view } = await api("GET", `/home/${encodeURIComponent(app.user)}`);
+    const box = $("#home");
+    box.dataset.user = app.user;
+    if (!view) {
+      box.replaceChildren(el("div", { class: "home-empty" }, `@${SlackText.esc(app.state.bot.name)} has not published a Home tab for you yet.`));
+      return;
+    }
+    const blocks = BlockKit.render(view.blocks, { onButton: () => toast("Buttons on the Home tab are not emulated.") });
+    blocks.classList.add("message-text", "home-view");
+    box.replaceChildren(blocks);
   }
 
   async function refresh() {
@@ -297,12 +362,14 @@
   const refreshSoon = debounce(refresh, 40);
   const activitySoon = debounce(refreshActivity, 150);
   const stateSoon = debounce(async () => { await loadState(); await refresh(); }, 40);
+  const homeSoon = debounce(refreshHome, 40);
 
   function listen() {
     const stream = new EventSource("/stream");
     for (const type of ["message", "message_changed", "message_deleted", "reaction", "status", "view"]) {
       stream.addEventListener(type, refreshSoon);
     }
+    stream.addEventListener("home", homeSoon);
     stream.addEventListener("reset", () => { app.openReplies = {}; refreshSoon(); activitySoon(); });
     stream.addEventListener("config", stateSoon);
     stream.addEventListener("call", activitySoon);
@@ -312,13 +379,21 @@
 
   async function main() {
     await loadState();
-    $("#user-picker").addEventListener("change", (e) => { app.user = e.target.value; renderChannels(); refresh(); });
+    $("#user-picker").addEventListener("change", (e) => {
+      app.user = e.target.value;
+      renderChannels();
+      refresh();
+      if (app.view === "home") openHome().catch((err) => toast(err.message));
+    });
+    $("#home-link").addEventListener("click", () => openHome().catch((err) => toast(`Home failed: ${err.message}`)));
     $("#composer").addEventListener("submit", async (e) => {
       e.preventDefault();
       const input = $("#composer-input");
       const text = input.value;
       if (!text.trim()) return;
       input.value = "";
+      if (app.view === "home") showChannel();
+      app.stick = true; // what I just posted comes into view
       await post(text, null, false);
     });
     $("#composer-input").addEventListener("keydown", (e) => {

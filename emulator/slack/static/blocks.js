@@ -129,6 +129,28 @@ const BlockKit = (() => {
     return node;
   }
 
+  // A context_actions block's feedback_buttons: two buttons clicked by the element's action_id and their value.
+  function contextActions(block, item, ctx) {
+    if (!item || item.type !== "feedback_buttons") return [element(block, item, ctx)];
+    return ["positive_button", "negative_button"].filter((side) => item[side]).map((side) =>
+      button(block, { action_id: item.action_id, value: item[side].value, text: item[side].text }, ctx));
+  }
+
+  // A streamed message's tasks (chat.startStream / appendStream chunks), as the timeline Slack shows.
+  const TASK_ICONS = { pending: "○", in_progress: "◌", complete: "✓", error: "✗" };
+  function tasks(stream) {
+    const node = el("div", { class: "stream-tasks", "data-stream-state": stream.state });
+    if (stream.plan_title) node.append(el("div", { class: "stream-plan" }, SlackText.esc(stream.plan_title)));
+    for (const task of stream.tasks || []) {
+      const row = el("div", { class: `stream-task ${task.status}`, "data-task-id": task.id },
+        `${TASK_ICONS[task.status] || "?"} ${SlackText.markdown(task.title || "")}`);
+      if (task.details) row.append(el("div", { class: "stream-task-details muted" }, SlackText.markdown(task.details)));
+      if (task.output) row.append(el("div", { class: "stream-task-output" }, SlackText.markdown(task.output)));
+      node.append(row);
+    }
+    return node;
+  }
+
   function block(item, ctx) {
     const attrs = { class: `block block-${item.type}`, "data-block-type": item.type, "data-block-id": item.block_id };
     const wrap = el("div", attrs);
@@ -142,6 +164,7 @@ const BlockKit = (() => {
       case "rich_text": wrap.append(richText(item)); break;
       case "markdown": wrap.append(el("div", { class: "markdown" }, SlackText.markdown(item.text))); break;
       case "input": wrap.append(input(item)); break;
+      case "context_actions": for (const part of item.elements || []) wrap.append(...contextActions(item, part, ctx)); break;
       default: wrap.append(el("span", { class: "unsupported" }, `[unsupported block: ${SlackText.esc(item.type)}]`));
     }
     return wrap;
@@ -168,5 +191,5 @@ const BlockKit = (() => {
     return values;
   }
 
-  return { render, text, readInputs, el };
+  return { render, text, readInputs, el, tasks };
 })();

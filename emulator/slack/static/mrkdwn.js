@@ -11,6 +11,9 @@ const SlackText = (() => {
     stop_sign: "🛑", lock: "🔒", white_circle: "⚪", large_green_circle: "🟢", red_circle: "🔴",
     large_yellow_circle: "🟡", memo: "📝", gear: "⚙️", mag: "🔍", information_source: "ℹ️",
     arrows_counterclockwise: "🔄", clock1: "🕐", stopwatch: "⏱️", zap: "⚡", bulb: "💡",
+    speech_balloon: "💬", raised_hand: "✋", wave: "👋", scroll: "📜", octagonal_sign: "🛑",
+    no_entry_sign: "🚫", globe_with_meridians: "🌐", leftwards_arrow_with_hook: "↩️", link: "🔗",
+    hourglass_done: "⌛", grey_question: "❔",
   };
 
   let names = { users: {}, channels: {}, groups: {} };
@@ -105,13 +108,25 @@ const SlackText = (() => {
     return esc(unesc(String(text || ""))).replace(/:([a-z0-9_+-]+):/g, (m, name) => emoji(name));
   }
 
+  // Markdown's text as Slack shows it: entities decoded for display, raw <…> tokens (mentions) parsed.
+  function markdownText(text) {
+    let out = "";
+    let last = 0;
+    const re = /<([^<>\s][^<>]*)>/g;
+    for (let m = re.exec(text); m; m = re.exec(text)) {
+      out += esc(unesc(text.slice(last, m.index))) + token(m[1]);
+      last = re.lastIndex;
+    }
+    return out + esc(unesc(text.slice(last)));
+  }
+
   // The markdown block: standard Markdown (headings, lists, **bold**, [label](url), code).
   function markdown(text) {
     const parts = String(text || "").split("```");
     return parts.map((part, i) => {
       if (i % 2) return `<pre class="code-block">${esc(part.replace(/^[a-z]*\n/, ""))}</pre>`;
       return part.split("\n").map((raw) => {
-        let html = esc(raw)
+        let html = markdownText(raw)
           .replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>")
           .replace(/(^|\s)\*([^*]+)\*/g, "$1<i>$2</i>")
           .replace(/`([^`]+)`/g, "<code>$1</code>")

@@ -85,3 +85,24 @@ def test_follow_prints_new_entries_as_they_arrive(harness: Harness, redis_url: s
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_actor_and_target_filters_keep_what_that_person_did_or_that_target_saw(
+    harness: Harness, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    audit = harness.service.audit
+    audit.record(AuditKind.RUN_STARTED, "r1", requester="U_ALICE")
+    audit.record(AuditKind.APPROVAL_VOTED, "r1", approved_by="U_CAROL", target="web-03")
+    audit.record(AuditKind.APPROVAL_DECIDED, "r1", decided_by="U_DAVE", target="web-03")
+    audit.record(AuditKind.TOOL_EXECUTED, "r1", confirmed_by="U_DAVE", target="web-03", requester="U_ALICE")
+    audit.record(AuditKind.STOP_REQUESTED, "r2", stopped_by="U_CAROL")
+    audit.record(AuditKind.TOOL_EXECUTED, "r2", target="db-01", requester="U_BOB")
+    kinds = [line.split()[3] for line in tail(settings, capsys, "--actor", "U_CAROL")]
+    assert kinds == ["approval_voted", "stop_requested"]
+    kinds = [line.split()[3] for line in tail(settings, capsys, "--actor", "U_DAVE")]
+    assert kinds == ["approval_decided", "tool_executed"]
+    assert len(tail(settings, capsys, "--actor", "U_ALICE")) == 2
+    assert len(tail(settings, capsys, "--target", "web-03")) == 3
+    (line,) = tail(settings, capsys, "--target", "db-01", "--actor", "U_BOB")
+    assert "requester=U_BOB" in line
+    assert tail(settings, capsys, "--target", "web-03", "--actor", "U_BOB") == []

@@ -211,6 +211,12 @@ def test_the_plan_for_each_server() -> None:
     no_aof = plan_wait(on("8.0.1", replicas=1, aof_enabled=False, save="900 1"), 500)
     assert no_aof.command == ("WAITAOF", 0, 1, 500)
     assert no_aof.risk == "RDB snapshots only (save 900 1): a crash loses up to 900 s of writes"
+    # Behind sentinels (min_replicas=1) a replica must have the mark: with none online the wait is
+    # still sent (and falls short: the tool is refused), never skipped.
+    assert plan_wait(on("7.0.15"), 500, min_replicas=1).command == ("WAIT", 1, 500)
+    assert plan_wait(on("7.0.15", replicas=2), 500, min_replicas=1).command == ("WAIT", 2, 500)
+    assert plan_wait(on("7.2.4"), 500, min_replicas=1).command == ("WAIT", 1, 500)
+    assert plan_wait(on("7.2.4", replicas=1), 500, min_replicas=1).command == ("WAITAOF", 1, 1, 500)
 
 
 def test_from_settings_reads_the_mode_and_timeout(server: Start) -> None:
@@ -218,6 +224,9 @@ def test_from_settings_reads_the_mode_and_timeout(server: Start) -> None:
     settings = Settings(_env_file=None, chatops_durability="strict", chatops_durability_timeout_ms=250)  # type: ignore[call-arg]
     checker = Durability.from_settings(process.client(), Keys("test:"), settings)
     assert (checker.mode, checker.timeout_ms) == (DurabilityMode.STRICT, 250)
+    assert checker.min_replicas == 0  # REDIS_URL alone: as before
+    behind = settings.model_copy(update={"redis_sentinels": ["127.0.0.1:26379"]})
+    assert Durability.from_settings(process.client(), Keys("test:"), behind).min_replicas == 1
     assert Settings(_env_file=None).chatops_durability == "warn"  # type: ignore[call-arg]
     with pytest.raises(pydantic.ValidationError):
         Settings(_env_file=None, chatops_durability="sometimes")  # type: ignore[call-arg]

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import redis
-from rq.job import Job
 
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
@@ -16,6 +15,7 @@ from bot.keys import Keys
 from bot.runs.approvals import CARD_FAILED_REASON, Approval, Approvals, ApprovalStatus, DecideOutcome
 from bot.runs.audit import AuditKind
 from bot.runs.presenter import InMemoryPresenter, RunRef
+from bot.runs.queueing import fetch_worker_job
 from bot.runs.runtime import Runtime
 from tests.bot.runtimes import file_tools, plan_model
 from tests.support.harness import Harness, make_options
@@ -149,7 +149,7 @@ def test_a_worker_clock_minutes_behind_does_not_expire_a_fresh_approval(
     bot.work()  # the scheduler finds the expiry due (by the worker's clock) and runs it
     (approval,) = bot.service.approvals.for_run(run_id)
     assert approval.status is ApprovalStatus.PENDING
-    finished = [Job.fetch(i, connection=redis_client) for i in bot.queue.finished_job_registry.get_job_ids()]
+    finished = [fetch_worker_job(i, redis_client) for i in bot.queue.finished_job_registry.get_job_ids()]
     assert "not_due" in [job.return_value() for job in finished if job.func_name.endswith("expire_approval")]
     assert bot.queue.scheduled_job_registry.count == 1  # the expiry, again, for when it is due
     assert bot.service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True).won

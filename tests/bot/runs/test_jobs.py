@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 
-from rq.job import Job
-
 from agent.types import RunStatus
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.audit import AuditKind
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.lease import Lease
 from bot.runs.presenter import InMemoryPresenter, StopNotice
+from bot.runs.queueing import fetch_worker_job
 from bot.runs.service import JOB_TIMEOUT_MARGIN_SECONDS
 from tests.support.harness import Harness, make_options
 
@@ -25,7 +24,7 @@ def test_a_run_completes_and_the_thread_hears_the_answer(harness: Harness) -> No
     run_id = harness.submit("plan: check_health")
     record = harness.service.get(run_id)
     assert record is not None and record.status is RunStatus.QUEUED
-    job = Job.fetch(record.job_id, connection=harness.redis)
+    job = fetch_worker_job(record.job_id, harness.redis)
     assert job.timeout == 60 + JOB_TIMEOUT_MARGIN_SECONDS  # the job timeout follows the run deadline
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED

@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from agent.errors import LeaseLostError
+from agent.errors import LeaseLostError, MemoryStoreError
 from agent.redis_memory import RedisMemory
 from agent.types import Message, RunState
 from bot.keys import Keys
@@ -61,3 +61,28 @@ def test_two_workers_on_one_run_cannot_both_write(redis_client: redis.Redis, key
     with pytest.raises(LeaseLostError):
         memory_a.append([Message.user("step 2 by A")], RunState(iteration=2))
     assert [m.content for m in memory_b.load_messages()] == ["step 1 by A", "step 2 by B"]
+
+
+def test_a_token_handed_out_twice_cannot_make_a_drained_reply_vanish(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    """What a failover can do: the promoted replica lacked job A's lease and its fence INCR (both
+    unreplicated when the master died), so job B got A's token. A started the run (read the
+    history, about to put the system prompt first); B drained a thread reply. A's rewrite is
+    refused (``RedisMemory``: the history is not the one A read), the reply stays."""
+    a = Lease.acquire(redis_client, keys, "r1", 30, "worker-a")
+    assert a is not None
+    redis_client.rpush(keys.messages("r1"), Message.user("collect: 4").model_dump_json())
+    redis_client.delete(keys.lease("r1"))  # the failover: neither the lease ...
+    redis_client.decr(keys.fence("r1"))  # ... nor its INCR reached the replica
+    b = Lease.acquire(redis_client, keys, "r1", 30, "worker-b")
+    assert b is not None and b.token == a.token  # both pass the fence
+    memory_a = RedisMemory(redis_client, keys, "r1", fence=a.token)
+    memory_b = RedisMemory(redis_client, keys, "r1", fence=b.token)
+    read_by_a = memory_a.load_messages()
+    redis_client.rpush(keys.inbox("r1"), '{"id": "i1", "text": "reply 0.0"}')
+    memory_b.append([Message.user("reply 0.0", inbox_id="i1")], RunState(iteration=1))
+    with pytest.raises(MemoryStoreError):
+        memory_a.replace_messages([Message.system("prompt"), *read_by_a], RunState())
+    assert [m.content for m in memory_b.load_messages()] == ["collect: 4", "reply 0.0"]
+    assert redis_client.llen(keys.inbox("r1")) == 0

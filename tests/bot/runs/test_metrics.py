@@ -21,6 +21,7 @@ from agent.types import RunStatus
 from bot.keys import Keys
 from bot.runs.metrics import APPROVAL_WAIT, RUNS_STARTED, TOOL_DURATION, MetricsStore
 from bot.runs.metrics_collector import MetricsEndpoint, RedisCollector
+from bot.runs.queueing import alerts_queue_name
 from bot.runs.service import RunService
 from bot.settings import Settings
 from bot.slack.client import make_client
@@ -178,6 +179,9 @@ def test_worker_subprocesses_count_into_the_same_metrics(
     assert value(samples, "chatops_llm_request_duration_seconds_count", model="plan", outcome="ok") == 6
     assert value(samples, "chatops_workers", queue=queue_name) == 2
     assert value(samples, "chatops_queue_depth", queue=queue_name) == 0
+    # The alerts' queue has its own gauges: the same workers take it first.
+    assert value(samples, "chatops_workers", queue=alerts_queue_name(queue_name)) == 2
+    assert value(samples, "chatops_queue_depth", queue=alerts_queue_name(queue_name)) == 0
 
 
 @pytest.mark.slow

@@ -6,10 +6,10 @@ import math
 import time
 
 import redis
-from rq.job import Job
 
 from bot.keys import Keys
 from bot.runs import jobs
+from bot.runs.queueing import fetch_worker_job
 from bot.runs.service import RunService
 from tests.support.harness import make_options
 
@@ -28,8 +28,8 @@ def test_a_run_job_is_its_function_with_the_runs_timeout_retries_and_id(
     assert started.func_name == "bot.runs.jobs.start" and started.id == "job-r1"
     assert resumed.args == ("r1",)  # a first resume carries no deferral count
     for job in (
-        Job.fetch(started.id, connection=redis_client),
-        Job.fetch(resumed.id, connection=redis_client),
+        fetch_worker_job(started.id, redis_client),
+        fetch_worker_job(resumed.id, redis_client),
     ):
         assert job.timeout == service.options.job_timeout and job.failure_ttl == 3600
         assert job.retries_left == 2 and job.retry_intervals == [math.ceil(4.5)]

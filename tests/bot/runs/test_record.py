@@ -7,10 +7,11 @@ import redis
 
 from agent.errors import LeaseLostError
 from agent.redis_memory import STATE_FIELDS
-from agent.types import Message, RunState, RunStatus
+from agent.tooling import ToolCategory
+from agent.types import Message, RunState, RunStatus, ToolDef
 from bot.keys import Keys
 from bot.runs.presenter import InMemoryPresenter
-from bot.runs.record import RunField, RunRecord, RunRecords
+from bot.runs.record import OfferedTool, RunField, RunRecord, RunRecords
 from bot.runs.service import RunService
 from tests.support.harness import Harness, make_options
 
@@ -96,6 +97,7 @@ def test_every_field_of_a_run_hash_is_declared_by_its_owners(harness: Harness) -
         written |= {k.decode() for k in harness.redis.hkeys(harness.keys.run(run_id))}
     assert written <= set(RunField) | STATE_FIELDS, written - set(RunField) - STATE_FIELDS
     assert {RunField.SUSPENDED_CALL, RunField.STOP_REQUESTED_BY, RunField.REPORTED} <= written
+    assert RunField.OFFERED_TOOLS in written
 
 
 def test_the_record_reads_back_every_half_of_the_hash(harness: Harness) -> None:
@@ -136,3 +138,22 @@ def test_a_claim_naming_a_vanished_record_is_dropped_once(
     again = RunRecord(run_id="r2", channel="C1", thread_ts="1.2", requester="U1", created_at=2.0)
     assert records.create(again, Message.user("me too")) == "r1"  # a live claim is never dropped
     assert not records.exists("r2")
+
+
+def test_a_runs_tools_are_recorded_once_and_a_later_list_gets_the_first_back(
+    redis_client: redis.Redis, keys: Keys, queue_name: str
+) -> None:
+    records = RunRecords(redis_client, keys)
+    first = (OfferedTool(definition=ToolDef(name="a", description="A."), category=ToolCategory.READ_ONLY),)
+    later = (OfferedTool(definition=ToolDef(name="b", description="B."), category=ToolCategory.MUTATING),)
+    assert records.start_reporting("gone", 1.0, first) is None
+    assert not redis_client.exists(keys.run("gone"))  # a vanished record does not come back as a stray
+    redis_client.hset(
+        keys.run("r1"), mapping={"run_id": "r1", "channel": "C1", "thread_ts": "1.2", "requester": "U1"}
+    )
+    assert records.start_reporting("r1", 1.0, first) is None
+    assert records.start_reporting("r1", 2.0, later) == first  # a job that read the record too early
+    assert records.start_reporting("r1", 3.0) is None
+    record = records.get("r1")
+    assert record is not None and record.tools_offered() == first
+    assert redis_client.zscore(keys.reporting(), "r1") == 3.0

@@ -13,15 +13,17 @@ from pathlib import Path
 
 import pytest
 import redis
+from rq import Queue
 
 from agent.redis_memory import RedisMemory
 from agent.types import RunStatus
 from bot.keys import Keys
 from bot.runs.audit import AuditKind
+from bot.runs.queueing import fetch_worker_job
 from bot.runs.service import RunService
 from tests.bot.runtimes import executions
 from tests.support.harness import make_options
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_for, wait_until
 from tests.support.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.slow
@@ -66,6 +68,10 @@ def test_sigkill_during_a_mutating_tool_never_runs_it_twice(
     assert len(executions(log)) == 1  # at most once
     assert tool_messages(service, run_id) == [OUTCOME_UNKNOWN]
     assert service.history(run_id)[-1].content == f"done: {OUTCOME_UNKNOWN}"
+    # The run's end is stored before its job reports it: the audit's run_finished follows.
+    wait_until(
+        lambda: AuditKind.RUN_FINISHED in [e.kind for e in service.audit.entries(run_id)], what="the report"
+    )
     kinds = [e.kind for e in service.audit.entries(run_id)]
     assert kinds == [
         AuditKind.RUN_STARTED,
@@ -132,8 +138,12 @@ def test_a_run_that_kills_every_worker_is_given_up(
     run_id = service.submit("C1", "1.1", requester="U_REQ", text="plan: check_health").run_id
     wait_until(lambda: status(service, run_id) is RunStatus.FAILED, timeout=60, what="giving up")
     assert len(executions(tmp_path / "check_health.log")) == 3
-    finished = service.audit.entries(run_id)[-1]
-    assert finished.kind is AuditKind.RUN_FINISHED and "gave up after 3 attempts" in finished.fields["error"]
+    # The status is stored first and the audit entry just after, by the same job: wait for it.
+    finished = wait_for(
+        lambda: next((e for e in service.audit.entries(run_id) if e.kind is AuditKind.RUN_FINISHED), None),
+        what="the run_finished entry",
+    )
+    assert "gave up after 3 attempts" in finished.fields["error"]
     assert service.active_run("C1", "1.1") is None  # the thread is free for a new mention
 
 
@@ -166,3 +176,25 @@ def test_fifty_runs_awaiting_approval_do_not_delay_a_new_run(
     new = service.submit("C1", "999.1", requester="U_REQ", text="plan: check_health").run_id
     wait_until(lambda: status(service, new) is RunStatus.COMPLETED, timeout=30, what="the new run")
     assert all(status(service, r) is RunStatus.AWAITING_APPROVAL for r in waiting)
+
+
+def test_a_forged_job_in_the_workers_queue_runs_nothing(
+    service: RunService, worker_processes: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    """Whoever can write RQ's keys (a runner host's Redis user) writes jobs into the workers'
+    queue: a pickle is never unpickled and a JSON job naming any other function is refused
+    unimported, while the runs queued after them are worked as usual."""
+    worker_processes()
+    pickled, forged = tmp_path / "pwned-pickle", tmp_path / "pwned-json"
+    Queue(service.queue.name, connection=service.redis).enqueue_call(  # RQ's default: pickle
+        "os.system", args=(f"touch {pickled}",), failure_ttl=600
+    )
+    job = service.queue.enqueue_call("os.system", args=(f"touch {forged}",), failure_ttl=600)
+    run_id = service.submit("C1", "1.1", requester="U_REQ", text="plan: check_health").run_id
+    wait_until(lambda: status(service, run_id) is RunStatus.COMPLETED, what="the run queued after them")
+    wait_until(lambda: fetch_worker_job(job.id, service.redis).is_failed, what="the forged job refused")
+    latest = fetch_worker_job(job.id, service.redis).latest_result()
+    assert latest is not None and "workers run only their own jobs, not 'os.system'" in (
+        latest.exc_string or ""
+    )
+    assert not pickled.exists() and not forged.exists()

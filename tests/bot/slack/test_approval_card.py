@@ -308,3 +308,24 @@ def test_the_presenter_redacts_the_reason_before_laying_it_out() -> None:
     lengthening = presenter(lambda text: text.replace("token=1", "token=[REDACTED]"))
     problem = lengthening.approval_problem(run, card)
     assert problem is not None and problem.startswith("the reason for asking is too long")
+
+
+def test_the_card_names_the_inventory_target_how_it_is_reached_and_marks_production() -> None:
+    card = approval(
+        {"target": "web-03", "service": "api"},
+        target="web-03",
+        target_via="runner",
+        target_labels="env=prod,role=web",
+        command="on web-03: systemctl restart --no-ask-password api",
+    )
+    blocks = render.approval_blocks(card)
+    assert_valid(blocks)
+    text = json.dumps(blocks)
+    assert "*Target*\\n`web-03` via runner\\nenv=prod, role=web\\n:red_circle: *PRODUCTION*" in text
+    assert "on web-03: systemctl restart --no-ask-password api" in text
+
+
+def test_a_staging_target_is_not_marked_production() -> None:
+    card = approval({"target": "stg-1"}, target="stg-1", target_via="ssh", target_labels="env=staging")
+    text = json.dumps(render.approval_blocks(card))
+    assert "`stg-1` via ssh\\nenv=staging" in text and "PRODUCTION" not in text

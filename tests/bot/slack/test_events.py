@@ -14,6 +14,7 @@ from slack_bolt import BoltRequest
 
 from agent.scripted import FunctionModel
 from agent.types import Request, RunStatus
+from bot.runs.early_replies import EARLY_MAX_ITEMS, EARLY_TTL_SECONDS
 from bot.slack.app import build_app
 from bot.slack.runtime import WebRuntime
 from tests.support.slack_bot import SlackBot
@@ -282,3 +283,38 @@ def test_the_web_app_starts_and_stores_events_while_slack_is_unreachable(
     ts = new_ts()
     assert deliver(bot, app_mention(ts, "plan: check_health"), "EvOffline") == 200
     assert bot.service.active_run(CHANNEL, ts)
+
+
+def test_a_reply_handled_before_its_mention_reaches_the_run(bot: SlackBot) -> None:
+    """Slack's events come in any order: a reply posted right after the mention can be handled
+    first. It is answered 200 only once stored, so it must reach the run the mention starts."""
+    root = new_ts()
+    reply = message(new_ts(), "and check web-04", thread_ts=root)
+    assert deliver(bot, reply, "EvEarly") == 200  # no run in the thread yet: kept for it
+    assert deliver(bot, reply, "EvEarly", retry=1) == 200  # Slack's retry: stored once
+    assert deliver(bot, app_mention(root, "plan: check_health"), "EvMention") == 200
+    run_id = wait_for(lambda: bot.service.active_run(CHANNEL, root), what="the run")
+    assert [i.text for i in bot.service.inbox.peek(run_id)] == ["and check web-04"]
+    assert not bot.redis.exists(bot.keys.early_replies(CHANNEL, root))
+    bot.work()
+    assert bot.status(run_id) is RunStatus.COMPLETED
+    assert "and check web-04" in [m.content for m in bot.service.history(run_id) if m.role == "user"]
+
+
+def test_a_reply_to_an_old_thread_without_a_run_is_not_kept(bot: SlackBot) -> None:
+    root = f"{int(time.time()) - 3600}.000100"  # an hour old: its mention, if any, was handled long ago
+    assert deliver(bot, message(new_ts(), "agreed", thread_ts=root), "EvOld") == 200
+    assert not bot.redis.exists(bot.keys.early_replies(CHANNEL, root))
+
+
+def test_a_flood_of_replies_to_a_young_thread_is_capped(bot: SlackBot) -> None:
+    """A hostile member replying without end to a fresh thread: Redis keeps a bounded list only;
+    beyond it Slack is told to retry (503), never told a message is stored that is not."""
+    root = new_ts()
+    statuses = [
+        deliver(bot, message(new_ts(), f"spam {n}", thread_ts=root), f"EvFlood{n}")
+        for n in range(EARLY_MAX_ITEMS + 2)
+    ]
+    assert statuses == [200] * EARLY_MAX_ITEMS + [503, 503]
+    assert bot.redis.llen(bot.keys.early_replies(CHANNEL, root)) == EARLY_MAX_ITEMS
+    assert 0 < int(bot.redis.ttl(bot.keys.early_replies(CHANNEL, root))) <= EARLY_TTL_SECONDS

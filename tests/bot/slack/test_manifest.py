@@ -23,12 +23,20 @@ SCOPES: dict[str, str | tuple[str, ...] | None] = {
     # ... of the channels the bot is in, when CHATOPS_CHANNELS does not name them.
     "users_conversations": ("channels:read", "groups:read"),
     "views_open": None,
+    "views_publish": None,  # the App Home tab (bot/slack/home.py)
     "auth_test": None,
+    # Answers streamed into the thread (bot/slack/streaming.py).
+    "chat_startStream": "chat:write",
+    "chat_appendStream": "chat:write",
+    "chat_stopStream": "chat:write",
+    # An answer too long for a few messages is attached as a file (bot/slack/answers.py).
+    "files_upload_v2": "files:write",
 }
 # Bolt listener -> the event subscriptions (and their scopes) it needs.
-EVENTS = {
+EVENTS: dict[str, dict[str, str | None]] = {
     "app_mention": {"app_mention": "app_mentions:read"},
     "message": {"message.channels": "channels:history", "message.groups": "groups:history"},
+    "app_home_opened": {"app_home_opened": None},  # no scope (docs.slack.dev events/app_home_opened)
 }
 
 
@@ -58,7 +66,10 @@ def test_the_manifest_has_exactly_the_scopes_the_code_needs() -> None:
         scope = SCOPES[method]
         needed |= {scope} if isinstance(scope, str) else set(scope or ())
     for listener in listeners():
-        needed |= set(EVENTS[listener].values())
+        needed |= {scope for scope in EVENTS[listener].values() if scope}
+    if "register_break_glass(app" in (ROOT / "bot" / "slack" / "app.py").read_text():
+        needed.add("commands")  # the /ops slash command (bot/slack/break_glass.py)
+        assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/ops"]
     assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(needed)
 
 
@@ -72,6 +83,15 @@ def test_the_manifest_subscribes_to_exactly_the_events_the_app_listens_to() -> N
         manifest["settings"]["interactivity"]["request_url"],
     }
     assert len(urls) == 1 and urls.pop().endswith("/slack/events")  # Bolt serves both on one path
+
+
+def test_the_home_tab_is_enabled_and_suggested_prompts_are_not_asked_for() -> None:
+    manifest = json.loads((ROOT / "manifest.json").read_text())
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+    # assistant.threads.setSuggestedPrompts works in assistant threads only (assistant:write and an
+    # assistant view); the bot works in channel threads, so neither is requested.
+    assert "assistant:write" not in manifest["oauth_config"]["scopes"]["bot"]
+    assert "assistant_view" not in manifest["features"]
 
 
 def test_the_procfile_runs_the_web_process_and_a_worker() -> None:

@@ -21,7 +21,7 @@ from bot.slack.sender import SlackSender
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import CHANNEL, make_settings
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_for, wait_until
 
 
 def presenter_for(
@@ -140,8 +140,20 @@ def test_rate_limits_and_server_errors_do_not_lose_the_answer(make_bot: Callable
     bot.tools = [TripSlack(bot.control)]
     ts = bot.mention("plan: trip_slack")
     bot.work()
-    answers = [m for m in bot.bot_replies(ts) if m["text"].startswith("done:")]
-    assert [m["text"] for m in answers] == ["done: tripped"]  # delivered, and exactly once
+
+    def answers() -> list[str]:
+        return [str(m["text"]) for m in bot.bot_replies(ts) if str(m["text"]).startswith("done:")]
+
+    def answered() -> bool:
+        # On a loaded machine the card's retries can outlast the job's wait for it: the run is
+        # then left to the recovery sweep, which any worker runs, and the answer follows from there.
+        if not answers():
+            bot.service.recover()
+            bot.work()
+        return bool(answers())
+
+    wait_for(answered, timeout=60, what="the answer, through Slack's 429s and 5xx")
+    assert answers() == ["done: tripped"]  # delivered, and exactly once
     statuses: list[Any] = [c["status"] for c in bot.calls("chat.postMessage")]
     assert 429 in statuses and 500 in statuses and statuses[-1] == 200
     updates = [c["status"] for c in bot.calls("chat.update")]

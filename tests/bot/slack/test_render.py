@@ -161,3 +161,14 @@ def test_stop_notice_says_which_limit_and_what_was_done() -> None:
     assert "iteration limit" in text and "Iterations: 20" in text and "45,678" in text
     assert "`a`, `b`" in text
     assert "Last state: :white_check_mark: `disk_usage` → 97% used _(0.1s)_ · approved by <@U_BOB>" in text
+
+
+def test_the_run_card_lists_the_targets_its_calls_ran_on() -> None:
+    steps = (
+        Step("c1", "disk_usage", StepStatus.OK, "read_only", 0.1, target="web-03"),
+        Step("c2", "cpu_load", StepStatus.OK, "read_only", 0.1, target="db-01"),
+        Step("c3", "disk_usage", StepStatus.OK, "read_only", 0.1, target="web-03"),
+    )
+    blocks = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, steps, 2, 10))
+    context = next(b for b in blocks if b["type"] == "context")
+    assert context["elements"][0]["text"].startswith("targets `web-03`, `db-01` · ")

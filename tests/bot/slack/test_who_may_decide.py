@@ -21,11 +21,11 @@ import pytest
 from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
 from bot.slack import render
-from emulator.slack import SlackEmulator, UserSpec, WorkspaceConfig
+from emulator.slack import SlackEmulator, UserSpec
 from tests.bot.slack.test_clicks import approval_id_of, notes_to, pending_card, status
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
-from tests.support.slack_workspace import CHANNEL, SECRET, TOKEN, buttons
+from tests.support.slack_workspace import CHANNEL, buttons, suite_workspace
 from tests.support.waiting import wait_for
 
 PEOPLE: dict[str, str | UserSpec] = {
@@ -49,9 +49,7 @@ NOT_A_USER_ID = "Only a person's Slack account may decide"
 
 @pytest.fixture
 def emulator() -> Iterator[SlackEmulator]:
-    config = WorkspaceConfig(
-        bot_token=TOKEN, signing_secret=SECRET, event_timeout=3.0, retry_delays=(0.0, 0.3, 0.3), users=PEOPLE
-    )
+    config = suite_workspace(users=PEOPLE)
     with SlackEmulator(config) as slack:
         yield slack
 
@@ -256,7 +254,7 @@ def test_the_transcript_goes_only_to_someone_who_may_decide_and_only_to_them(
     bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_TRANSCRIPT)  # an approver
     parts = wait_for(lambda: transcripts_to(bot, "U_BOB"), what="the transcript, to bob")
     assert all(p["channel"] == CHANNEL and p["thread_ts"] == ts for p in parts)
-    assert f"# Run {run_id}" in parts[0]["text"] and "check_health ok" in parts[0]["text"]
+    assert f"Transcript of run `{run_id[:12]}`" in parts[0]["text"] and "check_health ok" in parts[0]["text"]
     assert transcripts_to(bot) == parts  # to bob alone: no thread message, nobody else
     for viewer in ("U_ALICE", "U_CAROL", None):
         shown = bot.control.thread(CHANNEL, ts, viewer=viewer)

@@ -31,7 +31,7 @@ APPROVAL: list[dict[str, Any]] = [
                 "text": {"type": "plain_text", "text": "Approve"},
                 "confirm": {
                     "title": {"type": "plain_text", "text": "Sure?"},
-                    "text": {"type": "mrkdwn", "text": "Restarts *api*."},
+                    "text": {"type": "plain_text", "text": "Restarts api."},
                     "confirm": {"type": "plain_text", "text": "Yes"},
                     "deny": {"type": "plain_text", "text": "No"},
                 },

@@ -175,3 +175,30 @@ def test_reset_forgets_everything(web: WebClient, control: SlackEmulatorClient) 
     assert control.messages("incident") == []
     assert control.calls() == []
     assert web.auth_test()["ok"]
+
+
+def test_blocks_holding_more_than_12000_characters_in_all_are_msg_blocks_too_long(web: WebClient) -> None:
+    # Each section is within its 3,000 limit; together they pass what Slack takes (bolt-js#2509).
+    assert web.chat_postMessage(channel="C_INCIDENT", text="t", blocks=[section("a" * 3000)] * 4)["ok"]
+    error = post_error(web, blocks=[section("a" * 3000)] * 4 + [section("b")])
+    assert error["error"] == "msg_blocks_too_long"
+    ts = web.chat_postMessage(channel="C_INCIDENT", text="t")["ts"]
+    with pytest.raises(SlackApiError) as info:
+        web.chat_update(channel="C_INCIDENT", ts=ts, text="t", blocks=[section("c" * 2500)] * 5)
+    assert info.value.response["error"] == "msg_blocks_too_long"
+
+
+def test_a_confirm_dialogs_text_must_be_plain_text(web: WebClient) -> None:
+    confirm = {
+        "title": {"type": "plain_text", "text": "Sure?"},
+        "text": {"type": "mrkdwn", "text": "Deletes *everything*"},
+        "confirm": {"type": "plain_text", "text": "Yes"},
+        "deny": {"type": "plain_text", "text": "No"},
+    }
+    error = post_error(web, blocks=[{"type": "actions", "elements": [{**button("v"), "confirm": confirm}]}])
+    assert error["errors"] == [
+        "must be one of plain_text [json-pointer:/blocks/0/elements/0/confirm/text/type]"
+    ]
+    confirm["text"] = {"type": "plain_text", "text": "Deletes everything"}
+    blocks = [{"type": "actions", "elements": [{**button("v"), "confirm": confirm}]}]
+    assert web.chat_postMessage(channel="C_INCIDENT", text="t", blocks=blocks)["ok"]

@@ -82,7 +82,10 @@ def test_channel_names_resolve_like_ids(web: WebClient) -> None:
     assert web.chat_postMessage(channel="#incident", text="x")["channel"] == "C_INCIDENT"
 
 
-def test_message_ts_values_are_unique_increasing_slack_timestamps(web: WebClient) -> None:
+def test_message_ts_values_are_unique_increasing_slack_timestamps(
+    web: WebClient, control: SlackEmulatorClient
+) -> None:
+    control.set_rate_limits(False)  # 30 posts in a row to one channel: about the stamps, not the pace
     stamps = [web.chat_postMessage(channel="C_INCIDENT", text=str(i))["ts"] for i in range(30)]
     assert len(set(stamps)) == 30
     keys = [tuple(int(part) for part in ts.split(".")) for ts in stamps]
@@ -202,7 +205,8 @@ def test_reactions_repeat_is_already_reacted(web: WebClient, control: SlackEmula
     assert missing.response["error"] == "message_not_found"
 
 
-def test_conversations_replies_paginates_with_a_cursor(web: WebClient) -> None:
+def test_conversations_replies_paginates_with_a_cursor(web: WebClient, control: SlackEmulatorClient) -> None:
+    control.set_rate_limits(False)  # seven posts in a row to one channel: about the pages
     parent = web.chat_postMessage(channel="C_INCIDENT", text="parent")["ts"]
     for i in range(6):
         web.chat_postMessage(channel="C_INCIDENT", text=f"r{i}", thread_ts=parent)

@@ -1,0 +1,257 @@
+"""One thread per alert group: what a notification does to it, handled by a worker job.
+
+* The first firing notification of a group posts the root message in the route's channel and
+  starts a run in its thread with the alert as the first message (``investigate: auto``, within
+  the route's storm limit), or offers an **Investigate** button (``investigate: button``, or over
+  the storm limit, with the count of what was held back), whose run is told the same.
+* A repeat (no new alert in the group) changes nothing but the root's "last notified".
+* New alerts joining the group are posted in the thread and injected into the running run.
+* ``resolved`` redraws the root as resolved and tells a running run; a group firing again
+  within ``REOPEN_SECONDS`` reopens the same thread (told to its run if one is still going, else
+  a new run or the button again), later a new one is opened.
+* When the run finishes, its answer's first lines are shown on the root message too.
+
+Everything an alert says is the sender's text: it reaches the model as the run's first message
+(stored redacted, like a mention) and Slack through the presenter, which shows it inert.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from bot.alerts.payloads import Alert, Notification
+from bot.alerts.presenter import AlertPresenter, AlertView
+from bot.alerts.store import AlertStore, Group, RoutedNotification, group_id
+from bot.runs.service import RunService
+
+REOPEN_SECONDS = 3600.0
+SENDERS = {"alertmanager": "Alertmanager", "grafana": "Grafana", "pagerduty": "PagerDuty"}
+_SUMMARY_CHARS = 600
+_MAX_LISTED = 10
+
+
+@dataclass
+class AlertThreads:
+    store: AlertStore
+    service: RunService
+    presenter: AlertPresenter
+    clock: Callable[[], float] = time.time
+
+    def handle(self, routed: RoutedNotification) -> str:
+        """Apply one notification to its group's thread; what it did (for the job's result)."""
+        notification = routed.notification
+        gid = group_id(notification.source, notification.group_key)
+        group = self.store.group(gid)
+        now = self.clock()
+        if group is None or (group.status == "resolved" and now - group.resolved_at > REOPEN_SECONDS):
+            if notification.status == "resolved":
+                return "resolved-unknown"  # nothing open to close (it fired before we listened)
+            return self._open(routed, Group(gid, notification.source, notification.group_key))
+        group.notifications += 1
+        group.last_notified_at = now
+        if notification.status == "resolved":
+            return self._resolve(routed, group)
+        if group.status == "resolved":
+            return self._reopen(routed, group)
+        return self._join(routed, group)
+
+    # -- the moves ------------------------------------------------------------------------------
+
+    def _open(self, routed: RoutedNotification, group: Group) -> str:
+        notification = routed.notification
+        group.channel, group.title = routed.channel, notification.title
+        group.fingerprints = fingerprints(notification)
+        group.notifications, group.last_notified_at, group.status = 1, self.clock(), "firing"
+        group.brief, group.source_url = alert_message(routed), source_url(routed)
+        auto = self._admitted(routed, group)
+        shown = view(routed, group, button=not auto)
+        group.view = shown.encode()
+        root = self.presenter.post_alert(routed.channel, shown)
+        group.root_ts = root or f"alert-{group.id}"  # a headless presenter: the thread is ours alone
+        if auto:
+            self._investigate(group, requester=SENDERS.get(notification.source, "alert"))
+        self.store.save(group)
+        return "opened" if auto else "held"
+
+    def _join(self, routed: RoutedNotification, group: Group) -> str:
+        new = [alert for alert in routed.notification.alerts if alert.fingerprint not in group.fingerprints]
+        if not new:
+            self._redraw(routed, group)
+            self.store.save(group)
+            return "repeat"
+        group.fingerprints += [alert.fingerprint for alert in new]
+        text = f"{len(new)} more alert(s) joined this group:\n" + listed(new)
+        self._tell(routed, group, text)
+        self._redraw(routed, group)
+        self.store.save(group)
+        return "joined"
+
+    def _resolve(self, routed: RoutedNotification, group: Group) -> str:
+        if group.status == "resolved":
+            self.store.save(group)
+            return "repeat"
+        group.status, group.resolved_at = "resolved", self.clock()
+        when = time.strftime("%H:%M:%S UTC", time.gmtime(group.resolved_at))
+        self._tell(routed, group, f"The alert resolved at {when} ({routed.notification.title}).")
+        self._redraw(routed, group)
+        self.store.save(group)
+        return "resolved"
+
+    def _reopen(self, routed: RoutedNotification, group: Group) -> str:
+        group.status, group.resolved_at = "firing", 0.0
+        group.fingerprints = list(dict.fromkeys([*group.fingerprints, *fingerprints(routed.notification)]))
+        group.brief, group.source_url = alert_message(routed), source_url(routed)
+        self._tell(routed, group, "The alert is firing again:\n" + listed(routed.notification.alerts))
+        if self.service.active_run(group.channel, group.root_ts) is None:
+            # The last investigation is over: this firing is a new one. It gets a run of its own
+            # within the storm limit, or the Investigate button again (``_redraw``), never neither.
+            group.run_id = ""
+            if self._admitted(routed, group):
+                self._investigate(group, requester=SENDERS.get(routed.notification.source, "alert"))
+        self._redraw(routed, group)
+        self.store.save(group)
+        return "reopened"
+
+    # -- the run -----------------------------------------------------------------------------------
+
+    def investigate(self, gid: str, user: str) -> str | None:
+        """The Investigate button: start the run (requested by whoever clicked); its id."""
+        group = self.store.group(gid)
+        if group is None or not group.root_ts:
+            return None
+        active = self.service.active_run(group.channel, group.root_ts)
+        if active is not None:
+            return active
+        self._investigate(group, requester=user)
+        group.held = 0
+        self.store.save(group)
+        return group.run_id
+
+    def _admitted(self, routed: RoutedNotification, group: Group) -> bool:
+        """Whether this firing starts a run by itself: an ``auto`` route within its storm limit.
+        Over the limit the group counts as held back (the root's count); a button route holds nothing."""
+        if routed.investigate != "auto":
+            return False
+        if self.store.storm_allows(routed.route, routed.max_runs, routed.window_seconds):
+            return True
+        group.held = self.store.held_back(routed.route, group.id, routed.window_seconds)
+        return False
+
+    def _investigate(self, group: Group, *, requester: str) -> None:
+        """The run in the group's thread, told what its last firing said (``group.brief``: the
+        alert, its labels and links, whether it starts by itself or from the button); a group
+        stored before there was a brief gets its title."""
+        text = group.brief or (
+            f"Investigate this alert: {group.title}" if group.title else "Investigate this alert."
+        )
+        submission = self.service.submit(
+            group.channel, group.root_ts, requester=requester, text=text, source_url=group.source_url
+        )
+        group.run_id = submission.run_id
+
+    def run_finished(self, run_id: str, answer: str) -> None:
+        """Show the investigation's answer, shortened, on the root message."""
+        group = self.store.group_of_run(run_id)
+        if group is None or not group.root_ts or group.root_ts.startswith("alert-"):
+            return
+        summary = answer.strip()
+        if len(summary) > _SUMMARY_CHARS:
+            summary = summary[: _SUMMARY_CHARS - 1].rstrip() + "…"
+        last = AlertView.decode(group.view) or AlertView(group.id, group.source, group.status, group.title)
+        shown = replace(last, answer=summary, investigate_button=False)
+        group.view = shown.encode()
+        self.store.save(group)
+        self.presenter.update_alert(group.channel, group.root_ts, shown)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _tell(self, routed: RoutedNotification, group: Group, text: str) -> None:
+        """A note in the thread, and the same text into the running run (it reads it next)."""
+        ts = self.presenter.post_alert_note(group.channel, group.root_ts, text) or f"{routed.id}.1"
+        if self.service.active_run(group.channel, group.root_ts) is not None:
+            sender = SENDERS.get(routed.notification.source, "alert")
+            self.service.deliver(group.channel, group.root_ts, user=sender, text=text, ts=ts)
+
+    def _redraw(self, routed: RoutedNotification, group: Group) -> None:
+        if group.root_ts.startswith("alert-"):
+            return
+        button = not group.run_id and self.service.active_run(group.channel, group.root_ts) is None
+        last = AlertView.decode(group.view)
+        shown = replace(view(routed, group, button=button), answer=last.answer if last else "")
+        group.view = shown.encode()
+        self.presenter.update_alert(group.channel, group.root_ts, shown)
+
+
+def fingerprints(notification: Notification) -> list[str]:
+    return list(dict.fromkeys(alert.fingerprint for alert in notification.alerts))
+
+
+def listed(alerts: tuple[Alert, ...] | list[Alert]) -> str:
+    lines = [f"- {_alert_line(alert)}" for alert in list(alerts)[:_MAX_LISTED]]
+    if len(alerts) > _MAX_LISTED:
+        lines.append(f"- … and {len(alerts) - _MAX_LISTED} more")
+    return "\n".join(lines)
+
+
+def _alert_line(alert: Alert) -> str:
+    name = alert.labels.get("alertname", "alert")
+    where = alert.labels.get("instance") or alert.labels.get("job") or ""
+    summary = alert.annotations.get("summary") or alert.annotations.get("description") or ""
+    parts = [name, f"on {where}" if where else "", f"({alert.status})", summary]
+    return " ".join(part for part in parts if part)
+
+
+def alert_message(routed: RoutedNotification) -> str:
+    """The run's first message: what fired, where, the labels and links, and what to do."""
+    notification = routed.notification
+    sender = SENDERS.get(notification.source, notification.source)
+    lines = [f"Alert from {sender} ({notification.status}): {notification.title}"]
+    if routed.target:
+        lines.append(f"Target: {routed.target} (from the inventory)")
+    labels = {**notification.group_labels, **notification.common_labels}
+    if labels:
+        lines.append("Labels: " + ", ".join(f"{key}={value}" for key, value in sorted(labels.items())))
+    for key in ("summary", "description", "runbook_url"):
+        if notification.common_annotations.get(key):
+            lines.append(f"{key}: {notification.common_annotations[key]}")
+    lines.append(f"Alerts in the group ({len(notification.alerts)}):\n" + listed(notification.alerts))
+    links = [alert.generator_url for alert in notification.alerts if alert.generator_url][:3]
+    if links:
+        lines.append("Source: " + " ".join(links))
+    lines.append("Investigate what caused it with read-only tools first, and say what you found.")
+    return "\n".join(lines)
+
+
+def source_url(routed: RoutedNotification) -> str:
+    """The first alert's link to where it came from (the run card links back to it)."""
+    return next((alert.generator_url for alert in routed.notification.alerts if alert.generator_url), "")
+
+
+def view(routed: RoutedNotification, group: Group, *, button: bool) -> AlertView:
+    notification = routed.notification
+    labels = {**notification.group_labels, **notification.common_labels}
+    first = notification.alerts[0] if notification.alerts else None
+    links: list[tuple[str, str]] = []
+    if first is not None and first.generator_url:
+        links.append(("source", first.generator_url))
+    if first is not None:
+        links += [(what, url) for what, url in first.links.items() if url]
+    summary = notification.common_annotations.get("summary") or (
+        first.annotations.get("summary", "") if first else ""
+    )
+    return replace(
+        AlertView(group.id, notification.source, group.status, group.title or notification.title),
+        severity=labels.get("severity", ""),
+        target=routed.target,
+        labels=tuple(sorted(labels.items())),
+        summary=summary,
+        links=tuple(links),
+        alerts=len(group.fingerprints),
+        notifications=group.notifications,
+        last_notified_at=group.last_notified_at,
+        resolved_at=group.resolved_at,
+        investigate_button=button,
+        held=group.held,
+    )

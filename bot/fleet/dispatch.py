@@ -1,0 +1,188 @@
+"""The worker's side of a runner target: each call goes to the target's RQ queue, and back.
+
+``RunnerTool`` is the route of one (tool, target) pair (``tools.targets.TargetedTool`` picks it).
+A call is a small JSON job (RQ's ``JSONSerializer``: nothing pickled crosses to a runner) naming
+the tool, the arguments exactly as the model wrote them, the approval grant of an approved call
+and a deadline; the runner looks the tool up in its own registry and refuses anything else. The
+dispatcher waits for the result on the execution's list, checking between short waits that the
+runner is still alive; when it is not, or the deadline passes, it abandons the execution (one
+``SET NX`` against the runner's own claim, ``bot.fleet.executions``) and says whether the call ran.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import redis
+from rq import Queue
+from rq.serializers import JSONSerializer
+
+from agent.tooling import APPROVAL_GRANT, ToolCategory, ToolResult
+from agent.types import ToolDef
+from bot.fleet.executions import Executions, RemoteResult
+from bot.fleet.grants import Grant
+from bot.fleet.heartbeats import Heartbeats
+from bot.keys import Keys
+
+RUNNER_FUNCTION = "bot.fleet.runner_job.perform"  # the one function a runner runs
+_WAIT_SLICE_SECONDS = 1.0  # how often a waiting dispatcher checks the runner's heartbeat
+_GRACE_SECONDS = 2.0  # past the tool's own timeout, for the runner to report it itself
+
+
+def target_queue_name(base: str, target: str) -> str:
+    """The RQ queue of one target's runner: ``chatops.target.web-03``."""
+    return f"{base}.target.{target}"
+
+
+@dataclass
+class Dispatcher:
+    """Sends calls to runners' queues and waits for their results (one per worker process)."""
+
+    redis: redis.Redis
+    keys: Keys
+    queue_base: str
+    heartbeats: Heartbeats
+    secret: bytes  # ``CHATOPS_RUNNER_SECRET``: results are sealed with it (``bot.fleet.executions``)
+    queues: dict[str, Queue] = field(default_factory=dict)
+
+    @property
+    def executions(self) -> Executions:
+        return Executions(self.redis, self.keys, self.secret)
+
+    def queue(self, target: str) -> Queue:
+        if target not in self.queues:
+            self.queues[target] = Queue(
+                target_queue_name(self.queue_base, target), connection=self.redis, serializer=JSONSerializer
+            )
+        return self.queues[target]
+
+    def call(
+        self, target: str, op: str, tool: str, arguments: str, *, timeout: float, mutating: bool
+    ) -> RemoteResult:
+        """Run ``op`` (execute, preview, describe) of ``tool`` on ``target``'s runner."""
+        unreachable, now = self.heartbeats.check(target)
+        if unreachable is not None:
+            return RemoteResult(f"Error: {unreachable}; nothing was run", is_error=True)
+        execution = _execution_id(arguments) if op == "execute" else None
+        execution = execution or f"ro-{uuid.uuid4().hex}"
+        deadline = now + timeout
+        payload = {
+            "execution": execution,
+            "op": op,
+            "tool": tool,
+            "arguments": arguments,
+            "deadline": deadline,
+            "timeout": timeout,
+        }
+        self.queue(target).enqueue_call(
+            RUNNER_FUNCTION,
+            args=(payload,),
+            timeout=math.ceil(timeout + _GRACE_SECONDS),
+            ttl=math.ceil(timeout + _GRACE_SECONDS),  # never started by then: dropped from the queue
+            result_ttl=60,  # expired by Redis: deleting at once costs the runner a dozen round trips
+            failure_ttl=3600,
+        )
+        return self._wait(target, tool, execution, timeout + _GRACE_SECONDS, mutating)
+
+    def _wait(self, target: str, tool: str, execution: str, budget: float, mutating: bool) -> RemoteResult:
+        executions = self.executions
+        started = time.monotonic()
+        while True:
+            left = budget - (time.monotonic() - started)
+            result = executions.wait(execution, min(_WAIT_SLICE_SECONDS, max(0.05, left)))
+            if result is not None:
+                return result
+            unreachable = self.heartbeats.unreachable(target)
+            if unreachable is None and time.monotonic() - started < budget:
+                continue
+            why = unreachable or f"{tool} on {target} did not answer within {budget:.0f} s"
+            if executions.abandon(execution):
+                return RemoteResult(f"Error: {why}; the call was not run", is_error=True)
+            late = executions.wait(execution, 0.05)  # it may have finished just now
+            if late is not None:
+                return late
+            if mutating:
+                return RemoteResult(
+                    f"Error: outcome unknown: {why} while {tool} was running; verify the state before retrying",
+                    is_error=True,
+                )
+            return RemoteResult(f"Error: {why} while {tool} was running", is_error=True)
+
+
+def _execution_id(arguments: str) -> str | None:
+    """An approved call's execution id, from its grant (the runner checks the grant's signature)."""
+    try:
+        text = json.loads(arguments).get(APPROVAL_GRANT)
+    except (ValueError, AttributeError):
+        return None
+    grant = Grant.decode(text) if isinstance(text, str) else None
+    return grant.execution_id if grant is not None else None
+
+
+class RunnerTool:
+    """The route of one tool on one runner target: every call is sent to that runner.
+
+    ``base`` is the worker's own tool of that name: it gives the schema and the category the
+    worker's gate uses; the runner decides again from its own registry before acting.
+    """
+
+    receives_target = True  # the runner binds the arguments exactly as the model wrote them
+
+    def __init__(
+        self, base: ToolDef, category: ToolCategory, timeout: float, target: str, dispatcher: Dispatcher
+    ):
+        self._definition = base
+        self._category = category
+        self._timeout = timeout
+        self._target = target
+        self._dispatcher = dispatcher
+
+    @property
+    def definition(self) -> ToolDef:
+        return self._definition
+
+    @property
+    def category(self) -> ToolCategory:
+        return self._category
+
+    @property
+    def parallel(self) -> bool:
+        return self._category is ToolCategory.READ_ONLY
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        return self._call("execute", arguments, timeout)
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        return self._call("preview", arguments, timeout)
+
+    def describe(self, arguments: str) -> str | None:
+        """The exact command, as the runner that will run it describes it."""
+        result = self._call("describe", arguments, min(self._timeout, 10.0))
+        return None if result.is_error or not result.output else result.output
+
+    def refusal(self, arguments: str) -> str | None:
+        """A mutating call to a target whose runner is silent, or has no such tool, is not put
+        before a person (the runner lists its tools in its heartbeat)."""
+        heartbeats = self._dispatcher.heartbeats
+        unreachable = heartbeats.unreachable(self._target)
+        if unreachable is not None:
+            return unreachable
+        beat = heartbeats.get(self._target)
+        if beat is not None and self._definition.name not in beat.tools:
+            return f"the runner of {self._target} has no tool {self._definition.name}; it was not run"
+        return None
+
+    def _call(self, op: str, arguments: str, timeout: float) -> ToolResult:
+        mutating = op == "execute" and self._category.requires_confirmation
+        remote = self._dispatcher.call(
+            self._target, op, self._definition.name, arguments, timeout=timeout, mutating=mutating
+        )
+        return remote.to_tool_result(self._target)

@@ -1,0 +1,107 @@
+"""Runner heartbeats: the one owner of ``{p}fleet:runner:{target}``.
+
+A runner writes its heartbeat every ``CHATOPS_RUNNER_HEARTBEAT_SECONDS`` from a thread of its own
+(a long tool call does not stop it; a dead or frozen process does). The time is Redis's, so
+hosts with skewed clocks agree on a heartbeat's age. A target whose runner missed three
+heartbeats is unreachable: a call to it is answered at once, and a mutating one is not put before
+a person.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+
+import redis
+
+from agent.redis_util import as_text
+from bot.keys import Keys
+
+log = logging.getLogger(__name__)
+MISSED_BEATS = 3  # a runner silent for this many intervals is gone
+_RECORD_TTL_SECONDS = 7 * 24 * 3600  # kept for ``chatops targets`` ("last seen 2 days ago")
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    target: str
+    executor: str  # host:pid of the runner
+    seen_at: float  # Redis's clock
+    tools: tuple[str, ...] = ()
+
+
+def redis_now(client: redis.Redis) -> float:
+    seconds, micros = client.time()
+    return float(seconds) + micros / 1e6
+
+
+class Heartbeats:
+    """Write and read runners' heartbeats; judge a target reachable by their age."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, interval: float) -> None:
+        self._redis = client
+        self._keys = keys
+        self.interval = interval
+
+    def beat(self, target: str, executor: str, tools: tuple[str, ...] = ()) -> None:
+        record = {"executor": executor, "seen_at": redis_now(self._redis), "tools": list(tools)}
+        self._redis.set(self._keys.runner_heartbeat(target), json.dumps(record), ex=_RECORD_TTL_SECONDS)
+
+    def get(self, target: str) -> Heartbeat | None:
+        return _decode(target, as_text(self._redis.get(self._keys.runner_heartbeat(target))))
+
+    def unreachable(self, target: str) -> str | None:
+        """Why ``target`` cannot be reached now (``None``: its runner beat recently enough)."""
+        return self.check(target)[0]
+
+    def check(self, target: str) -> tuple[str | None, float]:
+        """``unreachable`` and Redis's clock now, in one round trip (a dispatch needs both)."""
+        with self._redis.pipeline(transaction=False) as pipe:
+            pipe.get(self._keys.runner_heartbeat(target))
+            pipe.time()
+            raw, (seconds, micros) = pipe.execute()
+        now = float(seconds) + micros / 1e6
+        beat = _decode(target, as_text(raw))
+        if beat is None:
+            return f"target {target} is unreachable: no runner has been seen", now
+        age = now - beat.seen_at
+        if age > MISSED_BEATS * self.interval:
+            return f"target {target} is unreachable: no runner seen for {age:.0f} s", now
+        return None, now
+
+
+def _decode(target: str, raw: str | None) -> Heartbeat | None:
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        return Heartbeat(target, str(data["executor"]), float(data["seen_at"]), tuple(data.get("tools", ())))
+    except (ValueError, KeyError, TypeError):
+        return None  # not ours: treated like no runner at all
+
+
+class HeartbeatThread:
+    """The runner's heartbeat, every ``interval`` seconds until ``stop``; Redis errors are logged
+    and retried (the runner is unreachable meanwhile, which is the truth)."""
+
+    def __init__(self, heartbeats: Heartbeats, target: str, executor: str, tools: tuple[str, ...]) -> None:
+        self._heartbeats = heartbeats
+        self._args = (target, executor, tools)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chatops-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._heartbeats.beat(*self._args)  # the first one before any job is taken
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._heartbeats.interval):
+            try:
+                self._heartbeats.beat(*self._args)
+            except redis.RedisError as error:
+                log.warning("heartbeat of %s failed: %s", self._args[0], error)

@@ -1,0 +1,113 @@
+"""``chatops runner --target NAME``: an RQ worker on the host, for that target's queue only.
+
+The runner needs ``REDIS_URL`` (a Redis ACL user limited to RQ's keys and the fleet's: see
+docs/OPERATIONS.md), the inventory, its own tool settings (``CHATOPS_TOOLS_FILE``,
+``CHATOPS_LOG_DIRS``, ``CHATOPS_SERVICE_BACKEND``, ...) and ``CHATOPS_RUNNER_SECRET``: no Slack or
+LLM credentials. It runs jobs in its own process (RQ's ``SimpleWorker``: no fork per call, so a
+call through a runner costs milliseconds), deserialises them as JSON (never pickle), and runs
+only ``bot.fleet.runner_job.perform``: any other function named by a job in its queue is refused
+without being imported (``RunnerJob.func``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from rq.executions import Execution
+from rq.job import Job
+from rq.queue import Queue
+from rq.serializers import JSONSerializer
+from rq.worker import SimpleWorker
+
+from agent.tooling import ToolCategory
+from bot.errors import BotConfigurationError
+from bot.fleet.dispatch import RUNNER_FUNCTION, target_queue_name
+from bot.fleet.executions import Executions
+from bot.fleet.grants import GrantSigner, PolicyNeed
+from bot.fleet.heartbeats import Heartbeats, HeartbeatThread
+from bot.fleet.runner_job import RunnerContext, bound, perform, runner_now
+from bot.keys import Keys
+
+log = logging.getLogger(__name__)
+
+
+class RefusedJobError(Exception):
+    """A job in a runner's queue named a function other than the runner's one."""
+
+
+class RunnerJob(Job):
+    """A job whose function is never imported by name: only the runner's own is ever called."""
+
+    @property
+    def func(self) -> Any:
+        if self.func_name != RUNNER_FUNCTION:
+            raise RefusedJobError(f"a runner runs only {RUNNER_FUNCTION}, not {self.func_name!r}")
+        return perform
+
+
+class RunnerWorker(SimpleWorker):
+    """Binds the runner's context around every job; beats its heartbeat from its own thread."""
+
+    def __init__(self, *args: Any, context: RunnerContext, heartbeat: HeartbeatThread, **kwargs: Any) -> None:
+        kwargs["job_class"] = RunnerJob
+        kwargs["serializer"] = JSONSerializer
+        super().__init__(*args, **kwargs)
+        self.context = context
+        self.fleet_heartbeat = heartbeat
+
+    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
+        with bound(self.context):
+            return super().perform_job(job, queue, execution)
+
+    def work(self, *args: Any, **kwargs: Any) -> bool:
+        self.fleet_heartbeat.start()
+        try:
+            return bool(super().work(*args, **kwargs))
+        finally:
+            self.fleet_heartbeat.stop()
+
+
+def executor_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def build_runner(
+    *,
+    connection: redis.Redis,
+    keys: Keys,
+    queue_base: str,
+    target: str,
+    tools: dict[str, Any],
+    secret: str,
+    heartbeat_seconds: float,
+    output_filter: Any,
+    name: str | None = None,
+    replicas: int = 0,
+    replica_wait_ms: int = 500,
+    policy: Callable[[str, ToolCategory], PolicyNeed] | None = None,
+) -> RunnerWorker:
+    """A runner worker for ``target`` with ``tools`` (its own registry, by name)."""
+    if not secret:
+        raise BotConfigurationError("a runner needs CHATOPS_RUNNER_SECRET to verify approvals")
+    executor = executor_name()
+    context = RunnerContext(
+        target=target,
+        executor=executor,
+        tools=tools,
+        executions=Executions(
+            connection, keys, secret.encode(), replicas=replicas, replica_wait_ms=replica_wait_ms
+        ),
+        signer=GrantSigner(secret.encode(), 0.0, clock=runner_now(connection)),
+        output_filter=output_filter,
+        now=runner_now(connection),
+        policy=policy,
+    )
+    heartbeats = Heartbeats(connection, keys, heartbeat_seconds)
+    heartbeat = HeartbeatThread(heartbeats, target, executor, tuple(sorted(tools)))
+    queue = Queue(target_queue_name(queue_base, target), connection=connection, serializer=JSONSerializer)
+    return RunnerWorker([queue], connection=connection, name=name, context=context, heartbeat=heartbeat)

@@ -1,0 +1,187 @@
+"""The fleet built from the settings: the inventory, each kind of target's routes, the runner.
+
+``build_fleet`` is what a worker's runtime offers a run (``bot.fleet.routing.Fleet``): local
+targets run the worker's own tools, runner targets dispatch to the target's queue
+(``bot.fleet.dispatch``), SSH targets run catalog commands over SSH (``tools.ssh``), Kubernetes
+targets run the service and ``kube_*`` tools with their context and namespace. ``build_runner_worker``
+is the other side, ``chatops runner --target NAME``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import redis
+
+from agent.tooling import Tool, ToolCategory
+from bot.errors import BotConfigurationError
+from bot.fleet.dispatch import Dispatcher, RunnerTool
+from bot.fleet.grants import PolicyNeed
+from bot.fleet.heartbeats import Heartbeats
+from bot.fleet.routing import Fleet, builtin_kinds
+from bot.fleet.runner import RunnerWorker, build_runner
+from bot.keys import Keys
+from bot.runs.policy import Subject
+from bot.runs.policy_file import load_policy
+from bot.settings import Settings
+from tools.config import ToolsConfig
+from tools.errors import ToolConfigError, ToolError
+from tools.inventory import Inventory, SshDefaults, Target, load_inventory
+from tools.registry import ToolRegistry, build_registry
+from tools.safety import OutputFilter
+
+
+def load_fleet_inventory(settings: Settings) -> Inventory:
+    """``CHATOPS_INVENTORY_FILE`` (or the implicit local target); a mistake stops start-up."""
+    defaults = SshDefaults(
+        user=settings.chatops_ssh_user or None,
+        key_file=settings.chatops_ssh_key_file,
+        known_hosts=settings.chatops_ssh_known_hosts,
+    )
+    try:
+        inventory = load_inventory(settings.chatops_inventory_file, ssh_defaults=defaults)
+    except ToolConfigError as error:
+        raise BotConfigurationError(str(error)) from error
+    if any(target.via == "runner" for target in inventory) and not settings.chatops_runner_secret:
+        raise BotConfigurationError(
+            "the inventory has runner targets: set CHATOPS_RUNNER_SECRET (the same value for the web "
+            "process, the workers and the runners) so runners can verify approvals"
+        )
+    _check_channel_targets(settings, inventory)
+    return inventory
+
+
+def _check_channel_targets(settings: Settings, inventory: Inventory) -> None:
+    for channel, rule in settings.chatops_channel_targets.items():
+        try:
+            chosen = inventory.select(rule)
+        except ToolError as error:
+            raise BotConfigurationError(f"CHATOPS_CHANNEL_TARGETS: {channel}: {error}") from error
+        if not chosen:
+            raise BotConfigurationError(
+                f"CHATOPS_CHANNEL_TARGETS: {channel}: {rule!r} matches no target of the inventory"
+            )
+
+
+def build_fleet(
+    settings: Settings,
+    client: redis.Redis,
+    keys: Keys,
+    registry: ToolRegistry,
+    inventory: Inventory | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Fleet:
+    """The worker's fleet: how each call of a run reaches its target (``env``: the commands'
+    environment, default ``os.environ``, as for the registry)."""
+    inventory = inventory or load_fleet_inventory(settings)
+    tools_config = ToolsConfig.from_settings(settings, env)
+    heartbeats = Heartbeats(client, keys, settings.chatops_runner_heartbeat_seconds)
+    dispatcher = Dispatcher(
+        client, keys, settings.chatops_queue, heartbeats, settings.chatops_runner_secret.encode()
+    )
+
+    def runner_route(tool: Tool, target: Target) -> Tool:
+        return RunnerTool(tool.definition, tool.category, tool.timeout, target.name, dispatcher)
+
+    def kinds_of(name: str) -> frozenset[str] | None:
+        found = registry.target_kinds(name)
+        return found if found is not None else builtin_kinds(name)
+
+    return Fleet(
+        inventory=inventory,
+        local_tools=registry.tools(),
+        kinds_of=kinds_of,
+        routes={
+            "runner": runner_route,
+            "ssh": lambda tool, target: registry.over_ssh(tool.definition.name, target),
+            "kubernetes": lambda tool, target: kubernetes_route(tool, target, tools_config),
+        },
+        # Tools only some targets have: Kubernetes targets' kube_* tools, MCP servers bound to a target.
+        target_tools=lambda target: [
+            *kubernetes_only_tools(target, tools_config),
+            *registry.mcp_target_tools(target),
+        ],
+        channel_targets=dict(settings.chatops_channel_targets),
+    )
+
+
+def kubernetes_route(tool: Tool, target: Target, config: ToolsConfig) -> Tool | None:
+    """The service tools of a Kubernetes target: its context and namespace."""
+    from tools.builtin.services import KubernetesBackend, service_tools
+
+    if target.kubernetes is None:
+        return None
+    backend = KubernetesBackend(config.command_env(), target.kubernetes.namespace, target.kubernetes.context)
+    return next((t for t in service_tools(backend) if t.definition.name == tool.definition.name), None)
+
+
+def kubernetes_only_tools(target: Target, config: ToolsConfig) -> Sequence[Tool]:
+    """The ``kube_*`` tools of a Kubernetes target (other targets have none)."""
+    from tools.builtin.kubernetes import kubernetes_tools
+
+    if target.via != "kubernetes" or target.kubernetes is None:
+        return ()
+    kube = target.kubernetes
+    return kubernetes_tools(config.command_env(), kube.namespace, kube.context)
+
+
+def target_descriptions(inventory: Inventory) -> list[str]:
+    """The inventory as the system prompt lists it (``{{targets}}``)."""
+    if inventory.implicit:
+        return []
+    return [f"{target.describe()} via {target.via}" for target in inventory]
+
+
+# -- the runner ------------------------------------------------------------------------------------
+
+
+def build_runner_worker(
+    settings: Settings, connection: redis.Redis, target_name: str, name: str | None = None
+) -> RunnerWorker:
+    """``chatops runner --target NAME``: its own registry, for that target's queue only."""
+    inventory = load_fleet_inventory(settings)
+    target = inventory.get(target_name)
+    if target is None:
+        raise BotConfigurationError(
+            f"--target {target_name!r} is not in the inventory ({', '.join(inventory.names()) or 'empty'})"
+        )
+    if target.via != "runner":
+        raise BotConfigurationError(f"target {target_name} is reached via {target.via}, not by a runner")
+    registry = build_registry(ToolsConfig.from_settings(settings))
+    output_filter: Any = OutputFilter.from_settings(settings, extra_secrets=registry.secret_values)
+    return build_runner(
+        connection=connection,
+        keys=Keys(settings.chatops_redis_prefix),
+        queue_base=settings.chatops_queue,
+        target=target.name,
+        tools={tool.definition.name: tool for tool in registry.tools()},
+        secret=settings.chatops_runner_secret,
+        heartbeat_seconds=settings.chatops_runner_heartbeat_seconds,
+        output_filter=output_filter,
+        name=name,
+        replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
+        replica_wait_ms=settings.redis_replica_wait_ms,
+        policy=runner_policy(settings, target),
+    )
+
+
+def runner_policy(settings: Settings, target: Target) -> Callable[[str, ToolCategory], PolicyNeed] | None:
+    """The runner's own reading of ``CHATOPS_POLICY_FILE`` for its target (``None`` without one):
+    what a call there needs, judged from its own inventory labels, never from what a grant says."""
+    if settings.chatops_policy_file is None:
+        return None
+    policy = load_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers))
+    labels = tuple(sorted(target.labels.items()))
+
+    channels = sorted({"", *(c for rule in policy.rules for c in rule.match.channels)})
+
+    def need(tool: str, category: ToolCategory) -> PolicyNeed:
+        # The host does not know the run's channel: a call is denied when it is in every channel,
+        # and needs the fewest approvals any channel's rules ask for (the web judged the channel).
+        decisions = [policy.decide(Subject("", c, tool, category, target.name, labels)) for c in channels]
+        denied = decisions[0].deny_reason if all(d.denied for d in decisions) else ""
+        fewest = min(d.requirement.approvals for d in decisions)
+        return PolicyNeed(denied, fewest, policy.break_glass is not None)
+
+    return need

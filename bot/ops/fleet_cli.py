@@ -1,0 +1,95 @@
+"""``chatops runner --target NAME`` and ``chatops targets``.
+
+``runner`` serves one target's queue on the host (``bot.fleet.runner``), outliving Redis
+outages like ``chatops worker``; ``targets`` lists the inventory with each runner's last heartbeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import time
+
+import redis
+
+from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats, redis_now
+from bot.keys import Keys
+from bot.ops.fleet import build_runner_worker, load_fleet_inventory
+from bot.redis_connection import open_redis
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def configure_cli(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", help="the inventory target this runner serves (CHATOPS_RUNNER_TARGET)")
+    parser.add_argument("--name", help="worker name (default: random)")
+    parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
+
+
+def run_cli(args: argparse.Namespace, settings: Settings) -> int:
+    target = args.target or settings.chatops_runner_target
+    if not target:
+        print("chatops runner: name the target with --target or CHATOPS_RUNNER_TARGET")
+        return 2
+    restarts = 0
+    while True:
+        # Behind sentinels its one blocking command is WAIT 1 on a changing call's mark.
+        waits = settings.redis_replica_wait_ms / 1000 if settings.redis_sentinels else 0.0
+        connection = open_redis(settings, blocking_seconds=waits)
+        try:
+            worker = build_runner_worker(settings, connection, target, name=args.name)
+            # RQ's lines for every job cost a runner about 0.4 ms a call; our own say what ran.
+            rq_level = "DEBUG" if args.log_level == "DEBUG" else "WARNING"
+            worker.work(burst=args.burst, logging_level=rq_level, with_scheduler=False)
+            return 0
+        except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as error:
+            print(
+                f"chatops runner: Redis refused this runner's credentials: {error} (see the runner ACL in docs/OPERATIONS.md)"
+            )
+            return 2
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            log.error("lost Redis (%s); starting again once it answers", error)
+        restarts += 1
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        time.sleep(min(10.0, restarts))
+
+
+def configure_targets(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="one JSON object per target")
+
+
+def run_targets(args: argparse.Namespace, settings: Settings) -> int:
+    inventory = load_fleet_inventory(settings)
+    client = open_redis(settings)
+    heartbeats = Heartbeats(
+        client, Keys(settings.chatops_redis_prefix), settings.chatops_runner_heartbeat_seconds
+    )
+    now = redis_now(client)
+    for target in inventory:
+        row: dict[str, object] = {"name": target.name, "via": target.via, "labels": dict(target.labels)}
+        if target.via == "runner":
+            beat = heartbeats.get(target.name)
+            row["runner"] = beat.executor if beat else None
+            row["last_heartbeat_seconds_ago"] = round(now - beat.seen_at, 1) if beat else None
+            row["reachable"] = heartbeats.unreachable(target.name) is None
+        if args.json:
+            print(json.dumps(row))
+        else:
+            print(_line(row, settings.chatops_runner_heartbeat_seconds))
+    return 0
+
+
+def _line(row: dict[str, object], interval: float) -> str:
+    labels = ",".join(f"{k}={v}" for k, v in dict(row["labels"]).items()) or "-"  # type: ignore[call-overload]
+    text = f"{row['name']:<20} {row['via']:<11} {labels}"
+    if row["via"] == "runner":
+        if row["runner"] is None:
+            text += "  runner: never seen"
+        else:
+            state = "up" if row["reachable"] else f"UNREACHABLE (> {MISSED_BEATS * interval:.0f} s)"
+            text += f"  runner {row['runner']} seen {row['last_heartbeat_seconds_ago']} s ago: {state}"
+    return text

@@ -1,0 +1,192 @@
+"""The tools a run is offered with an inventory: one tool per name, each call routed to its target."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+
+from agent.tooling import Tool, call_refusal, call_target, describe_call
+from bot.errors import BotConfigurationError
+from bot.keys import Keys
+from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
+from bot.settings import Settings
+from tests.tools.fakes import FakeCommands
+from tools.errors import CatalogError
+from tools.registry import build_registry_from_settings
+
+DEPLOYMENT = {
+    "metadata": {"name": "web", "generation": 2},
+    "spec": {"replicas": 3},
+    "status": {"readyReplicas": 3, "updatedReplicas": 3, "availableReplicas": 3, "observedGeneration": 2},
+}
+
+
+def write_inventory(tmp_path: Path, *targets: dict[str, Any]) -> Path:
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump({"targets": list(targets)}))
+    return path
+
+
+def fleet_tools(
+    tmp_path: Path,
+    redis_client: redis.Redis,
+    keys: Keys,
+    inventory: Path | None,
+    channel: str = "C1",
+    env: dict[str, str] | None = None,
+    **settings: Any,
+) -> dict[str, Tool]:
+    config = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        chatops_inventory_file=inventory,
+        chatops_runner_secret="s" * 32,
+        chatops_log_dirs=[str(tmp_path)],
+        **settings,
+    )
+    registry = build_registry_from_settings(config, env)
+    fleet = build_fleet(config, redis_client, keys, registry, env=env)
+    return {tool.definition.name: tool for tool in fleet.tools_for(channel)}
+
+
+LOCAL = {"name": "ops-box", "via": "local", "labels": {"env": "staging"}}
+STAGING = {"name": "staging", "via": "kubernetes", "kubernetes": {"context": "stg", "namespace": "shop"}}
+WEB = {"name": "web-03", "via": "runner", "labels": {"env": "prod", "role": "web"}}
+
+
+def test_without_an_inventory_the_tools_are_as_before(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys
+) -> None:
+    tools = fleet_tools(tmp_path, redis_client, keys, None)
+    assert "target" not in tools["disk_usage"].definition.parameters["properties"]
+    assert "kube_pods" not in tools
+
+
+def test_host_tools_take_a_target_listed_with_its_labels(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys
+) -> None:
+    tools = fleet_tools(tmp_path, redis_client, keys, write_inventory(tmp_path, LOCAL, STAGING, WEB))
+    disk = tools["disk_usage"].definition.parameters
+    assert disk["properties"]["target"]["enum"] == ["ops-box", "web-03"]  # Python tools: no Kubernetes
+    assert "web-03 (env=prod, role=web)" in disk["properties"]["target"]["description"]
+    assert disk["required"][0] == "target"
+    restart = tools["service_restart"].definition.parameters["properties"]["target"]
+    assert restart["enum"] == ["ops-box", "staging", "web-03"]
+    assert tools["kube_pods"].definition.parameters["properties"]["target"]["enum"] == ["staging"]
+    assert "target" not in tools["http_check"].definition.parameters["properties"]  # acts on no machine
+    assert list(tools) == sorted(tools)  # the run's tool list is stable
+
+
+def test_a_catalog_tool_routed_by_target_cannot_declare_its_own_target(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys
+) -> None:
+    def catalog(*tools: dict[str, Any]) -> Path:
+        path = tmp_path / "tools.yaml"
+        path.write_text(yaml.safe_dump({"tools": list(tools)}))
+        return path
+
+    own_target = {"target": {"type": "string"}}
+    deploy = {"name": "deploy", "description": "Deploys.", "category": "read_only", "params": own_target}
+    inventory = write_inventory(tmp_path, LOCAL, WEB)
+    for tool in (
+        {**deploy, "run": ["echo", "{target}"]},  # routed by target: every run would fail
+        {**deploy, "name": "disk_usage", "override": True, "http": {"url": "http://{target}/"}},
+    ):
+        with pytest.raises(CatalogError, match=r"field 'params\.target': target is reserved"):
+            fleet_tools(tmp_path, redis_client, keys, inventory, chatops_tools_file=catalog(tool))
+    probe = {**deploy, "name": "probe", "http": {"url": "http://{target}/"}}  # acts on no machine
+    tools = fleet_tools(tmp_path, redis_client, keys, inventory, chatops_tools_file=catalog(probe))
+    assert list(tools["probe"].definition.parameters["properties"]) == ["target"]  # its own, unrouted
+
+
+def test_a_local_call_runs_here_and_says_where(tmp_path: Path, redis_client: redis.Redis, keys: Keys) -> None:
+    tools = fleet_tools(tmp_path, redis_client, keys, write_inventory(tmp_path, LOCAL, WEB))
+    result = tools["disk_usage"].execute(json.dumps({"target": "ops-box", "path": str(tmp_path)}), timeout=10)
+    assert not result.is_error and result.output.startswith("[ops-box] ")
+    assert (
+        result.target == "ops-box"
+        and result.executor
+        and result.executor.endswith(f":{__import__('os').getpid()}")
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        (
+            {"target": "web-99"},
+            "Error: no such target 'web-99' for service_restart; the targets are ops-box, web-03",
+        ),
+        ({"target": "WEB-03"}, "Error: no such target 'WEB-03'"),  # never a fuzzy guess
+        ({"target": ["web-03"]}, "Error: no such target '[\"web-03\"]'"),
+        ({}, "Error: service_restart needs a target: one of ops-box, web-03."),
+    ],
+)
+def test_an_unknown_or_missing_target_is_refused_before_anyone_is_asked(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys, arguments: dict[str, object], error: str
+) -> None:
+    tools = fleet_tools(tmp_path, redis_client, keys, write_inventory(tmp_path, LOCAL, WEB))
+    call = json.dumps({**arguments, "service": "api"})
+    refusal = call_refusal(tools["service_restart"], call)
+    assert refusal is not None and refusal.startswith(error)
+    assert tools["service_restart"].execute(call, timeout=5).output.startswith(error)
+
+
+def test_a_channel_label_filter_offers_only_its_targets_and_a_single_one_is_the_default(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys
+) -> None:
+    inventory = write_inventory(tmp_path, LOCAL, WEB)
+    tools = fleet_tools(
+        tmp_path,
+        redis_client,
+        keys,
+        inventory,
+        channel="C_PROD",
+        chatops_channel_targets={"C_PROD": "env=prod"},
+    )
+    target = tools["disk_usage"].definition.parameters["properties"]["target"]
+    assert target["enum"] == ["web-03"] and "Default in this channel: web-03" in target["description"]
+    assert "target" not in tools["disk_usage"].definition.parameters.get("required", [])
+    found = call_target(tools["service_restart"], json.dumps({"service": "api"}))
+    assert found is not None and (found.name, found.production) == ("web-03", True)
+
+
+def test_a_channel_rule_that_matches_nothing_stops_start_up(tmp_path: Path) -> None:
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        chatops_inventory_file=write_inventory(tmp_path, LOCAL),
+        chatops_channel_targets={"C1": "env=prod"},
+    )
+    with pytest.raises(BotConfigurationError, match="C1: 'env=prod' matches no target"):
+        load_fleet_inventory(settings)
+
+
+def test_runner_targets_need_the_runner_secret(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, chatops_inventory_file=write_inventory(tmp_path, WEB))  # type: ignore[call-arg]
+    with pytest.raises(BotConfigurationError, match="CHATOPS_RUNNER_SECRET"):
+        load_fleet_inventory(settings)
+
+
+def test_a_kubernetes_target_runs_kubectl_with_its_own_context_and_namespace(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys
+) -> None:
+    fake = FakeCommands(tmp_path / "bin")
+    fake.add("kubectl", stdout=json.dumps(DEPLOYMENT))
+    tools = fleet_tools(tmp_path, redis_client, keys, write_inventory(tmp_path, LOCAL, STAGING), env=fake.env)
+    result = tools["service_status"].execute(json.dumps({"target": "staging", "service": "web"}), timeout=10)
+    assert result.output.startswith("[staging] deployment/web in namespace shop: 3/3 ready"), result.output
+    assert fake.calls("kubectl")[-1][:2] == ["--namespace=shop", "--context=stg"]
+    command = describe_call(tools["service_restart"], json.dumps({"target": "staging", "service": "web"}))
+    assert command == "on staging: kubectl --namespace=shop --context=stg rollout restart deployment/web"
+
+
+def test_the_system_prompt_lists_the_inventory(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, chatops_inventory_file=write_inventory(tmp_path, LOCAL, STAGING))  # type: ignore[call-arg]
+    assert target_descriptions(load_fleet_inventory(settings)) == [
+        "ops-box (env=staging) via local",
+        "staging via kubernetes",
+    ]

@@ -1,0 +1,43 @@
+"""The alert root message: what an alert's sender wrote is shown inert, links as their real URL."""
+
+from __future__ import annotations
+
+from slack_sdk.models.blocks import Block as SdkBlock
+
+from bot.alerts.presenter import AlertView
+from bot.slack.alert_presenter import alert_blocks
+from emulator.slack.blocks import block_errors
+from emulator.slack.live import live_in_message
+
+HOSTILE = AlertView(
+    group_id="g" * 32,
+    source="alertmanager",
+    status="firing",
+    title="<!channel> DiskFull <https://evil.example|grafana>",
+    severity="critical",
+    target="web-03",
+    labels=(("instance", "web-03:9100"), ("team", "<@U0BOSS>")),
+    summary="see [the runbook](https://evil.example) @here",
+    links=(("source", "http://prometheus.example/graph?g0.expr=up"),),
+    investigate_button=True,
+)
+
+
+def test_the_root_message_shows_the_alert_inert_and_offers_investigate() -> None:
+    blocks = alert_blocks(HOSTILE)
+    assert block_errors(blocks) == []
+    for block in blocks:
+        SdkBlock.parse(block)  # slack_sdk's own models accept every block
+    message = {"text": "FIRING", "blocks": blocks}
+    live = live_in_message(message)
+    assert [item for item in live if item.kind != "link"] == []  # no mention, no broadcast
+    assert all("evil.example" not in item.target or "|" not in item.target for item in live)
+    actions = [block for block in blocks if block["type"] == "actions"]
+    assert actions and actions[0]["elements"][0]["value"] == "g" * 32
+
+
+def test_a_resolved_alert_offers_no_button() -> None:
+    resolved = AlertView(
+        group_id="g" * 32, source="grafana", status="resolved", title="x", investigate_button=True
+    )
+    assert not [block for block in alert_blocks(resolved) if block["type"] == "actions"]

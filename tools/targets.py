@@ -1,0 +1,217 @@
+"""``TargetedTool``: one tool offered once, each call routed to the target it names.
+
+With an inventory, every tool that acts on a machine takes a ``target`` argument. The model sees
+one tool (``service_restart``) whose schema lists the targets it may name (an ``enum``, with each
+target's labels in the description); a call is routed to that target's own implementation of the
+tool, its *route*: the local tool (``via: local``), a dispatch to the target's runner
+(``bot.fleet.dispatch``), the catalog command over SSH, or the Kubernetes tool with the target's
+context and namespace. The route is chosen by code from the inventory, never guessed: a target
+that is not in the list, or a missing one where the channel has no default, is an error the model
+reads (it should ask in the thread).
+
+The ``target`` stays in the call's arguments, so an approval (bound to the canonical arguments)
+binds the target too; a route that verifies approvals itself (a runner) receives the arguments
+exactly as the model wrote them (``receives_target``), every other route receives them without
+``target``.
+
+Every result names its target (``[web-03] ...`` and ``ToolResult.target``) and who executed it
+(``ToolResult.executor``): the audit, the run card and the model all see where a call ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.tooling import (
+    CallCategory,
+    CallTarget,
+    Tool,
+    ToolCategory,
+    ToolResult,
+    call_category,
+    call_refusal,
+    describe_call,
+)
+from agent.types import ToolDef
+from tools.base import error_result
+from tools.errors import ToolConfigError
+from tools.inventory import Target
+
+TARGET_ARGUMENT = "target"
+
+
+def local_executor() -> str:
+    """This process, as an executor (``host:pid``); read at call time: workers fork."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    target: Target
+    route: Tool
+    arguments: str  # what the route receives
+
+
+class TargetedTool:
+    """A tool whose calls each run on the target they name (see the module docstring)."""
+
+    def __init__(
+        self,
+        base: Tool,
+        routes: Mapping[str, tuple[Target, Tool]],
+        *,
+        default: str | None = None,
+    ) -> None:
+        name = base.definition.name
+        if not routes:
+            raise ToolConfigError(f"tool {name}: no target can run it")
+        if TARGET_ARGUMENT in base.definition.parameters.get("properties", {}):
+            raise ToolConfigError(
+                f"tool {name}: a parameter named {TARGET_ARGUMENT!r} clashes with the inventory's target"
+            )
+        if default is not None and default not in routes:
+            default = None  # the channel's default cannot run this tool: the model must name one
+        self._base = base
+        self._routes = dict(sorted(routes.items()))
+        self._default = default
+        self._definition = _with_target(base.definition, self._routes, default)
+
+    @property
+    def definition(self) -> ToolDef:
+        return self._definition
+
+    @property
+    def category(self) -> ToolCategory:
+        return self._base.category
+
+    @property
+    def parallel(self) -> bool:
+        return self._base.parallel
+
+    @property
+    def timeout(self) -> float:
+        return max(route.timeout for _, route in self._routes.values())
+
+    @property
+    def target_names(self) -> list[str]:
+        return list(self._routes)
+
+    @property
+    def targets(self) -> list[Target]:
+        return [target for target, _ in self._routes.values()]
+
+    def without(self, names: Collection[str]) -> TargetedTool | None:
+        """The same tool offered on fewer targets (an access policy denies it on ``names``);
+        ``None`` when no target is left."""
+        kept = {name: route for name, route in self._routes.items() if name not in names}
+        return TargetedTool(self._base, kept, default=self._default) if kept else None
+
+    # -- the Tool protocol --------------------------------------------------------------------
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        resolved = self._resolve(arguments)
+        if isinstance(resolved, str):
+            return error_result(resolved)
+        result = resolved.route.execute(resolved.arguments, timeout=timeout)
+        return _attributed(result, resolved.target)
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        resolved = self._resolve(arguments)
+        if isinstance(resolved, str):
+            return error_result(resolved)
+        result = resolved.route.preview(resolved.arguments, timeout=timeout)
+        return _attributed(result, resolved.target) if result is not None else None
+
+    def describe(self, arguments: str) -> str | None:
+        resolved = self._resolve(arguments)
+        if isinstance(resolved, str):
+            return None
+        command = describe_call(resolved.route, resolved.arguments)
+        return f"on {resolved.target.name}: {command}" if command else None
+
+    def category_for(self, arguments: str) -> CallCategory:
+        resolved = self._resolve(arguments)
+        if isinstance(resolved, str):
+            return CallCategory(self._base.category)
+        return call_category(resolved.route, resolved.arguments)
+
+    def refusal(self, arguments: str) -> str | None:
+        """An unknown, missing or unreachable target: nobody is asked to approve the call."""
+        resolved = self._resolve(arguments)
+        if isinstance(resolved, str):
+            return resolved
+        return call_refusal(resolved.route, resolved.arguments)
+
+    def target_of(self, arguments: str) -> CallTarget | None:
+        resolved = self._resolve(arguments)
+        if isinstance(resolved, str):
+            return None
+        target = resolved.target
+        return CallTarget(target.name, target.via, tuple(sorted(target.labels.items())))
+
+    # -- resolution -----------------------------------------------------------------------------
+
+    def _resolve(self, arguments: str) -> Resolved | str:
+        try:
+            parsed = json.loads(arguments or "{}")
+        except (ValueError, RecursionError):
+            return f"invalid arguments for {self._base.definition.name}: not a JSON object"
+        if not isinstance(parsed, dict):
+            return f"invalid arguments for {self._base.definition.name}: not a JSON object"
+        name = parsed.get(TARGET_ARGUMENT, self._default)
+        if name is None:
+            return f"{self._base.definition.name} needs a target: one of {self._listed()}. Ask in the thread which one is meant."
+        if not isinstance(name, str) or name not in self._routes:
+            shown = name if isinstance(name, str) else json.dumps(name)
+            return (
+                f"no such target {shown[:80]!r} for {self._base.definition.name}; the targets are "
+                f"{self._listed()}. Ask in the thread which one is meant; never guess."
+            )
+        target, route = self._routes[name]
+        if getattr(route, "receives_target", False):
+            return Resolved(target, route, arguments)
+        rest = {key: value for key, value in parsed.items() if key != TARGET_ARGUMENT}
+        return Resolved(target, route, json.dumps(rest))
+
+    def _listed(self) -> str:
+        return ", ".join(self._routes)
+
+
+def _with_target(
+    definition: ToolDef, routes: Mapping[str, tuple[Target, Tool]], default: str | None
+) -> ToolDef:
+    """The definition with a ``target`` argument listing the targets (name and labels)."""
+    parameters: dict[str, Any] = json.loads(json.dumps(definition.parameters))
+    listed = "; ".join(target.describe() for target, _ in routes.values())
+    text = f"Where to run it: {listed}."
+    if default is not None:
+        text += f" Default in this channel: {default}."
+    properties = {TARGET_ARGUMENT: {"type": "string", "enum": list(routes), "description": text}}
+    properties.update(parameters.get("properties", {}))
+    parameters["properties"] = properties
+    if default is None:
+        parameters["required"] = [TARGET_ARGUMENT, *parameters.get("required", [])]
+    return ToolDef(name=definition.name, description=definition.description, parameters=parameters)
+
+
+def _attributed(result: ToolResult, target: Target) -> ToolResult:
+    """The result, saying where it ran: the model reads ``[web-03] ...`` for each of many targets."""
+    output = f"[{target.name}] {result.output}"
+    if result.output.startswith(f"Error: target {target.name} "):
+        output = result.output  # it names its target already ("Error: target web-03 is unreachable ...")
+    elif result.is_error and result.output.startswith("Error: "):
+        output = f"Error: [{target.name}] {result.output.removeprefix('Error: ')}"
+    stable = result.stable_output
+    return dataclasses.replace(
+        result,
+        output=output,
+        stable_output=f"[{target.name}] {stable}" if stable is not None else None,
+        target=target.name,
+        executor=result.executor or local_executor(),
+    )
