@@ -143,6 +143,8 @@ class McpTimeoutError(McpCallError):
     """The call did not finish within its timeout; it was cancelled on the server's session."""
 
     def __init__(self, server: str, tool: str, timeout: float) -> None:
+        self.tool = tool
+        self.timeout = timeout
         super().__init__(
             server, f"MCP tool {tool} on server {server} timed out after {timeout:.1f} s (cancelled)"
         )

@@ -9,6 +9,7 @@ Typical start-up (the bot)::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 
 from agent.tooling import Tool
@@ -17,11 +18,13 @@ from tools.builtin import builtin_tools
 from tools.catalog import load_catalog
 from tools.catalog.loader import Catalog
 from tools.config import ToolsConfig, ToolSettings
-from tools.errors import DuplicateToolError
+from tools.errors import DuplicateToolError, ToolConfigError
 from tools.inventory import Target
-from tools.mcp import McpPool, McpToolset, build_toolset, process_pool
+from tools.mcp import McpHost, McpToolset, Pool, build_toolset, process_pool
 from tools.safety import OutputFilter, OutputSettings
 from tools.ssh import SshRunner
+
+log = logging.getLogger(__name__)
 
 
 class ToolRegistry:
@@ -104,7 +107,7 @@ class ToolRegistry:
         self._ssh.clear()
 
 
-def build_registry(config: ToolsConfig | None = None, *, mcp_pool: McpPool | None = None) -> ToolRegistry:
+def build_registry(config: ToolsConfig | None = None, *, mcp_pool: Pool | None = None) -> ToolRegistry:
     """The built-in tools, then the catalog (``config.tools_file``) on top.
 
     Raises ``ToolConfigError`` (``CatalogError``, ``DuplicateToolError``) on any mistake, so a
@@ -140,6 +143,20 @@ def build_registry_from_settings(
 ) -> ToolRegistry:
     """``build_registry`` from a ``bot.settings.Settings`` (or anything with the same fields)."""
     return build_registry(ToolsConfig.from_settings(settings, env))
+
+
+def shared_mcp_sessions(config: ToolsConfig) -> McpHost | None:
+    """The forking worker's MCP sessions for the catalog's servers, served to its work horses
+    (``tools.mcp.sharing``); ``None`` without servers. Nothing starts until a horse asks. A
+    catalog that does not load is left to the jobs, which report it where runs report errors."""
+    if config.tools_file is None:
+        return None
+    try:
+        catalog = load_catalog(config.tools_file, env=config.environment(), command_env=config.command_env())
+    except ToolConfigError as exc:
+        log.warning("MCP sessions are not shared with the work horses: %s", exc)
+        return None
+    return McpHost(catalog.mcp_servers) if catalog.mcp_servers else None
 
 
 def build_output_filter(

@@ -212,21 +212,30 @@ def run_worker(
     starts a new worker (a new name: the old one may still be registered). Runs whose job broke meanwhile are
     resumed by the recovery sweep once their lease has run out.
     """
+    from tools.config import ToolsConfig
+    from tools.registry import shared_mcp_sessions
+
+    # A forking worker keeps the MCP sessions itself, so they outlive each job's work horse.
+    mcp_host = None if simple else shared_mcp_sessions(ToolsConfig.from_settings(settings))
     restarts = 0
-    while True:
-        worker_name = f"{name}-{restarts}" if name and restarts else name
-        try:
-            worker = build_worker(settings, simple=simple, name=worker_name)  # talks to Redis already
-            # The scheduler enqueues approval expiries, job retries and deferred resumes when due.
-            worker.work(burst=burst, with_scheduler=True, logging_level=logging_level)
-            return
-        except (redis.ConnectionError, redis.TimeoutError) as error:
-            log.error("lost Redis (%s); starting a new worker once it answers", error)
-        restarts += 1
-        # RQ's handlers belong to the worker that just quit: a stop request now ends the process.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        _wait_for_redis(settings, redis_poll_seconds)
+    try:
+        while True:
+            worker_name = f"{name}-{restarts}" if name and restarts else name
+            try:
+                worker = build_worker(settings, simple=simple, name=worker_name)  # talks to Redis already
+                # The scheduler enqueues approval expiries, job retries and deferred resumes when due.
+                worker.work(burst=burst, with_scheduler=True, logging_level=logging_level)
+                return
+            except (redis.ConnectionError, redis.TimeoutError) as error:
+                log.error("lost Redis (%s); starting a new worker once it answers", error)
+            restarts += 1
+            # RQ's handlers belong to the worker that just quit: a stop request now ends the process.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            _wait_for_redis(settings, redis_poll_seconds)
+    finally:
+        if mcp_host is not None:
+            mcp_host.close()
 
 
 def _wait_for_redis(settings: Settings, poll_seconds: float) -> None:

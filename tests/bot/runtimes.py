@@ -19,7 +19,7 @@ import redis
 
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
-from agent.types import Request, ToolDef
+from agent.types import Request, ToolCall, ToolDef
 from bot.keys import Keys
 from bot.runs.presenter import LoggingPresenter
 from bot.runs.runtime import Runtime
@@ -93,6 +93,31 @@ def file_tools(directory: Path, sleep_first: float = 0.0) -> list[FileTool]:
         FileTool("restart_service", ToolCategory.MUTATING, directory, sleep_first),
         FileTool("check_health", ToolCategory.READ_ONLY, directory, sleep_first),
     ]
+
+
+def hello_step(request: Request) -> ScriptItem:
+    """Call the hostile MCP server's ``hello`` once (``tests.support.mcp_servers``), then answer."""
+    if any(m.role == "tool" for m in request.messages):
+        return f"done: {last_tool_output(request.messages)}"
+    return ToolCall(id="call_0", name="hostile_hello", arguments=json.dumps({"name": "run"}))
+
+
+def mcp_runtime(settings: Settings) -> Runtime:
+    """A worker subprocess's runtime with the real tool registry (``CHATOPS_TOOLS_FILE``: its MCP
+    servers) and a model that calls ``hostile_hello``."""
+    from tools.registry import build_registry_from_settings
+
+    registry = build_registry_from_settings(settings)
+    return Runtime(
+        redis=redis.Redis.from_url(settings.redis_url),
+        keys=Keys(settings.chatops_redis_prefix),
+        options=RunOptions.from_settings(settings),
+        models=[FunctionModel(hello_step, model="hello")],
+        tools=registry.tools(),
+        on_close=registry.close,
+        presenter=LoggingPresenter(),
+        owns_connection=True,
+    )
 
 
 def subprocess_runtime(settings: Settings) -> Runtime:

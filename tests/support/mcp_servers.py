@@ -6,7 +6,7 @@ request must carry ``Authorization: Bearer TOKEN``).
 
 The hostile server lies and misbehaves: ``wipe`` claims ``readOnlyHint`` (it is served untrusted),
 ``hang`` never answers, ``die`` exits the process mid-call, ``picture`` returns an image,
-``fail`` an ``isError`` result, and ``bad_schema`` has a schema that is not JSON Schema (it is
+``fail`` an ``isError`` result, ``leak`` prints its ``API_TOKEN`` to stderr (as often as asked), and ``bad_schema`` has a schema that is not JSON Schema (it is
 never offered). ``scale`` has its own ``target`` argument: offered when the server is not bound,
 refused at start-up when the catalog binds it to an inventory target (whose routing adds one).
 """
@@ -43,6 +43,14 @@ def hostile() -> MCPServer:
     @server.tool(annotations=READ_ONLY, description="Says hello.")
     def hello(name: str) -> str:
         return f"hello {name} from pid {os.getpid()}"
+
+    @server.tool(annotations=READ_ONLY, description="Prints its token and a flood to stderr.")
+    def leak(lines: int = 1) -> str:
+        token = os.environ.get("API_TOKEN", "")
+        for number in range(lines):
+            print(f"debug {number}: calling the API with token={token} Authorization: {token}", file=sys.stderr)
+        sys.stderr.flush()
+        return "printed"
 
     @server.tool(annotations=READ_ONLY, description="Returns an image.")
     def picture() -> Any:

@@ -23,7 +23,7 @@ from agent.types import ToolDef
 from tools.base import error_result
 from tools.errors import McpCallError
 from tools.mcp.categories import Decision
-from tools.mcp.pool import ServerConnection
+from tools.mcp.pool import Connection
 from tools.mcp.results import to_result
 from tools.mcp.schemas import argument_problems
 
@@ -40,7 +40,7 @@ class McpTool:
 
     def __init__(
         self,
-        connection: ServerConnection,
+        connection: Connection,
         remote_name: str,
         name: str,
         description: str,

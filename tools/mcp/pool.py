@@ -1,11 +1,11 @@
 """``McpPool``: one live session per configured MCP server, per process, reused by every run.
 
-Lifecycle. Production workers fork a work horse per job and build the registry inside it, so the
-pool is per *process*: ``process_pool()`` gives this process's pool (a forked child gets a new,
-empty one: the parent's loop thread does not exist after ``fork``), servers start lazily on first
-use, every run of the process reuses them, and the pool closes at interpreter exit. With RQ's
-forking worker that is per job (the horse exits with the job; a stdio server sees EOF on its
-stdin and ends); with ``ChatopsSimpleWorker``, tests and embedding it is truly shared.
+Lifecycle. The pool is per *process*: ``process_pool()`` gives this process's pool, servers start
+lazily on first use, every run of the process reuses them, and the pool closes at interpreter
+exit. A forked child cannot use its parent's pool (the loop thread does not exist after
+``fork``): it gets a new, empty one, except a work horse of ``chatops worker``, whose
+``process_pool()`` forwards to the worker's own pool (``tools.mcp.sharing``), so sessions outlive
+the job that started them.
 
 Each server's session is owned by one long-lived task on the bridge's loop (anyio requires the
 task that entered the SDK's ``Client`` to leave it); calls are separate tasks on the same loop.
@@ -31,15 +31,16 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import mcp_types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tools.errors import McpTimeoutError, McpUnavailableError
 from tools.mcp.bridge import Bridge
 from tools.mcp.config import McpServer
+from tools.mcp.stderr import StderrRelay
 
 log = logging.getLogger(__name__)
 BACKOFF_CAP_SECONDS = 30.0
@@ -58,6 +59,29 @@ def describe_error(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Connection(Protocol):
+    """A session with one server, as tools and the toolset use it (``ServerConnection`` here, or a
+    work horse's ``tools.mcp.sharing.SharedConnection``)."""
+
+    server: McpServer
+    known_tools: list[mcp_types.Tool] | None
+    last_error: str | None
+
+    def list_tools(self, timeout: float | None = None) -> list[mcp_types.Tool]: ...
+
+    def call(
+        self, tool: str, arguments: dict[str, Any], timeout: float, budget: float | None = None
+    ) -> mcp_types.CallToolResult: ...
+
+
+class Pool(Protocol):
+    """Where a registry build gets its sessions (``McpPool``, or a work horse's ``SharedPool``)."""
+
+    def connection(self, server: McpServer) -> Connection: ...
+
+    def close(self) -> None: ...
 
 
 class ServerConnection:
@@ -198,7 +222,9 @@ class ServerConnection:
             params = StdioServerParameters(
                 command=server.command[0], args=list(server.command[1:]), env=dict(server.env), cwd=server.cwd
             )
-            return Client(params, cache=None)
+            relay = StderrRelay(server.name, server.secret_values)  # its stderr, redacted, into our log
+            stack.callback(relay.close)
+            return Client(stdio_client(params, errlog=relay.writer), cache=None)
         import httpx2  # the SDK's HTTP client; the project's own clients use httpx
         from mcp.client.streamable_http import streamable_http_client
 
@@ -272,17 +298,25 @@ class McpPool:
         self.bridge.close()
 
 
-_process_pool: McpPool | None = None
+_process_pool: Pool | None = None
 _process_lock = threading.Lock()
+_child_pool: Callable[[], Pool] | None = None
+_host_pid: int | None = None
 
 
-def process_pool() -> McpPool:
+def process_pool() -> Pool:
     """This process's pool, made on first use and closed at exit."""
     global _process_pool
     with _process_lock:
         if _process_pool is None:
             _process_pool = McpPool()
         return _process_pool
+
+
+def set_child_pool(factory: Callable[[], Pool] | None, host_pid: int | None) -> None:
+    """Give this process's direct children ``factory()`` as their pool (``None``: their own)."""
+    global _child_pool, _host_pid
+    _child_pool, _host_pid = factory, host_pid
 
 
 def _close_process_pool() -> None:
@@ -292,9 +326,14 @@ def _close_process_pool() -> None:
 
 
 def _forget_after_fork() -> None:
-    # The child has the parent's pool object but not its loop thread: start afresh (lazily).
-    global _process_pool, _process_lock
-    _process_pool, _process_lock = None, threading.Lock()
+    # The child has the parent's pool object but not its loop thread: start afresh (lazily), or
+    # use the parent's sessions when the parent serves them to its children (a worker's horses).
+    # A grandchild never does: the parent's host answers only its own children.
+    global _process_pool, _process_lock, _child_pool, _host_pid
+    shared = _child_pool is not None and _host_pid == os.getppid()
+    _process_pool = _child_pool() if shared and _child_pool is not None else None
+    _process_lock = threading.Lock()
+    _child_pool, _host_pid = None, None
 
 
 atexit.register(_close_process_pool)

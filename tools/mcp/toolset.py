@@ -23,7 +23,7 @@ from tools.errors import McpToolsetError, McpUnavailableError
 from tools.mcp.adapter import McpTool
 from tools.mcp.categories import decide
 from tools.mcp.config import McpServer
-from tools.mcp.pool import McpPool, ServerConnection
+from tools.mcp.pool import Connection, Pool
 from tools.mcp.schemas import SchemaProblem, checked_schema, offered_name
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class McpToolset:
         return [*self.tools, *(tool for tools in self.by_target.values() for tool in tools)]
 
 
-def build_toolset(servers: Sequence[McpServer], pool: McpPool, taken: Collection[str] = ()) -> McpToolset:
+def build_toolset(servers: Sequence[McpServer], pool: Pool, taken: Collection[str] = ()) -> McpToolset:
     """The tools of ``servers`` (``taken``: names of built-in and catalog tools, for collisions)."""
     toolset = McpToolset()
     owners: dict[str, str] = {name: f"tool {name!r} (built-in or catalog)" for name in taken}
@@ -88,7 +88,7 @@ def build_toolset(servers: Sequence[McpServer], pool: McpPool, taken: Collection
     return toolset
 
 
-def _listing(connection: ServerConnection) -> tuple[list[mcp_types.Tool], str | None]:
+def _listing(connection: Connection) -> tuple[list[mcp_types.Tool], str | None]:
     server = connection.server.name
     try:
         return connection.list_tools(), None
@@ -112,7 +112,7 @@ def _selected(server: McpServer, tool: str) -> bool:
     return allowed and not any(fnmatch.fnmatchcase(tool, pattern) for pattern in server.deny)
 
 
-def _adapt(connection: ServerConnection, remote: mcp_types.Tool) -> McpTool:
+def _adapt(connection: Connection, remote: mcp_types.Tool) -> McpTool:
     server = connection.server
     name = offered_name(server.name, remote.name)
     schema = checked_schema(remote.input_schema, bound_to=server.target)
