@@ -31,6 +31,7 @@ from rq.job import Job, JobStatus
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory
 from agent.types import Limits, Message, RunStatus
 from bot.fleet.grants import GrantSigner
+from bot.fleet.heartbeats import redis_now
 from bot.keys import Keys
 from bot.logs import redactor_for
 from bot.runs.approval_lifecycle import ApprovalLifecycle
@@ -160,8 +161,11 @@ class RunService:
         if not self.options.runner_secret:
             return None
         # A grant outlives the click by the approval timeout: the resumed run executes well within it.
+        # Its expiry is on Redis's clock, the one the runner checks it against: a web host whose
+        # clock is off can neither stretch a grant's life nor sign grants that are already stale.
         lifetime = self.options.approval_timeout_seconds
-        return GrantSigner(self.options.runner_secret.encode(), lifetime, clock=self.clock)
+        client = self.redis
+        return GrantSigner(self.options.runner_secret.encode(), lifetime, clock=lambda: redis_now(client))
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,11 @@ from agent.scripted import tool_call
 from agent.types import RunStatus
 from bot.fleet.dispatch import Dispatcher, target_queue_name
 from bot.fleet.executions import RemoteResult
-from bot.fleet.grants import GrantSigner, arguments_sha256, execution_id
-from bot.fleet.heartbeats import Heartbeats
+from bot.fleet.grants import Grant, GrantSigner, arguments_sha256, execution_id
+from bot.fleet.heartbeats import Heartbeats, redis_now
 from bot.keys import Keys
 from bot.runs.approvals import ApprovalStatus
+from bot.runs.service import RunService
 from tests.bot.fleet.test_runners import harness_for
 from tests.support.runners import SECRET, FleetSite
 from tests.support.waiting import wait_for, wait_until
@@ -292,3 +294,32 @@ def test_a_result_written_into_redis_by_anyone_but_the_runner_is_ignored(
     result = send.call("web-03", "execute", "restart_app", arguments, timeout=5, mutating=True)
     assert result.is_error and "not sealed by a runner" in result.output
     assert "all fine" not in result.output
+
+
+@pytest.mark.parametrize("skew", [-86400.0, 86400.0], ids=["web clock a day behind", "a day ahead"])
+def test_a_grant_expires_by_redis_clock_whatever_the_web_hosts_clock_says(
+    site: FleetSite,
+    heartbeats: Heartbeats,
+    redis_client: redis.Redis,
+    keys: Keys,
+    tmp_path: Path,
+    skew: float,
+) -> None:
+    """The web host signs the grant and the runner checks it, each against Redis's clock: a web
+    clock behind cannot make every grant stale on arrival, nor one ahead stretch a grant's life."""
+    site.start("web-03", heartbeats)
+    harness = harness_for(
+        site, redis_client, keys, tmp_path, tool_call("restart_app", "c1", target="web-03", service="api")
+    )
+    run_id = harness.submit("restart the api on web-03")
+    harness.work()
+    (approval,) = harness.service.approvals.for_run(run_id)
+    web = RunService(redis_client, keys, harness.options, clock=lambda: time.time() + skew)
+    web.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
+    grant = Grant.decode(web.approvals.for_run(run_id)[0].grant)
+    assert grant is not None
+    remaining = grant.expires_at - redis_now(redis_client)
+    assert 0 < remaining <= harness.options.approval_timeout_seconds
+    harness.work()
+    assert harness.status(run_id) is RunStatus.COMPLETED
+    assert site.actions("web-03") == ["api restarted by U_APPROVER"]
