@@ -239,20 +239,37 @@ class SentinelGroup:
         return False
 
     def wait_replicas(self, master: Node, count: int, timeout: float = 30.0) -> None:
-        """Until ``master`` has ``count`` replicas online (past their initial sync; 0: none)."""
+        """Until ``master`` has ``count`` replicas online and acknowledging writes (0: none).
+
+        "online" on the master's side only means it has sent the initial sync; the replica may
+        still be loading it, and a ``WAIT`` then times out on a loaded machine. So it also waits
+        until ``WAIT`` itself sees ``count`` replicas acknowledge the master's offset."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with contextlib.suppress(redis.RedisError, OSError):
-                info = master.client(1.0).info("replication")
+                client = master.client(3.0)
+                info = client.info("replication")
                 online = [
                     v
                     for k, v in info.items()
                     if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
                 ]
-                if info.get("role") == "master" and (len(online) >= count if count else not online):
+                if info.get("role") == "master" and self._replicas_ready(client, len(online), count):
                     return
             time.sleep(0.05)
         raise AssertionError(f"{master.address} has no {count} replica(s) online")
+
+    @staticmethod
+    def _replicas_ready(client: redis.Redis, online: int, count: int) -> bool:
+        if not count:
+            return not online
+        if online < count:
+            return False
+        # WAIT counts acknowledgements of this connection's last write, so write on it first.
+        pipe = client.pipeline(transaction=False)
+        pipe.set("sentinel-group:sync-probe", str(time.time()))
+        pipe.wait(count, 1000)
+        return int(pipe.execute()[1]) >= count
 
     def stop(self) -> None:
         for node in [*self.sentinels, self.replica, self.master]:

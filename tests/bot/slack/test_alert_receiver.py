@@ -31,7 +31,7 @@ def test_a_webhook_no_replica_confirmed_gets_a_503_its_sender_retries(
         redis_url="redis://127.0.0.1:9/0",  # behind sentinels its host is never used
         redis_sentinels=group.addresses,
         redis_sentinel_master=MASTER_NAME,
-        redis_replica_wait_ms=300,
+        redis_replica_wait_ms=2000,  # generous: the retry must not miss a replica that is busy, not gone
     )
     body = json.dumps(GRAFANA_BODY).encode()
     group.replica.kill()
