@@ -20,10 +20,9 @@ def eyes_by_bot(bot: SlackBot, thread_ts: str, ts: str) -> int:
 
 
 def test_a_mention_gets_eyes_before_any_worker_runs(bot: SlackBot) -> None:
-    started = time.monotonic()
     ts = bot.mention("plan: check_health")
-    wait_for(lambda: eyes_by_bot(bot, ts, ts) or None, timeout=1.0, what=":eyes: within a second")
-    assert time.monotonic() - started < 1.0
+    # The promise is "before any worker" (asserted below), not a time: that depends on the machine.
+    wait_for(lambda: eyes_by_bot(bot, ts, ts) or None, timeout=10.0, what=":eyes: from the web process")
     run_id = bot.run_id(ts)
     assert bot.status(run_id) is RunStatus.QUEUED  # nobody has worked on it: the web process reacted
     bot.work()
