@@ -27,9 +27,10 @@ from bot.fleet.executions import RemoteResult
 from bot.fleet.grants import Grant, GrantSigner, arguments_sha256, execution_id
 from bot.fleet.heartbeats import Heartbeats, redis_now
 from bot.keys import Keys
-from bot.runs.approvals import ApprovalStatus
+from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.service import RunService
 from tests.bot.fleet.test_runners import harness_for
+from tests.support.harness import Harness
 from tests.support.runners import SECRET, FleetSite
 from tests.support.waiting import wait_for, wait_until
 
@@ -55,9 +56,10 @@ def restart_arguments(*, grant_secret: str = SECRET, execution: str, pause: int 
     return json.dumps(arguments)
 
 
-def test_an_approval_forged_into_redis_is_refused_by_the_runner(
+def restart_waiting_for_approval(
     site: FleetSite, heartbeats: Heartbeats, redis_client: redis.Redis, keys: Keys, tmp_path: Path
-) -> None:
+) -> tuple[Harness, str, Approval]:
+    """A run whose model asked to restart the api on web-03 (a live runner), waiting for its card."""
     site.start("web-03", heartbeats)
     harness = harness_for(
         site, redis_client, keys, tmp_path, tool_call("restart_app", "c1", target="web-03", service="api")
@@ -65,6 +67,13 @@ def test_an_approval_forged_into_redis_is_refused_by_the_runner(
     run_id = harness.submit("restart the api on web-03")
     harness.work()
     (approval,) = harness.service.approvals.for_run(run_id)
+    return harness, run_id, approval
+
+
+def test_an_approval_forged_into_redis_is_refused_by_the_runner(
+    site: FleetSite, heartbeats: Heartbeats, redis_client: redis.Redis, keys: Keys, tmp_path: Path
+) -> None:
+    harness, run_id, approval = restart_waiting_for_approval(site, heartbeats, redis_client, keys, tmp_path)
     # Someone with write access to Redis, but without the runner secret, approves it themselves.
     assert harness.service.approvals.decide(approval.id, ApprovalStatus.APPROVED, "U_ATTACKER").won  # type: ignore[union-attr]
     harness.service.enqueue(run_id)
@@ -307,13 +316,7 @@ def test_a_grant_expires_by_redis_clock_whatever_the_web_hosts_clock_says(
 ) -> None:
     """The web host signs the grant and the runner checks it, each against Redis's clock: a web
     clock behind cannot make every grant stale on arrival, nor one ahead stretch a grant's life."""
-    site.start("web-03", heartbeats)
-    harness = harness_for(
-        site, redis_client, keys, tmp_path, tool_call("restart_app", "c1", target="web-03", service="api")
-    )
-    run_id = harness.submit("restart the api on web-03")
-    harness.work()
-    (approval,) = harness.service.approvals.for_run(run_id)
+    harness, run_id, approval = restart_waiting_for_approval(site, heartbeats, redis_client, keys, tmp_path)
     web = RunService(redis_client, keys, harness.options, clock=lambda: time.time() + skew)
     web.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     grant = Grant.decode(web.approvals.for_run(run_id)[0].grant)
