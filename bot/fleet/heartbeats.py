@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -35,6 +36,11 @@ class Heartbeat:
 def redis_now(client: redis.Redis) -> float:
     seconds, micros = client.time()
     return float(seconds) + micros / 1e6
+
+
+def redis_clock(client: redis.Redis) -> Callable[[], float]:
+    """A clock reading Redis's time: what grants and heartbeats are judged by on every host."""
+    return lambda: redis_now(client)
 
 
 class Heartbeats:

@@ -29,8 +29,8 @@ from bot.errors import BotConfigurationError
 from bot.fleet.dispatch import RUNNER_FUNCTION, target_queue_name
 from bot.fleet.executions import Executions
 from bot.fleet.grants import GrantSigner, PolicyNeed
-from bot.fleet.heartbeats import Heartbeats, HeartbeatThread
-from bot.fleet.runner_job import RunnerContext, bound, perform, runner_now
+from bot.fleet.heartbeats import Heartbeats, HeartbeatThread, redis_clock
+from bot.fleet.runner_job import RunnerContext, bound, perform
 from bot.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -102,9 +102,9 @@ def build_runner(
         executions=Executions(
             connection, keys, secret.encode(), replicas=replicas, replica_wait_ms=replica_wait_ms
         ),
-        signer=GrantSigner(secret.encode(), 0.0, clock=runner_now(connection)),
+        signer=GrantSigner(secret.encode(), 0.0, clock=redis_clock(connection)),
         output_filter=output_filter,
-        now=runner_now(connection),
+        now=redis_clock(connection),
         policy=policy,
     )
     heartbeats = Heartbeats(connection, keys, heartbeat_seconds)

@@ -26,7 +26,6 @@ from agent.types import TRUSTED_ARGUMENTS
 from bot.errors import BotConfigurationError
 from bot.fleet.executions import DONE, EXECUTING, LATE, UNREPLICATED, Executions, RemoteResult
 from bot.fleet.grants import GrantSigner, PolicyNeed, policy_problem
-from bot.fleet.heartbeats import redis_now
 
 log = logging.getLogger(__name__)
 TARGET_ARGUMENT = "target"
@@ -210,7 +209,3 @@ def _payload_problem(payload: Any) -> str | None:
     if not 0 < float(payload["timeout"]) <= 3600:
         return "timeout out of range"
     return None
-
-
-def runner_now(client: Any) -> Callable[[], float]:
-    return lambda: redis_now(client)

@@ -31,7 +31,7 @@ from rq.job import Job, JobStatus
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory
 from agent.types import Limits, Message, RunStatus
 from bot.fleet.grants import GrantSigner
-from bot.fleet.heartbeats import redis_now
+from bot.fleet.heartbeats import redis_clock
 from bot.keys import Keys
 from bot.logs import redactor_for
 from bot.runs.approval_lifecycle import ApprovalLifecycle
@@ -164,8 +164,7 @@ class RunService:
         # Its expiry is on Redis's clock, the one the runner checks it against: a web host whose
         # clock is off can neither stretch a grant's life nor sign grants that are already stale.
         lifetime = self.options.approval_timeout_seconds
-        client = self.redis
-        return GrantSigner(self.options.runner_secret.encode(), lifetime, clock=lambda: redis_now(client))
+        return GrantSigner(self.options.runner_secret.encode(), lifetime, clock=redis_clock(self.redis))
 
     # -- reading --------------------------------------------------------------------------------
 

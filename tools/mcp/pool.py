@@ -330,8 +330,8 @@ def _forget_after_fork() -> None:
     # use the parent's sessions when the parent serves them to its children (a worker's horses).
     # A grandchild never does: the parent's host answers only its own children.
     global _process_pool, _process_lock, _child_pool, _host_pid
-    shared = _child_pool is not None and _host_pid == os.getppid()
-    _process_pool = _child_pool() if shared and _child_pool is not None else None
+    factory = _child_pool if _host_pid == os.getppid() else None
+    _process_pool = factory() if factory is not None else None
     _process_lock = threading.Lock()
     _child_pool, _host_pid = None, None
 

@@ -95,8 +95,8 @@ class McpHost:
     def _serve(self, peer: socket.socket) -> None:
         try:
             with peer:
-                request = _receive(peer, timeout=10.0)
-                answer = self._answer(request) if is_own_child(peer) else _refusal()
+                # Who it is comes first: a stranger gets no read of its frame, only the refusal.
+                answer = self._answer(_receive(peer, timeout=10.0)) if is_own_child(peer) else _refusal()
                 peer.settimeout(10.0)
                 _send(peer, answer)
         except (OSError, ValueError) as exc:  # a horse that died mid-request, or a bad frame
