@@ -3,10 +3,18 @@ bot's user, the bot's ``Settings`` against an emulator, and the buttons of a mes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import redis
+
+from bot.keys import Keys
+from bot.runs.presenter import RunRef
 from bot.settings import Settings
-from emulator.slack import SlackEmulator, WorkspaceConfig
+from bot.slack.client import make_client
+from bot.slack.presenter import SlackPresenter
+from bot.slack.sender import SlackSender
+from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 
 SECRET = "e2e-signing-secret"
 TOKEN = "xoxb-e2e-token"
@@ -52,3 +60,23 @@ def make_settings(
     }
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def presenter_on(
+    emulator: SlackEmulator,
+    redis_client: redis.Redis,
+    redis_url: str,
+    key_prefix: str,
+    *,
+    run_id: str = "r" * 32,
+    sender: SlackSender | None = None,
+    redact: Callable[[str], str] | None = None,
+) -> tuple[SlackPresenter, RunRef]:
+    """A worker's Slack presenter on the emulator, and a run in a new thread of the incident
+    channel; ``sender`` replaces the process's."""
+    settings = make_settings(emulator, redis_url, key_prefix, "unused")
+    presenter = SlackPresenter(
+        make_client(settings), redis_client, Keys(key_prefix), sender=sender, redact=redact
+    )
+    thread = SlackEmulatorClient(emulator.url).post_message(CHANNEL, "U_ALICE", "web-03 is full")["ts"]
+    return presenter, RunRef(run_id, CHANNEL, str(thread), "U_ALICE")

@@ -20,22 +20,8 @@ from bot.slack.presenter import STATUS_TEXT, SlackPresenter
 from bot.slack.sender import SlackSender
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.slack_bot import SlackBot
-from tests.support.slack_workspace import CHANNEL, make_settings
+from tests.support.slack_workspace import CHANNEL, make_settings, presenter_on
 from tests.support.waiting import wait_for, wait_until
-
-
-def presenter_for(
-    emulator: SlackEmulator,
-    redis_client: redis.Redis,
-    redis_url: str,
-    key_prefix: str,
-    sender: SlackSender | None = None,
-) -> tuple[SlackPresenter, RunRef]:
-    """A presenter on the emulator and a run in a new thread; ``sender`` replaces the process's."""
-    settings = make_settings(emulator, redis_url, key_prefix, "unused")
-    presenter = SlackPresenter(make_client(settings), redis_client, Keys(key_prefix), sender=sender)
-    thread = SlackEmulatorClient(emulator.url).post_message(CHANNEL, "U_ALICE", "web-03 is full")["ts"]
-    return presenter, RunRef("r" * 32, CHANNEL, str(thread), "U_ALICE")
 
 
 def card(status: RunStatus, steps: int) -> CardView:
@@ -51,7 +37,7 @@ def test_card_updates_are_throttled_and_the_final_state_is_always_written(
     key_prefix: str,
 ) -> None:
     sender = SlackSender()  # its own, so that what it still holds is this test's alone
-    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix, sender)
+    presenter, run = presenter_on(emulator, redis_client, redis_url, key_prefix, sender=sender)
     ts = presenter.post_run_card(run, card(RunStatus.RUNNING, 0))
     assert ts
     run = RunRef(run.run_id, run.channel, run.thread_ts, run.requester, ts)
@@ -78,7 +64,7 @@ def test_an_intermediate_state_is_written_within_a_second_even_without_a_later_u
     redis_url: str,
     key_prefix: str,
 ) -> None:
-    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix)
+    presenter, run = presenter_on(emulator, redis_client, redis_url, key_prefix)
     ts = presenter.post_run_card(run, card(RunStatus.RUNNING, 0))
     run = RunRef(run.run_id, run.channel, run.thread_ts, run.requester, ts)
     presenter.update_run_card(run, card(RunStatus.RUNNING, 1))  # within the second: deferred
@@ -97,15 +83,15 @@ def test_thread_status_is_skipped_once_the_workspace_refused_it(
     redis_url: str,
     key_prefix: str,
 ) -> None:
-    presenter, run = presenter_for(emulator, redis_client, redis_url, key_prefix)
+    presenter, run = presenter_on(emulator, redis_client, redis_url, key_prefix)
     control.inject_fault("assistant.threads.setStatus", kind="error", error="not_allowed_token_type")
     assert presenter.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is False
     assert presenter.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is False
     assert len(control.calls("assistant.threads.setStatus")) == 1  # remembered, not asked again
-    other, _ = presenter_for(emulator, redis_client, redis_url, key_prefix)  # another worker, same workspace
+    other, _ = presenter_on(emulator, redis_client, redis_url, key_prefix)  # another worker, same workspace
     assert other.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is False
     assert len(control.calls("assistant.threads.setStatus")) == 1
-    fresh, _ = presenter_for(emulator, redis_client, redis_url, key_prefix + "other:")
+    fresh, _ = presenter_on(emulator, redis_client, redis_url, key_prefix + "other:")
     assert fresh.set_thread_status(run.channel, run.thread_ts, STATUS_TEXT) is True
     assert control.statuses()
 

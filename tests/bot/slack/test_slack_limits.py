@@ -23,25 +23,16 @@ from bot.slack.presenter import STATUS_TEXT, SlackPresenter
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 from emulator.slack.config import DEFAULT_SCOPES
 from tests.support.slack_bot import SlackBot
-from tests.support.slack_workspace import CHANNEL, SECRET, TOKEN, make_settings
+from tests.support.slack_workspace import CHANNEL, SECRET, TOKEN, make_settings, presenter_on
 
 RUN_ID = "f" * 32
-
-
-def presenter_on(
-    emulator: SlackEmulator, redis_client: redis.Redis, redis_url: str, key_prefix: str
-) -> tuple[SlackPresenter, RunRef]:
-    settings = make_settings(emulator, redis_url, key_prefix, "unused")
-    presenter = SlackPresenter(make_client(settings), redis_client, Keys(key_prefix))
-    thread = SlackEmulatorClient(emulator.url).post_message(CHANNEL, "U_ALICE", "web-03 is full")["ts"]
-    return presenter, RunRef(RUN_ID, CHANNEL, str(thread), "U_ALICE")
 
 
 @pytest.fixture
 def presenter_and_run(
     emulator: SlackEmulator, redis_client: redis.Redis, redis_url: str, key_prefix: str
 ) -> tuple[SlackPresenter, RunRef]:
-    return presenter_on(emulator, redis_client, redis_url, key_prefix)
+    return presenter_on(emulator, redis_client, redis_url, key_prefix, run_id=RUN_ID)
 
 
 def long_answer(paragraphs: int = 60) -> str:
@@ -84,7 +75,7 @@ def test_without_files_write_the_beginning_is_posted_and_the_rest_pointed_to(
 ) -> None:
     scopes = tuple(s for s in DEFAULT_SCOPES if s != "files:write")
     with SlackEmulator(WorkspaceConfig(bot_token=TOKEN, signing_secret=SECRET, scopes=scopes)) as slack:
-        presenter, run = presenter_on(slack, redis_client, redis_url, key_prefix)
+        presenter, run = presenter_on(slack, redis_client, redis_url, key_prefix, run_id=RUN_ID)
         presenter.post_answer(run, long_answer())
         control = SlackEmulatorClient(slack.url)
         replies = control.thread(CHANNEL, run.thread_ts)[1:]
@@ -273,17 +264,15 @@ def test_the_attached_answer_is_redacted_like_every_message(
     redis_url: str,
     key_prefix: str,
 ) -> None:
-    settings = make_settings(emulator, redis_url, key_prefix, "unused")
-    presenter = SlackPresenter(
-        make_client(settings),
+    presenter, run = presenter_on(
+        emulator,
         redis_client,
-        Keys(key_prefix),
-        redact=lambda text: text.replace("hunter2", "[redacted]"),
+        redis_url,
+        key_prefix,
+        run_id=RUN_ID,
+        redact=lambda t: t.replace("hunter2", "[redacted]"),
     )
-    thread = str(control.post_message(CHANNEL, "U_ALICE", "web-03 is full")["ts"])
-    presenter.post_answer(
-        RunRef(RUN_ID, CHANNEL, thread, "U_ALICE"), long_answer() + "\n\nThe password is hunter2."
-    )
+    presenter.post_answer(run, long_answer() + "\n\nThe password is hunter2.")
     [shared] = control.files()
     with urllib.request.urlopen(shared["url_private"], timeout=5) as response:
         content = response.read().decode()
