@@ -216,7 +216,7 @@ class SharedConnection:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(wait)
                 sock.connect(self.address)
-                _send(sock, request)
+                _send_unless_refused(sock, request)
                 return _receive(sock, timeout=wait)
         except TimeoutError:  # the host cuts a call at its own timeout: this is the wire's margin
             raise McpTimeoutError(self.server.name, str(request.get("tool", "tools/list")), wait) from None
@@ -270,6 +270,17 @@ def _dump(model: mcp_types.Tool | mcp_types.CallToolResult) -> dict[str, Any]:
 def _send(sock: socket.socket, message: dict[str, Any]) -> None:
     body = json.dumps(message, separators=(",", ":")).encode()
     sock.sendall(_LENGTH.pack(len(body)) + body)
+
+
+def _send_unless_refused(sock: socket.socket, message: dict[str, Any]) -> None:
+    """Send a request; a host that refused us without reading it has its answer waiting.
+
+    The host writes its refusal and closes before reading a stranger's frame, so our write can
+    meet a closed socket (EPIPE or ECONNRESET) while the refusal sits in our receive queue: the
+    reader after this call gets the host's reason, or a closed-connection error if there is none.
+    """
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        _send(sock, message)
 
 
 def _receive(sock: socket.socket, timeout: float) -> dict[str, Any]:

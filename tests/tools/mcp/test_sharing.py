@@ -121,6 +121,14 @@ def test_a_process_that_is_not_a_horse_of_the_worker_is_refused(host: McpHost) -
     assert "not one of its work horses" in answer["grandchild"]["refused"], answer
 
 
+def test_a_stranger_whose_request_the_host_never_reads_still_hears_why(host: McpHost) -> None:
+    # Larger than the socket's buffer: the host refuses and closes before reading it, so the
+    # write fails however the scheduler runs the two ends, and the refusal must still arrive.
+    connection = SharedConnection(servers()[0], host.address)
+    with pytest.raises(McpUnavailableError, match="not one of its work horses"):
+        connection.call("hello", {"name": "x" * (8 << 20)}, timeout=5)
+
+
 def _ask_directly(address: str) -> dict[str, Any]:
     try:
         SharedConnection(servers()[0], address).call("hello", {"name": "me"}, timeout=5)
