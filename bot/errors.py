@@ -15,7 +15,8 @@ Tree::
     ├── NotReplicatedError      behind sentinels, no replica confirmed a write in time: do not acknowledge it
     └── AlertError              an alert webhook or the alert routes (``bot.alerts``)
         ├── AlertPayloadError       a webhook body is malformed; the message is the 400 reason its sender sees
-        └── AlertConfigError        ``CHATOPS_ALERTS_FILE`` is wrong (also a ``BotConfigurationError``)
+        ├── AlertConfigError        ``CHATOPS_ALERTS_FILE`` is wrong (also a ``BotConfigurationError``)
+        └── AlertGroupBusyError     a worker holds the group's lock (a click waits briefly, then says so)
 
 A decision that loses a race is not an error: ``Approvals.decide`` answers with who decided
 first and what. ``agent.errors.LeaseLostError`` (another worker owns a run) is the agent's.
@@ -114,6 +115,15 @@ class AlertPayloadError(AlertError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class AlertGroupBusyError(AlertError):
+    """A worker is applying a notification to the alert group (it holds the group's lock) for
+    longer than a click waits; the clicker is told to click again, and nothing changed."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"alert group {group} is being updated")
+        self.group = group
 
 
 class AlertConfigError(AlertError, BotConfigurationError):

@@ -35,6 +35,7 @@ class AlertView:
     investigate_button: bool = False  # no automatic run: offer a button
     held: int = 0  # held back by storm control: the route's groups held in its window (shown as a count)
     answer: str = ""  # the investigation's short summary, once it finished
+    investigated_by: str = ""  # the Slack user ID who clicked Investigate (from Slack's signed click)
 
     def encode(self) -> str:
         return json.dumps(asdict(self))

@@ -20,16 +20,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from bot.alerts.payloads import Alert, Notification
 from bot.alerts.presenter import AlertPresenter, AlertView
 from bot.alerts.store import AlertStore, Group, RoutedNotification, group_id
+from bot.errors import AlertGroupBusyError
 from bot.runs.service import RunService
 
 REOPEN_SECONDS = 3600.0
 SENDERS = {"alertmanager": "Alertmanager", "grafana": "Grafana", "pagerduty": "PagerDuty"}
 _SUMMARY_CHARS = 600
 _MAX_LISTED = 10
+_LOCK_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -38,6 +41,7 @@ class AlertThreads:
     service: RunService
     presenter: AlertPresenter
     clock: Callable[[], float] = time.time
+    lock_wait_seconds: float = 3.0  # how long a click waits for a notification job to finish
 
     def handle(self, routed: RoutedNotification) -> str:
         """Apply one notification to its group's thread; what it did (for the job's result)."""
@@ -104,30 +108,48 @@ class AlertThreads:
         group.fingerprints = list(dict.fromkeys([*group.fingerprints, *fingerprints(routed.notification)]))
         group.brief, group.source_url = alert_message(routed), source_url(routed)
         self._tell(routed, group, "The alert is firing again:\n" + listed(routed.notification.alerts))
-        if self.service.active_run(group.channel, group.root_ts) is None:
+        over = self.service.active_run(group.channel, group.root_ts) is None
+        if over:
             # The last investigation is over: this firing is a new one. It gets a run of its own
             # within the storm limit, or the Investigate button again (``_redraw``), never neither.
             group.run_id = ""
             if self._admitted(routed, group):
                 self._investigate(group, requester=SENDERS.get(routed.notification.source, "alert"))
-        self._redraw(routed, group)
+        self._redraw(routed, group, same_investigation=not over)
         self.store.save(group)
         return "reopened"
 
     # -- the run -----------------------------------------------------------------------------------
 
     def investigate(self, gid: str, user: str) -> str | None:
-        """The Investigate button: start the run (requested by whoever clicked); its id."""
-        group = self.store.group(gid)
-        if group is None or not group.root_ts:
-            return None
-        active = self.service.active_run(group.channel, group.root_ts)
-        if active is not None:
-            return active
-        self._investigate(group, requester=user)
-        group.held = 0
-        self.store.save(group)
-        return group.run_id
+        """The Investigate button: start the run (requested by whoever clicked) and redraw the
+        root without the button, naming who started it; the run's id (``None``: no such thread).
+
+        It holds the group's lock, as a notification job does, so a notification applied at the
+        same moment cannot put the button back or lose the run's id. A lock still held after
+        ``lock_wait_seconds`` raises ``AlertGroupBusyError``: nothing was started."""
+        token = self._lock_within(gid, self.lock_wait_seconds)
+        try:
+            group = self.store.group(gid)
+            if group is None or not group.root_ts:
+                return None
+            active = self.service.active_run(group.channel, group.root_ts)
+            if active is not None:
+                return active
+            self._investigate(group, requester=user)
+            group.held = 0
+            self._show_again(group, investigate_button=False, held=0, investigated_by=user)
+            return group.run_id
+        finally:
+            self.store.unlock(gid, token)
+
+    def _lock_within(self, gid: str, seconds: float) -> str:
+        deadline = time.monotonic() + seconds
+        while (token := self.store.lock(gid)) is None:
+            if time.monotonic() >= deadline:
+                raise AlertGroupBusyError(gid)
+            time.sleep(_LOCK_POLL_SECONDS)  # a notification job holds it for one Slack call or two
+        return token
 
     def _admitted(self, routed: RoutedNotification, group: Group) -> bool:
         """Whether this firing starts a run by itself: an ``auto`` route within its storm limit.
@@ -159,11 +181,16 @@ class AlertThreads:
         summary = answer.strip()
         if len(summary) > _SUMMARY_CHARS:
             summary = summary[: _SUMMARY_CHARS - 1].rstrip() + "…"
+        self._show_again(group, answer=summary, investigate_button=False)
+
+    def _show_again(self, group: Group, **changes: Any) -> None:
+        """Save the group with its root as last shown plus ``changes``, and redraw the root."""
         last = AlertView.decode(group.view) or AlertView(group.id, group.source, group.status, group.title)
-        shown = replace(last, answer=summary, investigate_button=False)
+        shown = replace(last, **changes)
         group.view = shown.encode()
         self.store.save(group)
-        self.presenter.update_alert(group.channel, group.root_ts, shown)
+        if not group.root_ts.startswith("alert-"):  # a thread whose root could not be posted
+            self.presenter.update_alert(group.channel, group.root_ts, shown)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -174,12 +201,17 @@ class AlertThreads:
             sender = SENDERS.get(routed.notification.source, "alert")
             self.service.deliver(group.channel, group.root_ts, user=sender, text=text, ts=ts)
 
-    def _redraw(self, routed: RoutedNotification, group: Group) -> None:
+    def _redraw(self, routed: RoutedNotification, group: Group, *, same_investigation: bool = True) -> None:
+        """The root as this notification shows it; the last investigation's answer and who
+        started it are kept while it is still the group's investigation."""
         if group.root_ts.startswith("alert-"):
             return
         button = not group.run_id and self.service.active_run(group.channel, group.root_ts) is None
         last = AlertView.decode(group.view)
-        shown = replace(view(routed, group, button=button), answer=last.answer if last else "")
+        shown = view(routed, group, button=button)
+        if last is not None:
+            clicker = last.investigated_by if same_investigation and not button else ""
+            shown = replace(shown, answer=last.answer, investigated_by=clicker)
         group.view = shown.encode()
         self.presenter.update_alert(group.channel, group.root_ts, shown)
 

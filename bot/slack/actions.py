@@ -12,6 +12,7 @@ once, decide exactly once.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.errors import ApprovalNotFoundError
+from bot.errors import AlertGroupBusyError, ApprovalNotFoundError
 from bot.logs import redactor_for
 from bot.runs.approval_votes import VoteOutcome
 from bot.runs.approvals import Approval, ApprovalStatus, DecideOutcome
@@ -34,6 +35,7 @@ from bot.slack.render import slack_date
 from bot.slack.runtime import WebRuntime
 from bot.slack.transcript_text import transcript_messages
 
+log = logging.getLogger(__name__)
 NOTHING_CHANGED = "Nothing changed."
 NOT_THIS_CARD = f"This button does not belong to that approval's card. {NOTHING_CHANGED}"
 Card = tuple[str, str]  # the (channel, message ts) a click came from
@@ -160,10 +162,11 @@ class Interactions:
 
     def investigate(self, group_id: str, user: str, channel: str) -> Reply:
         """An alert thread's Investigate button: start the run in the alert's thread, requested by
-        the clicker (the click must come from the alert's own channel; one run per thread)."""
-        from bot.alerts.presenter import LoggingAlertPresenter
+        the clicker (the click must come from the alert's own channel; one run per thread). The
+        alert's root is redrawn at once: no button, and who started the investigation."""
         from bot.alerts.store import AlertStore
         from bot.alerts.threads import AlertThreads
+        from bot.slack.alert_presenter import SlackAlertPresenter
 
         service = self._rt.service()
         store = AlertStore(self._rt.redis(), self._rt.keys, self._rt.redact)
@@ -171,7 +174,14 @@ class Interactions:
         if group is None or group.channel != channel or not self._rt.channel_allowed(channel):
             return Reply(f"This alert is no longer open here. {NOTHING_CHANGED}")
         already = service.active_run(group.channel, group.root_ts)
-        run_id = AlertThreads(store, service, LoggingAlertPresenter()).investigate(group_id, user)
+        threads = AlertThreads(store, service, SlackAlertPresenter(self._rt.client(), self._rt.redact))
+        try:
+            run_id = threads.investigate(group_id, user)
+        except AlertGroupBusyError:
+            return Reply(f"This alert is being updated right now; click Investigate again. {NOTHING_CHANGED}")
+        except SlackApiError as error:  # the run started; only the root's redraw failed
+            log.warning("alert %s: the root was not redrawn after Investigate: %s", group_id, error)
+            return Reply("Investigating: the run is starting in this alert's thread.")
         if run_id is None:
             return Reply(f"This alert is no longer open here. {NOTHING_CHANGED}")
         if already == run_id:

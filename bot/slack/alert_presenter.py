@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 
 from bot.alerts.presenter import AlertView
 from bot.slack.blockkit import ACTION_INVESTIGATE, actions, button, context, fit_text, mrkdwn, section
-from bot.slack.mrkdwn import escape, inert, link, truncate
+from bot.slack.mrkdwn import escape, inert, link, mention, truncate
 
 _LABELS_SHOWN = 12
 Block = dict[str, Any]
@@ -90,6 +90,8 @@ def alert_blocks(view: AlertView) -> list[Block]:
             "no automatic investigation"
         )
     blocks.append(context(" · ".join(status)))
+    if view.investigated_by and not view.investigate_button:
+        blocks.append(context(f"Investigation started by {mention(view.investigated_by)}"))
     if view.investigate_button and view.status != "resolved":
         blocks.append(actions("alert_controls", [button(ACTION_INVESTIGATE, "Investigate", view.group_id)]))
     return fit_text(blocks)  # a webhook's fields can be long: under Slack's total (msg_blocks_too_long)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from rq import Queue
 
@@ -18,6 +20,7 @@ from bot.alerts.receiver import AlertReceiver
 from bot.alerts.routing import load_routes
 from bot.alerts.store import AlertStore, Group, group_id
 from bot.alerts.threads import AlertThreads
+from bot.errors import AlertGroupBusyError
 from bot.keys import Keys
 from bot.runs.presenter import InMemoryPresenter
 from bot.runs.queueing import alerts_queue_name, worker_queue, worker_queue_names
@@ -249,12 +252,17 @@ def test_a_group_firing_again_after_resolving_reopens_its_thread(
     assert site.alerts.of("post_alert_note")[-1][1].startswith("The alert is firing again:")
 
 
+def fire_slow_queries(site: Site, status: str = "firing") -> None:
+    """The db team's alert, whose route offers the Investigate button, applied by a worker."""
+    site.send(payload("SlowQueries", alert("SlowQueries", "d1", status, team="db"), status=status, team="db"))
+    site.work()
+
+
 def test_a_button_route_offers_the_button_and_its_run_is_told_the_whole_alert(
     redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Path
 ) -> None:
     site = Site(redis_client, keys, queue_name, tmp_path)
-    site.send(payload("SlowQueries", alert("SlowQueries", "d1", team="db"), team="db"))
-    site.work()
+    fire_slow_queries(site)
     (root,) = site.alerts.of("post_alert")
     assert root.investigate_button and root.held == 0
     assert "storm limit" not in json.dumps(alert_blocks(root))  # nothing was held back: the route asks
@@ -270,6 +278,52 @@ def test_a_button_route_offers_the_button_and_its_run_is_told_the_whole_alert(
     first = service.history(run_id)[1].content or ""
     assert first.startswith("Alert from Alertmanager (firing): ") and "team=db" in first
     assert "SlowQueries on web-03" in first  # the summary, as an automatic run is told
+
+
+def test_the_investigate_click_takes_the_button_away_and_names_who_clicked(
+    redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Path
+) -> None:
+    site = Site(redis_client, keys, queue_name, tmp_path)
+    site.model = FunctionModel(lambda request: "the slow queries are a missing index", model="answers")
+    fire_slow_queries(site)
+    group = site.group("SlowQueries")
+    assert group is not None and not group.run_id
+    run_id = site.threads().investigate(group.id, "U_BOB")
+    (_, clicked) = site.alerts.of("update_alert")[-1]
+    assert not clicked.investigate_button and clicked.investigated_by == "U_BOB"
+    shown = json.dumps(alert_blocks(clicked))
+    assert "Investigation started by <@U_BOB>" in shown and '"Investigate"' not in shown
+    # A repeat while that investigation is the group's keeps the root as the click left it.
+    fire_slow_queries(site)
+    repeat = next(v for _, v in reversed(site.alerts.of("update_alert")) if v.notifications == 2)
+    assert not repeat.investigate_button and repeat.investigated_by == "U_BOB"
+    record = site.runtime().service().get(run_id or "")
+    assert record is not None and record.requester == "U_BOB" and record.thread_ts == group.root_ts
+    # Once that investigation is over, a new firing is a new one: the button again, nobody named.
+    fire_slow_queries(site, "resolved")
+    fire_slow_queries(site)
+    (_, reopened) = site.alerts.of("update_alert")[-1]
+    assert reopened.status == "firing" and reopened.investigate_button and not reopened.investigated_by
+    assert "Investigation started by" not in json.dumps(alert_blocks(reopened))
+
+
+def test_a_click_while_a_worker_applies_a_notification_starts_nothing_and_says_so(
+    redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Path
+) -> None:
+    site = Site(redis_client, keys, queue_name, tmp_path)
+    fire_slow_queries(site)
+    group = site.group("SlowQueries")
+    assert group is not None
+    store = AlertStore(redis_client, keys)
+    token = store.lock(group.id)  # as ``handle_notification`` holds it while it applies one
+    assert token is not None
+    threads = replace(site.threads(), lock_wait_seconds=0.2)
+    with pytest.raises(AlertGroupBusyError):
+        threads.investigate(group.id, "U_BOB")
+    assert site.runtime().service().active_run("C0ALERTS", group.root_ts) is None
+    assert site.alerts.of("update_alert") == []
+    store.unlock(group.id, token)
+    assert threads.investigate(group.id, "U_BOB") is not None  # the lock is free: it starts
 
 
 def test_a_group_firing_again_after_its_run_ended_gets_a_run_or_the_button_never_neither(
@@ -295,6 +349,7 @@ def test_a_group_firing_again_after_its_run_ended_gets_a_run_or_the_button_never
     run_id = site.threads().investigate(again.id, "U_BOB")
     assert run_id is not None and run_id != first.run_id
     assert service.active_run("C0ALERTS", first.root_ts) == run_id  # in the same thread
+    assert site.alerts.of("update_alert")[-1][1].investigated_by == "U_BOB"
 
 
 def test_a_resolved_notification_for_a_group_never_seen_posts_nothing(

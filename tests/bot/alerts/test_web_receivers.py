@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from bot.alerts.store import AlertStore, group_id
 from tests.bot.alerts.conftest import ALERT_CHANNEL
 from tests.bot.alerts.test_payloads import GRAFANA_BODY, PAGEY_PING, pd_event
 from tests.support.slack_bot import SlackBot
+from tests.support.slack_http import signed_post
 from tests.support.waiting import wait_for
 
 TOKEN = "alert-token-0123456789abcdef"
@@ -116,16 +118,28 @@ def test_the_investigate_button_starts_the_run_requested_by_whoever_clicked(web:
         lambda: (web.work(), store.group(group_id("pagerduty", "PGR0VU2")))[1], what="the thread"
     )
     assert not group.run_id  # investigate: button
-    web.control.click(group.root_ts, "U_BOB", action_id="chatops_alert_investigate", channel=ALERT_CHANNEL)
+    clicked = web.control.click(
+        group.root_ts, "U_BOB", action_id="chatops_alert_investigate", channel=ALERT_CHANNEL
+    )["payload"]
     web.settle()
     started = wait_for(lambda: (g := store.group(group.id)) is not None and g.run_id and g, what="the run")
     record = web.service.get(started.run_id)
     assert record is not None and record.requester == "U_BOB" and record.thread_ts == group.root_ts
-    # A second click starts nothing new.
-    web.control.click(group.root_ts, "U_ALICE", action_id="chatops_alert_investigate", channel=ALERT_CHANNEL)
+    # The web process redrew the root in Slack at once: no button, and who started it.
+    root = next(m for m in web.control.messages(ALERT_CHANNEL) if m["ts"] == group.root_ts)
+    shown = json.dumps(root.get("blocks") or [])
+    assert "Investigation started by <@U_BOB>" in shown and "chatops_alert_investigate" not in shown
+    # A second click from a client that still shows the button (two people at once) starts
+    # nothing new, and its clicker is told why.
+    late = {**clicked, "user": {**clicked["user"], "id": "U_ALICE"}}
+    body = urllib.parse.urlencode({"payload": json.dumps(late)}).encode()
+    assert signed_post(web.events_url, body, content_type="application/x-www-form-urlencoded").status == 200
     web.settle()
+    notes = [c["params"] for c in web.calls("chat.postEphemeral") if c["params"]["user"] == "U_ALICE"]
+    assert any("already running" in note["text"] for note in notes), notes
     again = store.group(group.id)
     assert again is not None and again.run_id == started.run_id
+    assert web.service.active_run(ALERT_CHANNEL, group.root_ts) == started.run_id
 
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "ALERTS.md"

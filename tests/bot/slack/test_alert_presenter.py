@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from slack_sdk.models.blocks import Block as SdkBlock
 
 from bot.alerts.presenter import AlertView
@@ -41,3 +43,14 @@ def test_a_resolved_alert_offers_no_button() -> None:
         group_id="g" * 32, source="grafana", status="resolved", title="x", investigate_button=True
     )
     assert not [block for block in alert_blocks(resolved) if block["type"] == "actions"]
+
+
+def test_the_clicker_who_started_the_investigation_is_the_only_live_mention() -> None:
+    clicked = replace(HOSTILE, investigate_button=False, investigated_by="U_BOB")
+    blocks = alert_blocks(clicked)
+    assert block_errors(blocks) == [] and not [b for b in blocks if b["type"] == "actions"]
+    live = live_in_message({"text": "FIRING", "blocks": blocks})
+    assert [(item.kind, item.target) for item in live if item.kind != "link"] == [("user", "U_BOB")]
+    # A value that is no Slack user ID (it never is: Slack's signed click names the clicker) is inert.
+    forged = alert_blocks(replace(clicked, investigated_by="<!channel>"))
+    assert [item for item in live_in_message({"text": "x", "blocks": forged}) if item.kind != "link"] == []
