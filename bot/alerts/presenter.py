@@ -29,6 +29,7 @@ class AlertView:
     summary: str = ""
     links: tuple[tuple[str, str], ...] = ()  # (what, url): source, dashboard, panel, silence
     alerts: int = 1
+    resolved_alerts: int = 0  # of a firing group: how many of its alerts have ended
     notifications: int = 1
     last_notified_at: float = 0.0
     resolved_at: float = 0.0

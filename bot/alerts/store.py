@@ -84,6 +84,7 @@ class Group:
     status: str = "firing"
     title: str = ""
     fingerprints: list[str] = field(default_factory=list)
+    resolved_fingerprints: list[str] = field(default_factory=list)  # of a firing group: alerts that ended
     notifications: int = 0
     last_notified_at: float = 0.0
     resolved_at: float = 0.0
@@ -95,12 +96,14 @@ class Group:
     def fields(self) -> dict[str, str]:
         values = asdict(self)
         values["fingerprints"] = json.dumps(self.fingerprints)
+        values["resolved_fingerprints"] = json.dumps(self.resolved_fingerprints)
         return {name: str(value) for name, value in values.items()}
 
     @classmethod
     def from_hash(cls, raw: Mapping[Any, Any]) -> Group:
         data: dict[str, Any] = dict(as_text_dict(raw))
-        data["fingerprints"] = json.loads(data.get("fingerprints") or "[]")
+        for name in ("fingerprints", "resolved_fingerprints"):
+            data[name] = json.loads(data.get(name) or "[]")
         for name in ("notifications", "held"):
             data[name] = int(data.get(name) or 0)
         for name in ("last_notified_at", "resolved_at"):

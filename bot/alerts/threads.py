@@ -67,6 +67,7 @@ class AlertThreads:
         notification = routed.notification
         group.channel, group.title = routed.channel, notification.title
         group.fingerprints = fingerprints(notification)
+        group.resolved_fingerprints = ended_fingerprints(notification)
         group.notifications, group.last_notified_at, group.status = 1, self.clock(), "firing"
         group.brief, group.source_url = alert_message(routed), source_url(routed)
         auto = self._admitted(routed, group)
@@ -80,23 +81,56 @@ class AlertThreads:
         return "opened" if auto else "held"
 
     def _join(self, routed: RoutedNotification, group: Group) -> str:
-        new = [alert for alert in routed.notification.alerts if alert.fingerprint not in group.fingerprints]
-        if not new:
+        """A firing notification of an open group: alerts that joined it, fired again or ended
+        (Alertmanager lists an alert that resolved while others still fire) are told to the
+        thread and the run; anything else is a repeat."""
+        alerts = routed.notification.alerts
+        firing = [alert for alert in alerts if alert.status != "resolved"]
+        new = [alert for alert in firing if alert.fingerprint not in group.fingerprints]
+        back = [alert for alert in firing if alert.fingerprint in group.resolved_fingerprints]
+        ended = [
+            alert
+            for alert in alerts
+            if alert.status == "resolved"
+            and alert.fingerprint in group.fingerprints
+            and alert.fingerprint not in group.resolved_fingerprints
+        ]
+        if not (new or back or ended):
             self._redraw(routed, group)
             self.store.save(group)
             return "repeat"
         group.fingerprints += [alert.fingerprint for alert in new]
-        text = f"{len(new)} more alert(s) joined this group:\n" + listed(new)
-        self._tell(routed, group, text)
+        returned = {alert.fingerprint for alert in back}
+        group.resolved_fingerprints = [
+            *(fp for fp in group.resolved_fingerprints if fp not in returned),
+            *(alert.fingerprint for alert in ended),
+        ]
+        self._tell(routed, group, self._changes(group, new, back, ended))
         self._redraw(routed, group)
         self.store.save(group)
-        return "joined"
+        return "joined" if new else "changed"
+
+    def _changes(self, group: Group, new: list[Alert], back: list[Alert], ended: list[Alert]) -> str:
+        parts = []
+        if new:
+            parts.append(f"{len(new)} more alert(s) joined this group:\n" + listed(new))
+        if back:
+            parts.append(f"{len(back)} alert(s) of this group are firing again:\n" + listed(back))
+        if ended:
+            when = time.strftime("%H:%M:%S UTC", time.gmtime(self.clock()))
+            still = len(group.fingerprints) - len(group.resolved_fingerprints)
+            parts.append(
+                f"{len(ended)} alert(s) of this group resolved at {when}; {still} still firing:\n"
+                + listed(ended)
+            )
+        return "\n".join(parts)
 
     def _resolve(self, routed: RoutedNotification, group: Group) -> str:
         if group.status == "resolved":
             self.store.save(group)
             return "repeat"
         group.status, group.resolved_at = "resolved", self.clock()
+        group.resolved_fingerprints = []  # the whole group ended: no part of it is still firing
         when = time.strftime("%H:%M:%S UTC", time.gmtime(group.resolved_at))
         self._tell(routed, group, f"The alert resolved at {when} ({routed.notification.title}).")
         self._redraw(routed, group)
@@ -106,6 +140,7 @@ class AlertThreads:
     def _reopen(self, routed: RoutedNotification, group: Group) -> str:
         group.status, group.resolved_at = "firing", 0.0
         group.fingerprints = list(dict.fromkeys([*group.fingerprints, *fingerprints(routed.notification)]))
+        group.resolved_fingerprints = ended_fingerprints(routed.notification)
         group.brief, group.source_url = alert_message(routed), source_url(routed)
         self._tell(routed, group, "The alert is firing again:\n" + listed(routed.notification.alerts))
         over = self.service.active_run(group.channel, group.root_ts) is None
@@ -220,6 +255,11 @@ def fingerprints(notification: Notification) -> list[str]:
     return list(dict.fromkeys(alert.fingerprint for alert in notification.alerts))
 
 
+def ended_fingerprints(notification: Notification) -> list[str]:
+    """Alerts a firing notification lists as resolved (the rest of their group still fires)."""
+    return list(dict.fromkeys(a.fingerprint for a in notification.alerts if a.status == "resolved"))
+
+
 def listed(alerts: tuple[Alert, ...] | list[Alert]) -> str:
     lines = [f"- {_alert_line(alert)}" for alert in list(alerts)[:_MAX_LISTED]]
     if len(alerts) > _MAX_LISTED:
@@ -281,6 +321,7 @@ def view(routed: RoutedNotification, group: Group, *, button: bool) -> AlertView
         summary=summary,
         links=tuple(links),
         alerts=len(group.fingerprints),
+        resolved_alerts=len(group.resolved_fingerprints) if group.status == "firing" else 0,
         notifications=group.notifications,
         last_notified_at=group.last_notified_at,
         resolved_at=group.resolved_at,

@@ -66,7 +66,8 @@ def alert_blocks(view: AlertView) -> list[Block]:
     icon = ":white_check_mark:" if view.status == "resolved" else ":rotating_light:"
     state = "RESOLVED" if view.status == "resolved" else "FIRING"
     blocks: list[Block] = [section(f"{icon} *{state}* · {inert(' '.join(view.title.split()))}")]
-    facts = [f"*Source*\n{escape(view.source)}", f"*Alerts*\n{view.alerts}"]
+    count = f"{view.alerts} ({view.resolved_alerts} resolved)" if view.resolved_alerts else str(view.alerts)
+    facts = [f"*Source*\n{escape(view.source)}", f"*Alerts*\n{count}"]
     if view.severity:
         facts.append(f"*Severity*\n{inert(view.severity)}")
     if view.target:

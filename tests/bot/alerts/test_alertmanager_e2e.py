@@ -128,6 +128,21 @@ def test_alertmanager_opens_a_thread_starts_one_run_and_resolving_updates_it(
     assert joined.run_id == group.run_id and joined.root_ts == group.root_ts
     assert len([m for m in bot.control.messages(CHANNEL) if "FIRING" in (m.get("text") or "")]) == 1
 
+    # web-03's alert ends while web-04's still fires: Alertmanager lists it resolved in a firing
+    # notification; the thread is told and the root counts it.
+    post_alerts(
+        alertmanager.url, [fired("HighLoad", "web-03:9100", ended=True), fired("HighLoad", "web-04:9100")]
+    )
+    partly = wait_for(
+        lambda: (g := group_of(bot, "HighLoad")) is not None and g.resolved_fingerprints and g,
+        timeout=30,
+        what="the notification with one alert resolved",
+    )
+    assert partly.status == "firing" and len(partly.resolved_fingerprints) == 1
+    assert "2 (1 resolved)" in root_text(bot, group.root_ts)
+    notes = [m.get("text") or "" for m in bot.control.thread(CHANNEL, group.root_ts)]
+    assert any("1 alert(s) of this group resolved at" in text and "web-03" in text for text in notes)
+
     # Resolved: Alertmanager sends it, the root message says so.
     post_alerts(
         alertmanager.url,

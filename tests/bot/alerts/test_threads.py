@@ -204,6 +204,36 @@ def test_new_alerts_join_the_thread_and_reach_the_running_run_and_resolved_tells
     assert told[1][1].startswith("The alert resolved at ")
 
 
+def test_an_alert_that_ends_while_its_group_still_fires_is_told_and_counted(
+    redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Path
+) -> None:
+    site = Site(redis_client, keys, queue_name, tmp_path)
+    web04 = {"instance": "web-04:9100"}
+    site.send(payload("HighLoad", alert("HighLoad", "f1"), alert("HighLoad", "f2", **web04)))
+    site.work()
+    service = site.runtime().service()
+    group = site.group("HighLoad")
+    assert group is not None and service.active_run("C0ALERTS", group.root_ts) == group.run_id
+    # Alertmanager's next notification: still firing, with web-03's alert resolved in it.
+    site.send(payload("HighLoad", alert("HighLoad", "f1", "resolved"), alert("HighLoad", "f2", **web04)))
+    site.work()
+    note = site.alerts.of("post_alert_note")[-1][1]
+    assert "1 alert(s) of this group resolved at" in note and "1 still firing" in note
+    assert "HighLoad on web-03:9100 (resolved)" in note and "web-04" not in note
+    root = site.alerts.of("update_alert")[-1][1]
+    assert root.status == "firing" and (root.alerts, root.resolved_alerts) == (2, 1)
+    assert "2 (1 resolved)" in json.dumps(alert_blocks(root))
+    # The same again is a repeat; web-03 firing again is told; each reaches the run.
+    site.send(payload("HighLoad", alert("HighLoad", "f1", "resolved"), alert("HighLoad", "f2", **web04)))
+    site.work()
+    site.send(payload("HighLoad", alert("HighLoad", "f1"), alert("HighLoad", "f2", **web04)))
+    site.work()
+    assert site.alerts.of("post_alert_note")[-1][1].startswith("1 alert(s) of this group are firing again:")
+    assert site.alerts.of("update_alert")[-1][1].resolved_alerts == 0
+    told = [item.text.split("\n")[0] for item in service.inbox.peek(group.run_id)]
+    assert len(told) == 2 and "resolved at" in told[0] and "firing again" in told[1], told
+
+
 def test_bad_tokens_and_bodies_store_nothing_and_unrouted_alerts_are_only_acknowledged(
     redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Path
 ) -> None:
