@@ -5,14 +5,16 @@ each naming the file, the rule and the field (exit 1), or a summary of its rules
 ``explain`` says what applies to one call and why: offered or not, denied by which rule, who may
 request it, who may approve it and how many must, and whether ``--user`` may approve it. The
 target's labels come from the inventory (``CHATOPS_INVENTORY_FILE``), the tool's category from
-the registry (or ``--category``); group memberships from Slack (the bot token), or, offline,
-from ``--member-of`` (then ``--user`` is taken as a full member of the workspace).
+the registry (or ``--category``); group memberships from Slack (the bot token) and an active
+break-glass from Redis, or, offline, from ``--member-of`` (then ``--user`` is taken as a full
+member of the workspace) and ``--break-glass``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +55,11 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     why.add_argument(
         "--member-of", default=None, help="comma-separated groups --user is in (offline: Slack is not asked)"
     )
+    why.add_argument(
+        "--break-glass",
+        action="store_true",
+        help="offline: take --user as holding an active break-glass (online it is read from Redis)",
+    )
 
 
 def _load(settings: Settings, file: str | None) -> Policy:
@@ -86,20 +93,32 @@ def _labels(settings: Settings, target: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.labels.items()))
 
 
-def _identity(settings: Settings, args: argparse.Namespace) -> Identity:
+def _identity(settings: Settings, args: argparse.Namespace, policy: Policy) -> tuple[Identity, float | None]:
+    """Who ``--user`` is and until when they hold break-glass: stated (``--member-of``), or
+    asked of Slack and Redis as the bot does (through Sentinel when it is configured)."""
     if args.member_of is not None:
         groups = frozenset(g.strip() for g in args.member_of.split(",") if g.strip())
-        return StatedIdentity(args.user, groups)
-    import redis as redis_module
-
+        if not args.break_glass:
+            return StatedIdentity(args.user, groups), None
+        if policy.break_glass is None:
+            raise BotConfigurationError("--break-glass: the policy has no break_glass section")
+        return StatedIdentity(args.user, groups), time.time() + policy.break_glass.minutes * 60
+    if args.break_glass:
+        raise BotConfigurationError("--break-glass is for offline use, with --member-of")
     from bot.keys import Keys
+    from bot.redis_connection import open_redis
+    from bot.runs.audit import AuditLog
+    from bot.runs.break_glass import BreakGlassLog
     from bot.slack.policy_identity import worker_policy
 
-    client = redis_module.Redis.from_url(settings.redis_url)
-    run_policy = worker_policy(settings, client, Keys(settings.chatops_redis_prefix))
+    client = open_redis(settings)
+    keys = Keys(settings.chatops_redis_prefix)
+    run_policy = worker_policy(settings, client, keys)
     if run_policy is None:
         raise BotConfigurationError("no policy file: set CHATOPS_POLICY_FILE or pass --member-of")
-    return run_policy.identity
+    audit = AuditLog(client, keys, max_len=settings.chatops_audit_max_len)  # unused: only read here
+    until = BreakGlassLog(client, keys, audit).active_until(args.user)
+    return run_policy.identity, until
 
 
 def run_cli(args: argparse.Namespace, settings: Settings) -> int:
@@ -130,7 +149,8 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
             args.target,
             _labels(settings, args.target),
         )
-        result = explain(policy, subject, _identity(settings, args), requester=args.requester)
+        identity, until = _identity(settings, args, policy)
+        result = explain(policy, subject, identity, requester=args.requester, break_glass_until=until)
     except BotConfigurationError as error:
         print(f"chatops policy: {error}", file=sys.stderr)
         return 1

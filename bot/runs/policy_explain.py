@@ -7,6 +7,7 @@ the rule behind each part.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from bot.runs.policy import (
@@ -17,6 +18,7 @@ from bot.runs.policy import (
     Subject,
     Verdict,
     may_approve,
+    may_declare_break_glass,
     may_request,
 )
 
@@ -39,9 +41,17 @@ def _who(requirement: Requirement) -> str:
     return ", ".join([*requirement.users, *requirement.groups])
 
 
-def explain(policy: Policy, subject: Subject, identity: Identity, *, requester: str = "") -> Explanation:
+def explain(
+    policy: Policy,
+    subject: Subject,
+    identity: Identity,
+    *,
+    requester: str = "",
+    break_glass_until: float | None = None,
+) -> Explanation:
     """``requester``: whose run it is when asking whether ``subject.user`` may approve (default:
-    someone else)."""
+    someone else). ``break_glass_until``: ``subject.user`` holds an active break-glass until then
+    (``bot.runs.break_glass.BreakGlassLog.active_until``), which the approval click honours too."""
     decision = policy.decide(subject)
     hidden = policy.offered(subject.channel, subject.tool, subject.category)
     request = may_request(decision, identity)
@@ -56,6 +66,7 @@ def explain(policy: Policy, subject: Subject, identity: Identity, *, requester: 
             involved=(),
             category=subject.category,
             identity=identity,
+            break_glass=break_glass_until is not None,
         )
     )
     where = (
@@ -88,6 +99,7 @@ def explain(policy: Policy, subject: Subject, identity: Identity, *, requester: 
         lines.append(
             f"{subject.user} may approve: " + ("yes" if approve.allowed else f"no: {approve.reason}")
         )
+    lines.append(_break_glass_line(policy, subject.user, identity, break_glass_until))
     return Explanation(
         subject,
         hidden is None,
@@ -98,3 +110,19 @@ def explain(policy: Policy, subject: Subject, identity: Identity, *, requester: 
         approve,
         tuple(lines),
     )
+
+
+def _break_glass_line(policy: Policy, user: str, identity: Identity, until: float | None) -> str:
+    if until is not None:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(until))
+        return (
+            f"break-glass: {user} holds it until {when}: their click approves any call at once, "
+            "whatever its rule and count, but never their own destructive one"
+        )
+    glass = policy.break_glass
+    if glass is None:
+        return "break-glass: not configured"
+    declare = may_declare_break_glass(glass, identity, user)
+    if declare.allowed:
+        return f"break-glass: {user} may declare it (/ops break-glass, {glass.minutes} minutes); not active"
+    return f"break-glass: {user} may not declare it: {declare.reason or 'not named by the policy'}"

@@ -65,10 +65,7 @@ class BreakGlassCommand:
         glass = web_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers)).break_glass
         if glass is None:
             return "Break-glass is not configured (`break_glass:` in CHATOPS_POLICY_FILE)."
-        identity = SlackIdentity(self._rt.policy)
-        verdict = policy.account_verdict(identity, user, named=user in glass.users)
-        if verdict.allowed:
-            verdict = policy.in_audience(identity, user, tuple(glass.users), glass.groups)
+        verdict = policy.may_declare_break_glass(glass, SlackIdentity(self._rt.policy), user)
         if not verdict.allowed:
             self._rt.service().audit.record(
                 AuditKind.BREAK_GLASS, "", user=user, channel=channel, refused=verdict.reason or "not named"

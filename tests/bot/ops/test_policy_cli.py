@@ -100,6 +100,25 @@ def test_explain_reads_the_targets_labels_from_the_inventory_and_the_category_fr
     assert "denied: yes, by rule 'no-database-restarts': database restarts follow the DBA runbook" in (
         capsys.readouterr().out
     )
+    # Break-glass, stated offline: what the example's incident commanders' click would do.
+    glass = [
+        *base[:-1],
+        "S_INCIDENT_COMMANDERS",
+        "--user",
+        "U_BOB",
+        "--target",
+        "web-03",
+        "--requester",
+        "U_BOB",
+    ]
+    assert main(glass) == 0
+    out = capsys.readouterr().out
+    assert "U_BOB may approve: no" in out and "break-glass: U_BOB may declare it" in out
+    assert main([*glass, "--break-glass"]) == 0
+    out = capsys.readouterr().out
+    assert "U_BOB may approve: yes" in out and "break-glass: U_BOB holds it until" in out  # own mutating
+    assert main([*base, "--user", "U_CAROL", "--target", "web-03"]) == 0
+    assert "break-glass: U_CAROL may not declare it" in capsys.readouterr().out
     assert main([*base, "--user", "U_CAROL", "--target", "web-99"]) == 1
     assert "no target 'web-99' in the inventory" in capsys.readouterr().err
 

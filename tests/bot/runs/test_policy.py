@@ -8,6 +8,7 @@ seals into an approval and the click check on that sealed requirement.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -145,6 +146,7 @@ class Case:
     channel: str
     tool: str
     target: str
+    glass: bool  # the approver holds an active break-glass
 
 
 CASES = st.builds(
@@ -154,6 +156,7 @@ CASES = st.builds(
     channel=st.sampled_from(("C_INCIDENT", "C_RANDOM", "C_OTHER")),
     tool=st.sampled_from(sorted(TOOLS)),
     target=st.sampled_from(sorted(TARGETS)),
+    glass=st.booleans(),
 )
 
 
@@ -192,18 +195,21 @@ def test_explain_says_what_enforcement_does(policy: Policy, case: Case) -> None:
         involved=(case.requester,),
         category=category,
         identity=identity,
+        break_glass=case.glass,
     )
     as_approver = explain(
         policy,
         Subject(case.approver, case.channel, case.tool, category, case.target, labels),
         identity,
         requester=case.requester,
+        break_glass_until=time.time() + 600 if case.glass else None,
     )
     assert clicked == as_approver.approve, (case, as_approver.lines)
+    assert ("holds it until" in as_approver.lines[-1]) is case.glass
     # The example's own promises, whatever the case:
     if category is ToolCategory.DESTRUCTIVE and case.approver == case.requester:
         assert not clicked.allowed
-    if dict(labels).get("env") == "prod" and clicked.allowed:
+    if dict(labels).get("env") == "prod" and clicked.allowed and not case.glass:
         assert case.approver in GROUPS["S_SRE_LEADS"] and case.approver != case.requester
     if case.approver in ("U_GUEST", "U_BOT", "U_EXT", "U_FLAKY"):
         assert not clicked.allowed

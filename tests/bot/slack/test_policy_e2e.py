@@ -21,6 +21,8 @@ from agent.redis_util import as_text
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import CallTarget, ToolCategory, ToolResult
 from agent.types import Request, RunStatus, ToolDef
+from bot.ops.cli import build_parser
+from bot.ops.policy_cli import run_cli
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.audit import AuditKind
 from bot.slack import render
@@ -336,16 +338,44 @@ def test_every_actor_is_in_the_audit(bot: SlackBot) -> None:
     assert requested.fields["target"] == "web-03" and json.loads(requested.fields["policy"])["rule"] == "prod"
 
 
-def test_break_glass_is_for_the_named_group_announced_audited_and_expires(bot: SlackBot) -> None:
+def explained(bot: SlackBot, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """``chatops policy explain ARGV`` online, as an operator runs it beside the bot: Slack for
+    the groups, Redis for break-glass."""
+    inventory = bot.directory / "inventory.yaml"  # the labels the test's tools give each target
+    inventory.write_text(
+        "targets:\n"
+        + "".join(
+            f"  - {{name: {name}, via: runner, labels: {dict(labels)}}}\n" for name, labels in TARGETS.items()
+        )
+    )
+    settings = bot.settings.model_copy(
+        update={"chatops_inventory_file": inventory, "chatops_runner_secret": "runner-secret-0123456789"}
+    )
+    args = build_parser().parse_args(["policy", "explain", "--category", "destructive", *argv])
+    assert run_cli(args, settings) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def test_break_glass_is_for_the_named_group_announced_audited_and_expires(
+    bot: SlackBot, capsys: pytest.CaptureFixture[str]
+) -> None:
     refused = bot.control.command("U_EVE", CHANNEL, "/ops", "break-glass")
     assert refused["status"] == 200 and "You may not declare break-glass" in refused["answer"]["text"]
     ts, run_id = start(bot, "U_ALICE", "delete_files@web-03")  # needs two SRE leads
     card = card_of(bot, ts)
     approve(bot, card, "U_BOB")  # on call, not a lead: no
     assert "lets only <!subteam^S_SRE_LEADS>" in notes_to(bot, "U_BOB", 1)[0]
+    call = ("--tool", "delete_files", "--target", "web-03", "--channel", CHANNEL, "--requester", "U_ALICE")
+    before = explained(bot, capsys, "--user", "U_BOB", *call)
+    assert "U_BOB may approve: no" in before and "break-glass: U_BOB may declare it" in before
+    assert "break-glass: U_EVE may not declare it" in explained(bot, capsys, "--user", "U_EVE", *call)
 
     declared = bot.control.command("U_BOB", CHANNEL, "/ops", "break-glass")  # an incident commander
     assert "Break-glass is on until" in declared["answer"]["text"]
+    during = explained(bot, capsys, "--user", "U_BOB", *call)  # what the click below then does
+    assert "U_BOB may approve: yes" in during and "break-glass: U_BOB holds it until" in during
+    own = explained(bot, capsys, "--user", "U_BOB", *call[:-1], "U_BOB")
+    assert "U_BOB may approve: no: A destructive call needs an approver other than" in own
     announced = [m for m in bot.control.messages(CHANNEL) if "declared *break-glass*" in m.get("text", "")]
     assert len(announced) == 1 and "<@U_BOB>" in announced[0]["text"]
     approve(bot, card, "U_BOB")  # alone, whatever the rule's count
