@@ -149,6 +149,8 @@ class ToolStep:
             kind = call_kind(tool, call)
             if isinstance(kind, str) or kind.category is not ToolCategory.READ_ONLY:
                 break  # this call needs approval (or cannot say): through the gate, alone
+            if call_refusal(tool, call.arguments) is not None:
+                break  # refused one by one, as nothing that ran (``_run_one``)
             batch.append(call)
         return batch if len(batch) > 1 else []
 
@@ -186,6 +188,11 @@ class ToolStep:
         if isinstance(kind, str):
             return self._refused(call, tool.category, kind)
         if not kind.category.requires_confirmation:
+            # A read-only call reaches no gate: a policy deny or an unknown or unreachable target
+            # refuses it here, so it is recorded as refused (nothing ran), not as a failed run.
+            refused = call_refusal(tool, call.arguments)
+            if refused is not None:
+                return self._refused(call, kind.category, refused)
             return self._execute(call, tool, kind.category)
         # Earlier results of this turn may still be on their way to memory: confirm them before
         # anyone is asked to approve, or anything is changed.
@@ -319,7 +326,12 @@ class ToolStep:
         return result
 
     def _refused(self, call: ToolCall, category: ToolCategory | None, text: str) -> CallResult:
-        return CallResult(call, category, ToolResult(text, is_error=True), 0.0, False)
+        """Nothing ran. The audit still names the inventory target the call asked for, when the
+        tool knows it (a name it does not know stays out: that text is only the model's)."""
+        tool = self._tool(call)
+        found = call_target(tool, call.arguments) if tool is not None and _valid_arguments(call) else None
+        result = ToolResult(text, is_error=True, target=found.name if found else None)
+        return CallResult(call, category, result, 0.0, False)
 
     # -- recording ----------------------------------------------------------------------------
 

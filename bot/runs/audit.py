@@ -189,8 +189,9 @@ class AuditLog:
             outcome="error" if event.is_error else "ok",
             output=truncate(self._redactor.redact(event.output), _OUTPUT_CHARS),  # redacted, then cut
             duration_seconds=round(event.duration_seconds, 3),
-            # Where it ran: the inventory target ("local" without one) and who ran it there.
-            target=event.target or "local",
+            # Where it ran: the inventory target ("local" without one) and who ran it there; a
+            # refused call names the inventory target it asked for, if any (nothing ran anywhere).
+            target=event.target or ("local" if event.executed else None),
             executor=(event.executor or f"{socket.gethostname()}:{os.getpid()}") if event.executed else None,
         )
 

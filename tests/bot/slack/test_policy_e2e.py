@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agent.redis_util import as_text
-from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
+from agent.scripted import FunctionModel, ScriptedModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import CallTarget, ToolCategory, ToolResult
 from agent.types import Request, RunStatus, ToolDef
 from bot.ops.cli import build_parser
@@ -295,6 +295,36 @@ def test_a_denied_target_is_refused_with_the_rule_and_nobody_is_asked(bot: Slack
     [approval] = bot.service.approvals.for_run(run_id)
     assert json.loads(approval.args_json)["target"] == "web-03"  # only the allowed call has a card
     assert executions(bot.directory / "service_restart.log") == []
+
+
+def test_a_denied_read_only_call_is_refused_and_audited_as_refused_while_its_batch_runs(
+    make_bot: Callable[..., SlackBot], tmp_path: Path, model: TargetPlanModel
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "policy:\n  rules:\n    - name: no-db-probes\n"
+        "      match: {targets: ['db-*'], tools: [check_health]}\n"
+        "      deny: true\n      reason: the DBAs probe their own hosts\n"
+    )
+    probe = TargetTool("check_health", ToolCategory.READ_ONLY, tmp_path, parallel=True)
+    bot = make_bot(
+        models=[FunctionModel(model.step, model="plan")], tools=[probe], chatops_policy_file=str(policy)
+    )
+    # One turn of three parallel probes (``TargetPlanModel`` calls them one by one; this model
+    # sends them at once, as a model fanning out would).
+    turn = [tool_call("check_health", f"c{i}", target=t) for i, t in enumerate(("web-03", "stg-01", "db-01"))]
+    bot.models = [ScriptedModel([turn, "probed"])]
+    _, run_id = start(bot, "U_CAROL", "check_health@web-03")
+    assert bot.status(run_id) is RunStatus.COMPLETED
+    ran = sorted(e["arguments"]["target"] for e in executions(tmp_path / "check_health.log"))
+    assert ran == ["stg-01", "web-03"]  # the batch ran; the denied probe never reached the tool
+    entries = [e for e in bot.service.audit.entries(run_id) if e.fields.get("tool") == "check_health"]
+    kinds = {(e.fields["target"], e.fields.get("outcome")): e.kind for e in entries}
+    audited = [e.fields for e in entries]
+    assert kinds[("db-01", "error")] is AuditKind.TOOL_REFUSED
+    assert kinds[("web-03", "ok")] is kinds[("stg-01", "ok")] is AuditKind.TOOL_EXECUTED
+    refused = next(f for f in audited if f["target"] == "db-01")
+    assert "policy rule 'no-db-probes'" in refused["output"] and refused.get("executor") is None
 
 
 def test_every_actor_is_in_the_audit(bot: SlackBot) -> None:
