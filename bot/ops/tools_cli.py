@@ -1,7 +1,9 @@
 """``chatops tools list [--json]``: every tool the model is offered, its category and where it came from.
 
-Origin is ``built-in``, the catalog file (``CHATOPS_TOOLS_FILE``), or the catalog file overriding a
-built-in of the same name. A catalog with mistakes prints them (file, tool, field) and exits 1.
+Origin is ``built-in``, the catalog file (``CHATOPS_TOOLS_FILE``), the catalog file overriding a
+built-in of the same name, or an MCP server (with why its category; a server bound to an
+inventory target says which: its tools are offered only for that target). A catalog with
+mistakes prints them (file, tool, field) and exits 1.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class ToolRow:
     timeout: float
     origin: str
     description: str
+    target: str = ""  # an MCP server bound to one inventory target (``target:``): only there
 
 
 def _origin(tool: Tool, from_catalog: dict[str, str]) -> str:
@@ -59,16 +62,19 @@ def tool_rows(settings: Settings) -> list[ToolRow]:
             name = tool.definition.name
             overrides = " (overrides the built-in)" if name in catalog.overrides else ""
             from_catalog[name] = f"{config.tools_file}{overrides}"
+    everywhere = [(tool, "") for tool in registry.tools()]
+    bound = [(tool, target) for target, tools in registry.mcp.by_target.items() for tool in tools]
     return [
         ToolRow(
             name=tool.definition.name,
             category=tool.category.value,
             parallel=tool.parallel,
             timeout=tool.timeout,
-            origin=_origin(tool, from_catalog),
+            origin=_origin(tool, from_catalog) + (f", only on target {target}" if target else ""),
             description=" ".join(tool.definition.description.split()),
+            target=target,
         )
-        for tool in registry.tools()
+        for tool, target in [*everywhere, *bound]
     ]
 
 

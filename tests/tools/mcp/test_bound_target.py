@@ -118,5 +118,11 @@ def test_an_unbound_servers_tool_keeps_its_own_target(
     result = scale.execute(json.dumps({"target": "web", "replicas": 3, **APPROVED}), timeout=10)
     assert not result.is_error and "scaled web to 3" in result.output
     rows = {row.name: row for row in tool_rows(settings)}
-    assert rows["hostile_scale"].origin.startswith("MCP server hostile")
+    assert (
+        rows["hostile_scale"].origin.startswith("MCP server hostile") and rows["hostile_scale"].target == ""
+    )
     assert "cluster_scale" not in rows
+    # The bound server's tools are listed too, each saying the one target it is offered for.
+    hello = rows["cluster_hello"]
+    assert hello.target == "db-01" and hello.origin.startswith("MCP server cluster (")
+    assert hello.origin.endswith(", only on target db-01"), hello.origin
