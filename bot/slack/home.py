@@ -13,7 +13,9 @@ What it shows, and to whom:
 * *Waiting for your approval*: pending approvals of active runs that this person may approve
   (the approver policy, as a click would be judged: a destructive call is never listed for its
   requester). Only the tool, the target, the channel, who asked and the expiry are shown, not the
-  arguments: the card in the thread (visible to the channel's members) has those.
+  arguments: the card in the thread (visible to the channel's members) has those. An approval of
+  a private channel is listed only to its members (``bot.slack.memberships``); when Slack cannot
+  say who is in which channel, no approval is listed, and the tab says why.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.errors import SlackApiError
+
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.record import RunRecord
 from bot.slack.blockkit import Block, context, section, slack_date
 from bot.slack.help import EXAMPLE
+from bot.slack.memberships import visibility
 from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line
 from bot.slack.policy_clicks import SealedPolicy
 from bot.slack.presenter import redacted_blocks
@@ -35,6 +40,10 @@ log = logging.getLogger(__name__)
 
 HOME_TAB = "home"
 MAX_ROWS = 20  # per list; the view's 100 blocks are never reached
+UNCHECKED = (
+    "Slack could not say which channels you are in just now, so no approval is listed here. "
+    "Open the Home tab again in a moment, or the cards in their threads."
+)
 _STATUS = {
     "queued": ":hourglass_flowing_sand: queued",
     "running": ":gear: working",
@@ -46,6 +55,7 @@ _STATUS = {
 class HomeContent:
     runs: list[RunRecord]
     approvals: list[tuple[Approval, RunRecord]]
+    unchecked: bool = False  # channel memberships could not be read: no approval is listed
 
 
 def home_content(runtime: WebRuntime, user: str) -> HomeContent:
@@ -65,7 +75,15 @@ def home_content(runtime: WebRuntime, user: str) -> HomeContent:
                 waiting.append((approval, record))
     mine.sort(key=lambda r: r.created_at, reverse=True)
     waiting.sort(key=lambda pair: pair[0].expires_at)
-    return HomeContent(mine[:MAX_ROWS], waiting[:MAX_ROWS])
+    if not waiting:
+        return HomeContent(mine[:MAX_ROWS], [])
+    try:
+        seen = visibility(runtime.client(), user)
+    except SlackApiError as error:
+        log.warning("Home tab of %s: channel memberships unreadable (%s); no approval listed", user, error)
+        return HomeContent(mine[:MAX_ROWS], [], unchecked=True)
+    shown = [(approval, record) for approval, record in waiting if seen.may_see(record.channel)]
+    return HomeContent(mine[:MAX_ROWS], shown[:MAX_ROWS])
 
 
 def _run_line(record: RunRecord) -> str:
@@ -95,6 +113,8 @@ def home_view(content: HomeContent, bot_user: str | None = None) -> dict[str, An
     if content.approvals:
         blocks += [section(_approval_line(a, r)) for a, r in content.approvals]
         blocks.append(context("Open the card in its thread to read the command and approve or decline."))
+    elif content.unchecked:
+        blocks.append(context(UNCHECKED))
     else:
         blocks.append(context("Nothing is waiting for you."))
     blocks += [{"type": "divider"}, section("*Your active runs*")]

@@ -40,6 +40,7 @@ from bot.slack.blockkit import (
 )
 from bot.slack.client import make_client
 from bot.slack.identity import BotIdentity, IdentityCache
+from bot.slack.memberships import PAGE, conversations, pages
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ _BUTTONS = {
 }
 _ID = re.compile(r"[0-9a-f]{32}")  # run and approval ids are uuid4 hex; anything else is not ours
 _STATUS = re.compile(r"^:[a-z0-9_+-]+: \*[^*\n]+\*")  # a card's first line: ``:icon: *Label*``
-PAGE = 200
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ class LostCards:
                 channel=channel, ts=thread_ts, limit=PAGE, cursor=cursor
             )
 
-        return list(_pages(page, "messages"))
+        return list(pages(page, "messages"))
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -199,31 +199,14 @@ class LostCards:
                 channel=channel, oldest=f"{oldest:.6f}", limit=PAGE, cursor=cursor
             )
 
-        return _pages(page, "messages")
-
-
-def _pages(fetch: Callable[[str | None], Any], field: str) -> Iterator[dict[str, Any]]:
-    """Every item of a cursor-paginated Web API answer (``response_metadata.next_cursor``)."""
-    cursor: str | None = None
-    while True:
-        response = fetch(cursor)
-        yield from (item for item in response.get(field) or [] if isinstance(item, dict))
-        cursor = str((response.get("response_metadata") or {}).get("next_cursor") or "") or None
-        if cursor is None:
-            return
+        return pages(page, "messages")
 
 
 def bot_channels(client: WebClient, settings: Settings) -> list[str]:
     """``CHATOPS_CHANNELS``, else every channel the bot is in (``users.conversations``)."""
     if settings.chatops_channels:
         return list(settings.chatops_channels)
-
-    def page(cursor: str | None) -> Any:
-        return client.users_conversations(
-            types="public_channel,private_channel", exclude_archived=True, limit=PAGE, cursor=cursor
-        )
-
-    return [str(channel["id"]) for channel in _pages(page, "channels") if channel.get("id")]
+    return list(conversations(client, "public_channel,private_channel"))
 
 
 def slack_scan(settings: Settings, service: RunService) -> Scan:

@@ -96,6 +96,9 @@ class WorkspaceConfig:
     users: dict[str, str | UserSpec] = field(default_factory=_default_users)
     channels: dict[str, str] = field(default_factory=_default_channels)
     bot_channels: tuple[str, ...] = ("C_INCIDENT",)
+    # Private channels (each also in ``channels``): ID -> the people in it. Nobody else is, plain
+    # members included; the bot only if it is in ``bot_channels`` too.
+    private_channels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     usergroups: tuple[UserGroupSpec, ...] = field(default_factory=_default_groups)
     # Slack waits 3 s for a 2xx, then retries immediately, after 1 minute and after 5 minutes.
     event_timeout: float = 3.0
@@ -110,3 +113,8 @@ class WorkspaceConfig:
     # An Enterprise Grid org (``E...``): envelopes, payloads and ``auth.test`` carry it.
     enterprise_id: str | None = None
     enterprise_name: str = "Emulated Grid"
+
+    def __post_init__(self) -> None:
+        unnamed = sorted(set(self.private_channels) - set(self.channels))
+        if unnamed:
+            raise ValueError(f"private channels {unnamed} are not in channels (each needs a name)")

@@ -57,8 +57,14 @@ def message_event(ws: Workspace, msg: Message) -> dict[str, Any]:
     for key in ("reactions", "reply_count", "reply_users_count", "latest_reply", "reply_users", "subscribed"):
         body.pop(key, None)  # a brand-new message has no reactions or replies yet
     body.pop("is_locked", None)
-    body.update({"channel": msg.channel, "event_ts": msg.ts, "channel_type": "channel"})
+    body.update({"channel": msg.channel, "event_ts": msg.ts, "channel_type": channel_type(ws, msg.channel)})
     return body
+
+
+def channel_type(ws: Workspace, channel: str) -> str:
+    """``channel_type`` of a message event: ``group`` for a private channel (``message.groups``)."""
+    found = ws.channels.get(channel)
+    return "group" if found is not None and found.is_private else "channel"
 
 
 def app_mention_event(ws: Workspace, msg: Message) -> dict[str, Any]:
@@ -106,7 +112,7 @@ def events_for_changed_message(
             "channel": msg.channel,
             "hidden": True,
             "ts": ws.clock.next(),
-            "channel_type": "channel",
+            "channel_type": channel_type(ws, msg.channel),
         }
         event["event_ts"] = event["ts"]
     return [envelope(ws, event)]

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from emulator.slack.blocks import MAX_VIEW_BLOCKS, block_errors
 from emulator.slack.ids import is_trigger_id, ts_key
 from emulator.slack.methods_chat import bot_channel
-from emulator.slack.model import Message
+from emulator.slack.model import Channel, Message
 from emulator.slack.state import Workspace
 from emulator.slack.webapi import ApiResult, Handler, Params, SlackError
 
@@ -42,8 +42,8 @@ def auth_test(ws: Workspace, _p: Params) -> ApiResult:
 def conversations_info(ws: Workspace, p: Params) -> ApiResult:
     """``conversations.info``."""
     channel = ws.channel(p.text("channel"))
-    if channel is None:
-        raise SlackError("channel_not_found")
+    if channel is None or (channel.is_private and ws.config.bot_user_id not in channel.members):
+        raise SlackError("channel_not_found")  # a private channel the bot is not in does not exist for it
     body = channel.to_slack(ws.config.bot_user_id)
     if p.flag("include_num_members"):
         body["num_members"] = len(channel.members)
@@ -141,8 +141,9 @@ _TYPE_SCOPES = {
 def users_conversations(ws: Workspace, p: Params) -> ApiResult:
     """``users.conversations``: the channels a user (default: the token's, the bot) is in.
 
-    Slack wants the read scope of every type asked for (``types`` defaults to public channels);
-    every emulated channel is public, so other types list nothing.
+    Slack wants the read scope of every type asked for (``types`` defaults to public channels).
+    Another user's private channels are listed only where the bot is a member too (Slack: "only
+    listed when the calling user, bot user, or app shares membership"); the emulator has no DMs.
     """
     types = [t.strip() for t in (p.text("types") or "public_channel").split(",") if t.strip()]
     for kind in types:
@@ -150,13 +151,21 @@ def users_conversations(ws: Workspace, p: Params) -> ApiResult:
             raise SlackError("invalid_types")
         _require_scope(ws, _TYPE_SCOPES[kind])
     user = p.text("user") or ws.config.bot_user_id
-    found = [c for c in ws.channels.values() if user in c.members] if "public_channel" in types else []
-    found.sort(key=lambda c: c.id)
+    bot = ws.config.bot_user_id
+
+    def listed(channel: Channel) -> bool:
+        if user not in channel.members:
+            return False
+        if channel.is_private:
+            return "private_channel" in types and bot in channel.members
+        return "public_channel" in types
+
+    found = sorted((c for c in ws.channels.values() if listed(c)), key=lambda c: c.id)
     page, cursor = _page(p, found, 100, "id", lambda channel: channel.id)
     return ApiResult(
         {
             "ok": True,
-            "channels": [c.to_slack(ws.config.bot_user_id) for c in page],
+            "channels": [c.to_slack(bot, limited=True) for c in page],
             "response_metadata": {"next_cursor": cursor},
         }
     )

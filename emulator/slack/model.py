@@ -64,15 +64,23 @@ class User:
 
 @dataclass
 class Channel:
-    """A public channel and who is in it."""
+    """A channel, public or private, and who is in it."""
 
     id: str
     name: str
     members: set[str]
     created: int = field(default_factory=lambda: int(time.time()))
+    is_private: bool = False
 
-    def to_slack(self, viewer: str) -> dict[str, Any]:
-        """The ``channel`` object of ``conversations.info`` as ``viewer`` sees it."""
+    def to_slack(self, viewer: str, *, limited: bool = False) -> dict[str, Any]:
+        """The ``channel`` object of ``conversations.info`` as ``viewer`` sees it; ``limited``:
+        as ``users.conversations`` lists it (Slack omits ``is_member`` there)."""
+        body = self._fields(viewer)
+        if limited:
+            body.pop("is_member")
+        return body
+
+    def _fields(self, viewer: str) -> dict[str, Any]:
         return {
             "id": self.id,
             "name": self.name,
@@ -80,7 +88,7 @@ class Channel:
             "is_group": False,
             "is_im": False,
             "is_mpim": False,
-            "is_private": False,
+            "is_private": self.is_private,
             "created": self.created,
             "is_archived": False,
             "is_general": False,

@@ -45,7 +45,8 @@ class Workspace:
                 id=cfg.bot_user_id, name=cfg.bot_name, real_name=cfg.bot_name, is_bot=True, bot_id=cfg.bot_id
             )
             self.channels: dict[str, Channel] = {
-                cid: Channel(cid, name, members_of(cfg, cid)) for cid, name in cfg.channels.items()
+                cid: Channel(cid, name, members_of(cfg, cid), is_private=cid in cfg.private_channels)
+                for cid, name in cfg.channels.items()
             }
             self.groups = {group.id: group for group in cfg.usergroups}
             self.messages: dict[str, dict[str, Message]] = {cid: {} for cid in self.channels}
@@ -322,6 +323,11 @@ def make_user(uid: str, spec: str | UserSpec) -> User:
 def members_of(cfg: WorkspaceConfig, channel: str) -> set[str]:
     """Who is in ``channel``: plain members everywhere, others where their spec says, nobody deactivated."""
     members = {cfg.bot_user_id} if channel in cfg.bot_channels else set()
+    if channel in cfg.private_channels:  # only who was invited
+        invited = set(cfg.private_channels[channel])
+        return members | {
+            uid for uid, spec in cfg.users.items() if uid in invited and not getattr(spec, "deleted", False)
+        }
     for uid, spec in cfg.users.items():
         if isinstance(spec, str):
             members.add(uid)  # a plain member is in every channel

@@ -14,6 +14,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from emulator.slack import ControlApiError, SlackEmulator, SlackEmulatorClient, UserSpec
+from emulator.slack.config import WorkspaceConfig
 from tests.emulator.slack.receiver import Receiver
 from tests.support.emulator_workspace import TOKEN, make_config
 
@@ -144,3 +145,31 @@ def test_users_conversations_lists_the_bots_channels_with_the_scope_of_each_type
         assert listed["response_metadata"]["next_cursor"] == ""
         assert error_of(web, "users.conversations", types="public_channel,private_channel") == "missing_scope"
         assert error_of(web, "users.conversations", types="rooms") == "invalid_types"
+
+
+def test_private_channels_are_seen_only_where_the_bot_is_a_member_too(receiver: Receiver) -> None:
+    config = make_config(
+        events_url=receiver.url,
+        channels={"C_INCIDENT": "incident", "C_SECRET": "secret", "C_HIDDEN": "hidden"},
+        bot_channels=("C_INCIDENT", "C_SECRET"),
+        private_channels={"C_SECRET": ("U_ALICE",), "C_HIDDEN": ("U_ALICE", "U_BOB")},
+    )
+    with SlackEmulator(config) as slack:
+        web = WebClient(token=TOKEN, base_url=slack.api_url, timeout=5)
+        mine = web.users_conversations(types="public_channel,private_channel")["channels"]
+        assert [(c["id"], c["is_private"]) for c in mine] == [("C_INCIDENT", False), ("C_SECRET", True)]
+        assert all("is_member" not in c for c in mine)  # Slack omits it in this method
+        # Another person's private channels: only those the bot shares (not C_HIDDEN).
+        alice = web.users_conversations(user="U_ALICE", types="private_channel")["channels"]
+        assert [c["id"] for c in alice] == ["C_SECRET"]
+        assert web.users_conversations(user="U_BOB", types="private_channel")["channels"] == []
+        bob = web.users_conversations(user="U_BOB", types="public_channel")["channels"]
+        assert [c["id"] for c in bob] == ["C_INCIDENT"]  # plain members are in public channels only
+        assert web.conversations_info(channel="C_SECRET")["channel"]["is_private"] is True
+        assert error_of(web, "conversations.info", channel="C_HIDDEN") == "channel_not_found"
+        assert error_of(web, "chat.postMessage", channel="C_HIDDEN", text="x") == "channel_not_found"
+        with pytest.raises(ControlApiError) as info:  # bob cannot post where he was not invited
+            SlackEmulatorClient(slack.url).post_message("C_SECRET", "U_BOB", "hello")
+        assert "not_in_channel" in str(info.value.body)
+    with pytest.raises(ValueError, match="not in channels"):
+        WorkspaceConfig(private_channels={"C_NAMELESS": ("U_ALICE",)})
