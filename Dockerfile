@@ -21,7 +21,7 @@ RUN set -eu; \
     fi; \
     python3 -c 'import sys; assert sys.version_info >= (3, 11), sys.version'
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md deploy/docker/requirements.lock ./
 COPY agent agent
 COPY tools tools
 COPY bot bot
@@ -29,12 +29,17 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 # PIP_INDEX_URL: a PyPI mirror. A TLS-intercepting proxy's CA bundle comes in as a build secret
 # (`--secret id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt`), used by pip here and kept out of
 # every layer. --only-binary: a dependency without a wheel fails the build instead of needing a compiler.
+# The dependencies come from requirements.lock, every file checked against its hash (--require-hashes):
+# the versions the tests ran with, whatever PyPI or a mirror serves today; then chatops itself, alone.
 ARG PIP_INDEX_URL=https://pypi.org/simple
 RUN --mount=type=secret,id=ca-bundle \
     set -eu; \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi; \
     python3 -m venv /opt/chatops; \
-    /opt/chatops/bin/pip install --quiet --index-url "$PIP_INDEX_URL" --only-binary=:all: /src; \
+    /opt/chatops/bin/pip install --quiet --index-url "$PIP_INDEX_URL" --only-binary=:all: --require-hashes \
+        -r /src/requirements.lock; \
+    /opt/chatops/bin/pip install --quiet --index-url "$PIP_INDEX_URL" --only-binary=:all: --no-deps /src; \
+    /opt/chatops/bin/pip check; \
     /opt/chatops/bin/pip uninstall --quiet -y pip; \
     /opt/chatops/bin/chatops --help >/dev/null
 

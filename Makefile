@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck demo browser sshd observability sentinel clean
+.PHONY: test lint typecheck demo browser sshd observability sentinel clean lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,7 +67,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo .image-build.log
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo .image-build.log .lock-venv
 
 # -- container image (never part of `make test`: it takes minutes) ------------------------------
 .PHONY: image image-tools deploy-tools
@@ -82,6 +82,17 @@ LOCAL_BASE  := localhost/chatops-base:bookworm
 IMAGE_BASE  ?= $(LOCAL_BASE)
 CA_BUNDLE   ?= /etc/ssl/certs/ca-certificates.crt
 IMAGE_PACKAGES ?= podman debootstrap
+## deploy/docker/requirements.lock: the image's runtime dependencies at the test venv's versions, hashed,
+## resolved for every Python 3.11 (Debian bookworm's is 3.11.2: redis needs async-timeout there).
+LOCK := deploy/docker/requirements.lock
+lock: $(STAMP)
+	@test -x .lock-venv/bin/uv || { $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet uv; }
+	@$(BIN)/pip freeze --exclude-editable | grep -v '^chatops' > .lock-venv/tested.txt
+	@.lock-venv/bin/uv pip compile --quiet pyproject.toml --universal --python-version 3.11 --generate-hashes \
+		--no-header --no-annotate --constraint .lock-venv/tested.txt --output-file .lock-venv/lock.txt
+	@{ sed -n '1,/^$$/p' $(LOCK); cat .lock-venv/lock.txt; } > .lock-venv/new.txt && mv .lock-venv/new.txt $(LOCK)
+	@echo "lock: $(LOCK) has $$(grep -c '==' $(LOCK)) pinned packages"
+
 image-tools:
 	@if ! command -v podman >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then \
 		echo "image: installing $(IMAGE_PACKAGES) with apt-get"; \
