@@ -19,6 +19,11 @@ failover the next command (or redis-py's retry of the failing one) reaches the n
 ``REDIS_SENTINEL_PASSWORD`` are the sentinels' own. RQ's scheduler and work horses rebuild their
 connections from the pool's class and arguments, which keep pointing at the same sentinels.
 
+TLS: a ``rediss://`` ``REDIS_URL`` makes every data connection TLS, and ``REDIS_SENTINEL_TLS``
+the sentinels' too. Certificates are always verified (``ssl_cert_reqs=required``), against
+``REDIS_TLS_CA_FILE`` when given; ``REDIS_TLS_CERT_FILE`` / ``REDIS_TLS_KEY_FILE`` are the client
+certificate Redis asks for by default (``tls-auth-clients yes``).
+
 redis-py's pools are fork-aware (a child process never reuses its parent's sockets), and a client
 opens no connection until its first command: a forking worker makes its job's client in the work
 horse (``bot.ops.worker.default_runtime``), after the fork.
@@ -54,6 +59,10 @@ class RedisTarget:
     password: str = ""
     sentinel_username: str = ""
     sentinel_password: str = ""
+    tls_ca_file: str = ""  # empty: the system's CAs
+    tls_cert_file: str = ""  # a client certificate, for servers that ask for one
+    tls_key_file: str = ""
+    sentinel_tls: bool = False
 
     def __repr__(self) -> str:  # never the credentials (the URL's included)
         return f"RedisTarget({self.describe()})"
@@ -68,6 +77,10 @@ class RedisTarget:
             password=settings.redis_password,
             sentinel_username=settings.redis_sentinel_username,
             sentinel_password=settings.redis_sentinel_password,
+            tls_ca_file=str(settings.redis_tls_ca_file or ""),
+            tls_cert_file=str(settings.redis_tls_cert_file or ""),
+            tls_key_file=str(settings.redis_tls_key_file or ""),
+            sentinel_tls=settings.redis_sentinel_tls,
         )
 
     @property
@@ -91,6 +104,20 @@ class RedisTarget:
         password = self.password or unquote(parts.password or "")
         return {"username": username or None, "password": password or None}
 
+    @property
+    def tls(self) -> bool:
+        """The data servers speak TLS (a ``rediss://`` URL)."""
+        return urlsplit(self.url).scheme == "rediss"
+
+    def tls_options(self) -> dict[str, Any]:
+        """redis-py's TLS arguments: certificates always verified, against the CA file if given."""
+        options: dict[str, Any] = {"ssl": True, "ssl_cert_reqs": "required"}
+        if self.tls_ca_file:
+            options["ssl_ca_certs"] = self.tls_ca_file
+        if self.tls_cert_file:
+            options.update(ssl_certfile=self.tls_cert_file, ssl_keyfile=self.tls_key_file)
+        return options
+
     def sentinel_manager(self) -> Sentinel:
         """A ``Sentinel`` of these sentinels (connections opened on first use)."""
         sentinel_kwargs: dict[str, Any] = {
@@ -98,6 +125,7 @@ class RedisTarget:
             "socket_timeout": REPLY_TIMEOUT_SECONDS,
             "username": self.sentinel_username or None,
             "password": self.sentinel_password or None,
+            **(self.tls_options() if self.sentinel_tls else {}),
         }
         return Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
 
@@ -116,7 +144,8 @@ def open_redis(where: Settings | RedisTarget | str, *, blocking_seconds: float =
     if not target.sentinels:
         overrides = {key: value for key, value in target._credentials().items() if value}
         overrides = overrides if target.username or target.password else {}
-        return redis.Redis.from_url(target.url, **timeouts, **overrides)
+        tls = {key: v for key, v in target.tls_options().items() if key != "ssl"} if target.tls else {}
+        return redis.Redis.from_url(target.url, **timeouts, **overrides, **tls)
     parts = urlsplit(target.url)
     database = parts.path.lstrip("/") or "0"
     if not database.isdigit():
@@ -124,7 +153,7 @@ def open_redis(where: Settings | RedisTarget | str, *, blocking_seconds: float =
     client: redis.Redis = target.sentinel_manager().master_for(  # type: ignore[no-untyped-call]
         target.master,
         db=int(database),
-        ssl=parts.scheme == "rediss",
+        **(target.tls_options() if target.tls else {}),
         **target._credentials(),
         **timeouts,
     )

@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     redis_sentinel_password: str = ""
     redis_username: str = ""  # the data servers' ACL user; empty: REDIS_URL's
     redis_password: str = ""  # the data servers' password; empty: REDIS_URL's
+    # TLS, for a rediss:// REDIS_URL and TLS sentinels: the CA of the servers' certificates (empty:
+    # the system's) and this client's certificate and key, for servers that ask (tls-auth-clients).
+    redis_tls_ca_file: Path | None = None
+    redis_tls_cert_file: Path | None = None
+    redis_tls_key_file: Path | None = None
+    redis_sentinel_tls: bool = False  # the sentinels listen with TLS (sentinel.conf: tls-port)
     redis_replica_wait_ms: int = Field(default=500, ge=1)  # with sentinels: WAIT 1 before Slack is answered
     chatops_redis_prefix: str = DEFAULT_PREFIX
     chatops_queue: str = "chatops"
@@ -206,6 +212,23 @@ class Settings(BaseSettings):
             raise ValueError(
                 "REDIS_SENTINELS needs a redis:// or rediss:// REDIS_URL (its database number and "
                 f"credentials are used; the master's address comes from the sentinels), got {self.redis_url!r}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _tls_is_complete(self) -> Settings:
+        if (self.redis_tls_cert_file is None) != (self.redis_tls_key_file is None):
+            raise ValueError(
+                "REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE go together (a client certificate and its key)"
+            )
+        if self.redis_sentinel_tls and not self.redis_sentinels:
+            raise ValueError("REDIS_SENTINEL_TLS needs REDIS_SENTINELS")
+        tls_files = (self.redis_tls_ca_file, self.redis_tls_cert_file)
+        uses_tls = urlsplit(self.redis_url).scheme == "rediss" or self.redis_sentinel_tls
+        if any(tls_files) and not uses_tls:
+            raise ValueError(
+                "REDIS_TLS_CA_FILE / REDIS_TLS_CERT_FILE are set but nothing uses TLS: make REDIS_URL "
+                "rediss://... (and set REDIS_SENTINEL_TLS=true for TLS sentinels)"
             )
         return self
 
