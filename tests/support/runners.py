@@ -39,6 +39,25 @@ def catalog(root: Path) -> dict[str, object]:
                 "run": ["cat", str(root / "hostname")],
             },
             {
+                # Each host's call waits (up to 20 s) until every host's has arrived: "met 2" from
+                # both shows two runners worked on one turn's calls at the same time.
+                "name": "meet",
+                "description": "Wait for the other hosts at the meeting point.",
+                "category": "read_only",
+                "parallel": True,
+                "timeout": 30,
+                "run": [
+                    "sh",
+                    "-c",
+                    'touch "$1/arrived.$2"; i=0; '
+                    'while [ "$(ls "$1" | grep -c "^arrived[.]")" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; '
+                    'echo "met $(ls "$1" | grep -c "^arrived[.]")"',
+                    "sh",
+                    str(root.parent / "meeting"),
+                    root.name,
+                ],
+            },
+            {
                 "name": "restart_app",
                 "description": "Restart an application on the host.",
                 "category": "mutating",
@@ -85,6 +104,7 @@ class FleetSite:
             root = self.root(name)
             root.mkdir(parents=True, exist_ok=True)
             (root / "hostname").write_text(f"{name}\n")
+            (root.parent / "meeting").mkdir(exist_ok=True)
             self.catalog_file(name).write_text(yaml.safe_dump(catalog(root)))
             entries.append({"name": name, "via": "runner", "labels": labels})
         self.inventory_file.write_text(yaml.safe_dump({"targets": entries}))

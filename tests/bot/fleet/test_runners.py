@@ -121,6 +121,29 @@ def test_each_call_runs_on_its_target_before_and_after_an_approval(
     assert (shown["target"], shown["executor"]) == ("db-01", restart["executor"])
 
 
+def test_one_turns_read_only_calls_to_two_runners_run_at_the_same_time(
+    site: FleetSite, heartbeats: Heartbeats, redis_client: redis.Redis, keys: Keys, tmp_path: Path
+) -> None:
+    site.start("web-03", heartbeats)
+    site.start("db-01", heartbeats)
+    harness = harness_for(
+        site,
+        redis_client,
+        keys,
+        tmp_path,
+        [tool_call("meet", "m1", target="web-03"), tool_call("meet", "m2", target="db-01")],
+    )
+    run_id = harness.submit("check both hosts at once")
+    harness.work()
+    assert harness.status(run_id) is RunStatus.COMPLETED
+    # Each call waited at the meeting point for the other: one after the other, the first would
+    # have given up alone ("met 1") after 20 s.
+    assert [where(result) for result in harness.tool_results(run_id)] == [
+        ("web-03", "met 2"),
+        ("db-01", "met 2"),
+    ]
+
+
 def test_an_unknown_target_is_an_error_the_model_reads_never_a_guess(
     site: FleetSite, heartbeats: Heartbeats, redis_client: redis.Redis, keys: Keys, tmp_path: Path
 ) -> None:
