@@ -103,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    emulator.start()
-    print(f"Slack emulator: page {emulator.url}/  Web API {emulator.api_url}", flush=True)
-    print(f"events -> {emulator.config.events_url or '(not set: POST /control/config)'}", flush=True)
-    try:
+    try:  # a SIGTERM may come as soon as the banner is out, while the second line is printed
+        emulator.start()
+        print(f"Slack emulator: page {emulator.url}/  Web API {emulator.api_url}", flush=True)
+        print(f"events -> {emulator.config.events_url or '(not set: POST /control/config)'}", flush=True)
         emulator.serve_forever()
     except KeyboardInterrupt:
         pass
