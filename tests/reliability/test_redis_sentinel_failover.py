@@ -200,14 +200,19 @@ def test_a_master_sigkilled_under_load_loses_nothing_acknowledged_and_repeats_no
     cluster.settle()
 
     # Every reply Slack was answered 200 for is in its run's history, once, in the order sent.
-    lost_replies = 0
+    lost_replies = answers_posted_twice = 0
     for ts in collecting:
         sent = [text for text, events in traffic.replies[ts] if traffic.acknowledged(events)]
         assert len(sent) == REPLIES, traffic.replies[ts]  # Slack's retries got every one stored
         seen = [text for text in user_texts(cluster, cluster.run_id(ts)) if text.startswith("reply ")]
         lost_replies += len(set(sent) - set(seen))
         assert sorted(seen) == sorted(sent), (seen, sent)  # each once (a retried one may come later)
-        assert cluster.answers(ts, prefix="got") == [f"got {REPLIES} replies"]
+        # The answer is never lost. A report is at least once (docs/RELIABILITY.md): a final post
+        # whose "done" mark the dead master took with it is posted once more by the job that
+        # finishes the report.
+        answers = cluster.answers(ts, prefix="got")
+        assert set(answers) == {f"got {REPLIES} replies"} and len(answers) <= 2, answers
+        answers_posted_twice += len(answers) - 1
 
     # Every click answered 200 is an approval decided by its clicker; every restart ran at most once.
     ran = executions(restarts)
@@ -233,6 +238,7 @@ def test_a_master_sigkilled_under_load_loses_nothing_acknowledged_and_repeats_no
         "runs_awaiting_approval": len(awaiting),
         "replies_acknowledged": sum(len(r) for r in traffic.replies.values()),
         "replies_lost": lost_replies,
+        "answers_posted_twice": answers_posted_twice,
         "clicks_acknowledged": len(traffic.clicks),
         "clicks_repeated_after_the_failover": len(traffic.unanswered),
         "approvals_decided_by_a_click_answered_with_an_error": len(traffic.decided_despite_error),
