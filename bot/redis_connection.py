@@ -109,9 +109,12 @@ class RedisTarget:
         """The data servers speak TLS (a ``rediss://`` URL)."""
         return urlsplit(self.url).scheme == "rediss"
 
-    def tls_options(self) -> dict[str, Any]:
-        """redis-py's TLS arguments: certificates always verified, against the CA file if given."""
-        options: dict[str, Any] = {"ssl": True, "ssl_cert_reqs": "required"}
+    def tls_options(self, enabled: bool, *, in_url: bool = False) -> dict[str, Any]:
+        """redis-py's TLS arguments of a connection (none unless ``enabled``): certificates always
+        verified, against the CA file if given. ``in_url``: a ``rediss://`` URL already says ``ssl``."""
+        if not enabled:
+            return {}
+        options: dict[str, Any] = {"ssl_cert_reqs": "required", **({} if in_url else {"ssl": True})}
         if self.tls_ca_file:
             options["ssl_ca_certs"] = self.tls_ca_file
         if self.tls_cert_file:
@@ -125,7 +128,7 @@ class RedisTarget:
             "socket_timeout": REPLY_TIMEOUT_SECONDS,
             "username": self.sentinel_username or None,
             "password": self.sentinel_password or None,
-            **(self.tls_options() if self.sentinel_tls else {}),
+            **self.tls_options(self.sentinel_tls),
         }
         return Sentinel(list(self.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
 
@@ -144,7 +147,7 @@ def open_redis(where: Settings | RedisTarget | str, *, blocking_seconds: float =
     if not target.sentinels:
         overrides = {key: value for key, value in target._credentials().items() if value}
         overrides = overrides if target.username or target.password else {}
-        tls = {key: v for key, v in target.tls_options().items() if key != "ssl"} if target.tls else {}
+        tls = target.tls_options(target.tls, in_url=True)
         return redis.Redis.from_url(target.url, **timeouts, **overrides, **tls)
     parts = urlsplit(target.url)
     database = parts.path.lstrip("/") or "0"
@@ -153,7 +156,7 @@ def open_redis(where: Settings | RedisTarget | str, *, blocking_seconds: float =
     client: redis.Redis = target.sentinel_manager().master_for(  # type: ignore[no-untyped-call]
         target.master,
         db=int(database),
-        **(target.tls_options() if target.tls else {}),
+        **target.tls_options(target.tls),
         **target._credentials(),
         **timeouts,
     )

@@ -53,7 +53,7 @@ def sentinel_views(target: RedisTarget) -> list[SentinelView]:
             socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
             socket_timeout=REPLY_TIMEOUT_SECONDS,
             retry=Retry(NoBackoff(), 0),  # one answer or none: the next sentinel is asked anyway
-            **(target.tls_options() if target.sentinel_tls else {}),  # as every process asks them
+            **target.tls_options(target.sentinel_tls),  # as every process asks them
         )
         address = f"{host}:{port}"
         try:
