@@ -280,11 +280,9 @@ def account_verdict(identity: Identity, user: str, *, named: bool) -> Verdict:
     return Verdict(False, KIND_REFUSALS[kind])
 
 
-def may_declare_break_glass(glass: BreakGlass | None, identity: Identity, user: str) -> Verdict:
-    """Whether ``user`` may declare break-glass (``/ops break-glass``): the policy has it, and
-    names them (a user ID) or a group of theirs, as a full member unless named by ID."""
-    if glass is None:
-        return Verdict(False, "Break-glass is not configured (`break_glass:` in CHATOPS_POLICY_FILE).")
+def may_declare_break_glass(glass: BreakGlass, identity: Identity, user: str) -> Verdict:
+    """Whether ``user`` may declare the policy's break-glass (``/ops break-glass``): it names them
+    (a user ID) or a group of theirs, as a full member unless named by ID."""
     verdict = account_verdict(identity, user, named=user in glass.users)
     if verdict.allowed:
         verdict = in_audience(identity, user, tuple(glass.users), glass.groups)

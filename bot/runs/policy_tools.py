@@ -125,7 +125,9 @@ class PolicedTool:
         return self._policy.refusal(self._inner, arguments, self._channel, self._requester)
 
     def execute(self, arguments: str, *, timeout: float) -> ToolResult:
-        refused = self.refusal(arguments)  # read-only calls reach no gate: checked here too
+        # Checked again as it runs: the loop refused it before it was run or put before anyone,
+        # but the policy file or the target's runner may have changed since (an approval waits).
+        refused = self.refusal(arguments)
         if refused is not None:
             return ToolResult(refused, is_error=True)
         return self._inner.execute(arguments, timeout=timeout)
