@@ -15,7 +15,7 @@ MAX_TEXT = 40_000
 def bot_channel(ws: Workspace, ref: str) -> Channel:
     """The channel the bot is acting in: ``channel_not_found`` / ``not_in_channel`` as Slack answers."""
     channel = ws.channel(ref) if ref else None
-    if channel is None or (channel.is_private and ws.config.bot_user_id not in channel.members):
+    if channel is None or not channel.visible_to(ws.config.bot_user_id):
         raise SlackError("channel_not_found")  # a private channel the bot is not in, as Slack answers
     if ws.config.bot_user_id not in channel.members:
         raise SlackError("not_in_channel")

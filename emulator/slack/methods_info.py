@@ -42,7 +42,7 @@ def auth_test(ws: Workspace, _p: Params) -> ApiResult:
 def conversations_info(ws: Workspace, p: Params) -> ApiResult:
     """``conversations.info``."""
     channel = ws.channel(p.text("channel"))
-    if channel is None or (channel.is_private and ws.config.bot_user_id not in channel.members):
+    if channel is None or not channel.visible_to(ws.config.bot_user_id):
         raise SlackError("channel_not_found")  # a private channel the bot is not in does not exist for it
     body = channel.to_slack(ws.config.bot_user_id)
     if p.flag("include_num_members"):
@@ -157,7 +157,7 @@ def users_conversations(ws: Workspace, p: Params) -> ApiResult:
         if user not in channel.members:
             return False
         if channel.is_private:
-            return "private_channel" in types and bot in channel.members
+            return "private_channel" in types and channel.visible_to(bot)
         return "public_channel" in types
 
     found = sorted((c for c in ws.channels.values() if listed(c)), key=lambda c: c.id)

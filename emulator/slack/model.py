@@ -72,6 +72,10 @@ class Channel:
     created: int = field(default_factory=lambda: int(time.time()))
     is_private: bool = False
 
+    def visible_to(self, user: str) -> bool:
+        """Whether ``user`` can see the channel at all: a private one exists only for its members."""
+        return not self.is_private or user in self.members
+
     def to_slack(self, viewer: str, *, limited: bool = False) -> dict[str, Any]:
         """The ``channel`` object of ``conversations.info`` as ``viewer`` sees it; ``limited``:
         as ``users.conversations`` lists it (Slack omits ``is_member`` there)."""
