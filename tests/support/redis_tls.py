@@ -57,18 +57,26 @@ def _write(
     return cert_path, key_path
 
 
+def _valid_for_a_day(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, now: datetime.datetime
+) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
+
+
 def make_certificates(directory: Path, ca_name: str = "chatops test CA") -> Certificates:
     """A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key, ca_subject = _key_and_name(ca_name)
     ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_subject)
-        .issuer_name(ca_subject)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
+        _valid_for_a_day(ca_subject, ca_subject, ca_key, now)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
@@ -78,15 +86,7 @@ def make_certificates(directory: Path, ca_name: str = "chatops test CA") -> Cert
         common_name: str, san: x509.GeneralName | None
     ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
         key, subject = _key_and_name(common_name)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(ca_subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-        )
+        builder = _valid_for_a_day(subject, ca_subject, key, now)
         if san is not None:
             builder = builder.add_extension(x509.SubjectAlternativeName([san]), critical=False)
         return builder.sign(ca_key, hashes.SHA256()), key
