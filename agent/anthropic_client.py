@@ -66,6 +66,7 @@ class AnthropicClient(HTTPChatModel):
         headers.update(extra_headers or {})
         self._max_tokens = max_tokens
         self._cache = cache
+        options.setdefault("max_output_tokens", max_tokens)
         super().__init__(
             url,
             model,
@@ -73,6 +74,9 @@ class AnthropicClient(HTTPChatModel):
             source=f"anthropic:{url.copy_with(query=None)}",
             **options,
         )
+
+    def _asked_output_tokens(self, request: Request) -> int | None:
+        return request.max_tokens or self._max_tokens  # the API requires a limit: this one is sent
 
     def encode(self, request: Request, *, stream: bool) -> bytes:
         return encode_request(

@@ -191,6 +191,8 @@ def build_model(endpoint: ModelEndpoint, keys: Mapping[str, str], options: Clien
         if endpoint.provider == "azure"
         else None,
         dialect=DIALECTS[endpoint.dialect] if endpoint.dialect else None,
+        max_output_tokens=endpoint.max_tokens
+        or options.max_tokens,  # an answer cut thinking: asked once more
         **common,
     )
 

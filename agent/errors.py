@@ -21,6 +21,7 @@ Tree::
     │   │   └── StreamInterruptedError  the stream broke after parts were yielded
     │   ├── RetriesExhaustedError   a model's transient retries are used up
     │   ├── AnswerTooSlowError      the answer was still arriving when the request's time ran out
+    │   ├── OutputSpentThinkingError    reasoning used the whole output budget: no text, no call
     │   ├── ProviderError           400/401/403/404 and other non-retryable answers
     │   │   └── ContextOverflowError    the request does not fit the context window
     │   └── MalformedResponseError  the body is not the Chat Completions format
@@ -105,6 +106,18 @@ class EmptyResponseError(TransientLLMError):
 class StreamInterruptedError(TransientLLMError):
     """The stream broke after text had already been handed to the caller, so the client
     cannot retry it transparently; the loop treats it like an empty response."""
+
+
+class OutputSpentThinkingError(LLMError):
+    """The answer was cut at its output limit (``finish_reason: "length"``) before any text or tool
+    call: a reasoning model spent every output token thinking. Asking again the same way gives the
+    same cut, so it is not transient: the client asks once more with the model's configured limit
+    (when that is larger than what was spent), then reports it. ``spent``: the output tokens the
+    provider counted (0 when it did not say)."""
+
+    def __init__(self, message: str, *, model: str | None = None, spent: int = 0) -> None:
+        super().__init__(message, model=model, status_code=200)
+        self.spent = spent
 
 
 class RetriesExhaustedError(LLMError):

@@ -36,6 +36,7 @@ from agent.errors import (
     LLMError,
     LLMTimeoutError,
     MalformedResponseError,
+    OutputSpentThinkingError,
     RetriesExhaustedError,
     StreamInterruptedError,
     TransientLLMError,
@@ -74,6 +75,7 @@ class HTTPOptions(TypedDict, total=False):
     rng: random.Random | None
     monotonic: Callable[[], float]
     on_retry: Callable[[RetryNotice], None] | None
+    max_output_tokens: int | None
 
 
 class StreamAssembly(Protocol):
@@ -127,6 +129,7 @@ class HTTPChatModel:
         rng: random.Random | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         on_retry: Callable[[RetryNotice], None] | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         if not model:
             raise ConfigurationError("model must not be empty")
@@ -139,6 +142,7 @@ class HTTPChatModel:
         self._rng = rng or random.Random()
         self._monotonic = monotonic
         self._on_retry = on_retry
+        self._max_output_tokens = max_output_tokens
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._http = httpx.Client(transport=transport, timeout=self._timeout, follow_redirects=False)
 
@@ -180,7 +184,17 @@ class HTTPChatModel:
     # --- complete -------------------------------------------------------------------------
 
     def complete(self, request: Request) -> Response:
-        """One whole answer; transient failures retried, the rest raised as ``LLMError``."""
+        """One whole answer; transient failures retried, the rest raised as ``LLMError``. An answer
+        cut while thinking is asked once more with the configured output limit (``_larger``)."""
+        try:
+            return self._complete_retrying(request)
+        except OutputSpentThinkingError as cut:
+            larger = self._larger(request, cut)
+            if larger is None:
+                raise
+            return self._complete_retrying(larger)
+
+    def _complete_retrying(self, request: Request) -> Response:
         body = self.encode(self._for_me(request), stream=False)
         budget = self._budget(request)
         attempt = 0
@@ -241,8 +255,18 @@ class HTTPChatModel:
     def stream(self, request: Request) -> Generator[StreamPart, None, None]:
         """Text parts as they arrive, then one ``DonePart`` with the assembled response.
 
-        Closing the iterator early closes the HTTP response.
+        Closing the iterator early closes the HTTP response. An answer cut while thinking showed no
+        text (its content is empty), so it is asked once more with a larger limit like ``complete``.
         """
+        try:
+            yield from self._stream_retrying(request)
+        except OutputSpentThinkingError as cut:
+            larger = self._larger(request, cut)
+            if larger is None:
+                raise
+            yield from self._stream_retrying(larger)
+
+    def _stream_retrying(self, request: Request) -> Generator[StreamPart, None, None]:
         body = self.encode(self._for_me(request), stream=True)
         budget = self._budget(request)
         attempt = 0
@@ -314,8 +338,31 @@ class HTTPChatModel:
     def _request_headers(self, *, stream: bool) -> dict[str, str]:
         return {**self._headers, "Accept": "text/event-stream" if stream else "application/json"}
 
+    def _asked_output_tokens(self, request: Request) -> int | None:
+        """The output limit ``request`` is sent with (``None``: the server's default)."""
+        return request.max_tokens
+
+    def _larger(self, request: Request, cut: OutputSpentThinkingError) -> Request | None:
+        """``request`` with the configured output limit, when that is more than the cut answer
+        had (``None`` otherwise: the same limit would be cut the same way)."""
+        limit = self._max_output_tokens
+        had = max(self._asked_output_tokens(request) or 0, cut.spent)
+        if limit is None or limit <= had:
+            return None
+        return request.model_copy(update={"max_tokens": limit})
+
     def _require_answer(self, response: Response) -> Response:
         message = response.message
+        cut = response.choices[0].finish_reason == "length" if response.choices else False
+        if message is not None and not message.content and not message.tool_calls and cut:
+            spent = response.usage.completion_tokens
+            raise OutputSpentThinkingError(
+                "the model used its whole output budget thinking"
+                + (f" ({spent} output tokens)" if spent else "")
+                + " and wrote neither an answer nor a tool call",
+                model=self._model,
+                spent=spent,
+            )
         if message is None or (not message.content and not message.tool_calls):
             raise EmptyResponseError(
                 "the model answered with neither text nor tool calls", model=self._model, status_code=200

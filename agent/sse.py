@@ -166,6 +166,8 @@ class StreamAssembler:
         """Feed one decoded ``chat.completion.chunk``; return the text it adds."""
         if chunk.get("error"):  # with or without choices (OpenRouter sends both)
             raise error_from_payload(chunk, status=None, model=self._model)
+        if chunk.get("object") == "error":  # vLLM: its ErrorResponse itself as a chunk, message at the top
+            raise error_from_payload(chunk, status=None, model=self._model)
         self._id = self._id or _text_or_empty(chunk.get("id"))
         self._response_model = self._response_model or _text_or_empty(chunk.get("model"))
         self._read_usage(chunk)

@@ -132,7 +132,10 @@ def request_body(
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
+        # OpenAI's current field: ``max_tokens`` is deprecated and refused by its reasoning models
+        # (o-series, gpt-5), the ones whose thinking can use a whole answer's budget; vLLM and
+        # Azure take it too.
+        body["max_completion_tokens"] = request.max_tokens
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

@@ -15,8 +15,17 @@ from typing import Any
 from slack_sdk import WebClient
 
 from bot.alerts.presenter import AlertView
-from bot.slack.blockkit import ACTION_INVESTIGATE, actions, button, context, fit_text, mrkdwn, section
-from bot.slack.mrkdwn import escape, inert, link, mention, truncate
+from bot.slack.blockkit import (
+    ACTION_INVESTIGATE,
+    actions,
+    button,
+    context,
+    fit_text,
+    mrkdwn,
+    notification_text,
+    section,
+)
+from bot.slack.mrkdwn import escape, inert, link, mention
 
 _LABELS_SHOWN = 12
 Block = dict[str, Any]
@@ -28,37 +37,26 @@ class SlackAlertPresenter:
         self._redact = redact or (lambda text: text)
 
     def post_alert(self, channel: str, view: AlertView) -> str | None:
-        response = self._client.chat_postMessage(
-            channel=channel, text=self._redact(alert_text(view)), blocks=self._blocks(view)
-        )
+        response = self._client.chat_postMessage(channel=channel, **self._message(alert_blocks(view)))
         ts = response.get("ts")
         return str(ts) if ts else None
 
     def update_alert(self, channel: str, ts: str, view: AlertView) -> None:
-        self._client.chat_update(
-            channel=channel, ts=ts, text=self._redact(alert_text(view)), blocks=self._blocks(view)
-        )
+        self._client.chat_update(channel=channel, ts=ts, **self._message(alert_blocks(view)))
 
     def post_alert_note(self, channel: str, thread_ts: str, text: str) -> str | None:
-        response = self._client.chat_postMessage(
-            channel=channel,
-            thread_ts=thread_ts,
-            text=self._redact(text),
-            blocks=[section(inert(self._redact(text)))],
-        )
+        # The note is the job's sentence around a sender's words (a resolved alert's title): inert.
+        message = self._message([section(inert(self._redact(text)))])
+        response = self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, **message)
         ts = response.get("ts")
         return str(ts) if ts else None
 
-    def _blocks(self, view: AlertView) -> list[Block]:
-        blocks = alert_blocks(view)
+    def _message(self, blocks: list[Block]) -> dict[str, Any]:
+        """The blocks redacted, and the notification ``text`` taken from them (``notification_text``):
+        the fallback is the blocks' own inert words, so the two cannot drift apart."""
         for block in blocks:
             _redact_block(block, self._redact)
-        return blocks
-
-
-def alert_text(view: AlertView) -> str:
-    state = "RESOLVED" if view.status == "resolved" else "FIRING"
-    return truncate(f"{state}: {' '.join(view.title.split())}", 200)
+        return {"text": notification_text(blocks), "blocks": blocks}
 
 
 def alert_blocks(view: AlertView) -> list[Block]:

@@ -26,6 +26,7 @@ MESSAGE_TEXT = 40_000
 # Slack refuses a message whose blocks hold more than about 12,000 characters of text in all;
 # cards stay below this, with room for redaction to lengthen a secret's placeholder.
 CARD_TEXT = 11_000
+NOTIFICATION_TEXT = 300  # a message's ``text`` fallback, shown in notifications: short is better
 
 # action_id / callback_id values the app routes on.
 ACTION_APPROVE = "chatops_approve"
@@ -43,6 +44,18 @@ def mrkdwn(text: str, limit: int = SECTION_TEXT) -> dict[str, Any]:
     """A mrkdwn text object. ``verbatim``: Slack links no bare URL, channel name or handle in it
     (its automatic parsing); the bot's own ``<@U…>``, ``<!date…>`` and emphasis still render."""
     return {"type": "mrkdwn", "text": truncate(text, limit) or " ", "verbatim": True}
+
+
+def notification_text(blocks: list[Block], limit: int = NOTIFICATION_TEXT) -> str:
+    """A message's ``text`` (the notification and screen-reader fallback) made of its first block's
+    words. Slack parses ``text`` as mrkdwn too, so a fallback written apart from the blocks is a
+    second rendering path that can forget the escaping rule; taken from the blocks, it is exactly
+    as inert as they are."""
+    for block in blocks:
+        for text in texts([block]):
+            if text.strip():
+                return truncate(" ".join(text.split()), limit)
+    return " "
 
 
 def plain(text: str, limit: int) -> dict[str, Any]:

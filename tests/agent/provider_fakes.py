@@ -209,3 +209,44 @@ def reasoning_model_probe(request: FakeRequest) -> FakeAnswer:
             json={"error": {"message": "Unsupported value: 'temperature'", "type": "invalid_request_error"}},
         )
     return FakeAnswer(json=checked(chat_completion({"content": "OK"})))
+
+
+def reasoning_cut_at_length(enough: int) -> Callable[[FakeRequest], FakeAnswer]:
+    """A reasoning model served by vLLM (or DeepSeek): asked with fewer than ``enough`` output tokens
+    (the server's default when none is named is 1,024 here), it thinks until the limit and answers
+    with ``reasoning_content`` only, empty ``content`` and ``finish_reason: "length"``."""
+
+    def handle(request: FakeRequest) -> FakeAnswer:
+        limit = request.body.get("max_completion_tokens") or 1024
+        if limit < enough:
+            message = {"content": "", "reasoning_content": "Let me think about the disk. " * 40}
+            usage = {"prompt_tokens": 50, "completion_tokens": limit, "total_tokens": 50 + limit}
+            completion = chat_completion(message, finish_reason="length", usage=usage)
+        else:
+            completion = chat_completion({"content": "/ is 97% full.", "reasoning_content": "Report it."})
+        if request.body.get("stream"):
+            choice = completion["choices"][0]
+            deltas = [
+                {"role": "assistant", "content": ""},
+                {"reasoning_content": choice["message"]["reasoning_content"]},
+                {"content": choice["message"]["content"]},
+            ]
+            events = list(chunks(*deltas, finish_reason=choice["finish_reason"], usage=completion["usage"]))
+            return FakeAnswer(events=[*events, "[DONE]"])
+        return FakeAnswer(json=checked(completion))
+
+    return handle
+
+
+def vllm_midstream_error(request: FakeRequest) -> FakeAnswer:
+    """vLLM: a failure after the stream began is sent as its ``ErrorResponse`` object itself
+    (``"object": "error"``, the message at the top level, no ``error`` key, no choices)."""
+    started = list(chunks({"role": "assistant", "content": ""}, finish_reason=None))
+    failed = {
+        "object": "error",
+        "message": "The decoder prompt (length 9000) is longer than the maximum model length of 8192.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+    return FakeAnswer(events=[*started, failed])

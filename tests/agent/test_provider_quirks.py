@@ -11,7 +11,13 @@ import pytest
 
 from agent.chat import DonePart, StreamPart, TextPart
 from agent.config import RunConfig
-from agent.errors import ContextOverflowError, ProviderError, RetriesExhaustedError, ServerError
+from agent.errors import (
+    ContextOverflowError,
+    OutputSpentThinkingError,
+    ProviderError,
+    RetriesExhaustedError,
+    ServerError,
+)
 from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
 from agent.run import Run
@@ -253,8 +259,12 @@ def test_reasoning_models_accept_what_the_doctor_sends(fake: Any) -> None:
         assert (
             model.complete(Request(model="o4-mini", messages=[Message.user(PROBE_TEXT)])).message is not None
         )
-        with pytest.raises(ProviderError, match="max_completion_tokens"):
-            model.complete(Request(model="o4-mini", messages=[Message.user(PROBE_TEXT)], max_tokens=1))
+        # An output limit goes as ``max_completion_tokens``, the field these models take.
+        limited = Request(model="o4-mini", messages=[Message.user(PROBE_TEXT)], max_tokens=16)
+        assert model.complete(limited).message is not None
+    assert (
+        probe.requests[-1].body["max_completion_tokens"] == 16 and "max_tokens" not in probe.requests[-1].body
+    )
 
 
 def _streamed(handler: Callable[[FakeRequest], FakeAnswer]) -> Callable[[FakeRequest], FakeAnswer]:
@@ -292,3 +302,46 @@ def _streamed(handler: Callable[[FakeRequest], FakeAnswer]) -> Callable[[FakeReq
         return FakeAnswer(events=[*chunks(*deltas, finish_reason=finish), "[DONE]"])
 
     return handle
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_cut_while_thinking_is_asked_once_more_with_the_configured_limit(
+    fake: Any, stream: bool
+) -> None:
+    vllm = fake(provider_fakes.reasoning_cut_at_length(enough=4096))
+    with client(vllm.url, "qwen3-32b", max_output_tokens=8192) as model:
+        status, output, _ = run_disk_check(model, stream=stream)
+    assert status is RunStatus.COMPLETED and output == "/ is 97% full."
+    # Not the same request three times: the second names the configured limit.
+    assert [r.body.get("max_completion_tokens") for r in vllm.requests] == [None, 8192]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_cut_while_thinking_within_the_limit_is_reported_not_retried_blindly(
+    fake: Any, stream: bool
+) -> None:
+    vllm = fake(provider_fakes.reasoning_cut_at_length(enough=100_000))
+    with client(vllm.url, "qwen3-32b", max_output_tokens=8192) as model:
+        status, error, tool = run_disk_check(model, stream=stream)
+    assert status is RunStatus.FAILED and tool.calls == []
+    assert error is not None and "used its whole output budget thinking (8192 output tokens)" in error
+    assert [r.body.get("max_completion_tokens") for r in vllm.requests] == [None, 8192]
+
+
+def test_an_answer_cut_at_the_limit_already_asked_is_reported_at_once(fake: Any) -> None:
+    vllm = fake(provider_fakes.reasoning_cut_at_length(enough=100_000))
+    with (
+        client(vllm.url, "qwen3-32b", max_output_tokens=1024) as model,
+        pytest.raises(OutputSpentThinkingError, match="1024 output tokens"),
+    ):
+        model.complete(REQUEST)
+    assert len(vllm.requests) == 1  # a larger limit is not configured: asking again would cut again
+
+
+def test_a_vllm_error_chunk_in_the_stream_keeps_its_message(fake: Any) -> None:
+    vllm = fake(provider_fakes.vllm_midstream_error)
+    with client(vllm.url) as model:
+        status, error, _ = run_disk_check(model, stream=True)
+    assert status is RunStatus.FAILED
+    assert error is not None and "longer than the maximum model length of 8192" in error
+    assert len(vllm.requests) == 1  # a 400 in the stream is the request's fault: not retried
