@@ -16,6 +16,7 @@ written for the model that sent it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -35,6 +36,9 @@ MAX_TRUSTED_BYTES = 8 * 1024 * 1024
 """Room for values the runtime itself wrote into an approved call (a dry run's plan), beyond ``max_bytes``."""
 CONFIRMED_BY = "confirmed_by"
 """The argument only the loop writes, into an approved call: who approved it (``agent.tool_step``)."""
+TRUSTED_ARGUMENTS = ("approved_plan", "approval_grant")
+"""Keys the loop itself writes into approved calls (``agent.tooling``): exempt from the text limits."""
+_PARSED_KEPT = 64  # distinct argument texts whose checked parse is kept (one call is read several times)
 
 # Where nesting can change: brackets and braces, and the quotes and backslashes that decide
 # whether a bracket is inside a string. Everything else is skipped by the regex engine.
@@ -83,6 +87,31 @@ def parse_arguments(
         raise _too_large(_size(canonical_arguments(checked)), max_bytes)
     _check_strings(checked, "", max_string)
     return value
+
+
+def checked_arguments(text: str, trusted: tuple[str, ...] = TRUSTED_ARGUMENTS) -> dict[str, Any]:
+    """``parse_arguments(text, trusted=trusted)``, done once per distinct text.
+
+    One call's arguments are read by the gate, the loop detector and the tool wrappers in the same
+    iteration; the checks walk the whole text, so their verdict is kept, keyed by the text itself
+    (nothing else decides it), for the last ``_PARSED_KEPT`` texts up to ``MAX_ARGUMENTS_BYTES``.
+    Each caller gets its own top-level copy: callers add keys (``confirmed_by``), never change
+    nested values.
+    """
+    if len(text) > MAX_ARGUMENTS_BYTES:  # a dry run's plan: rare, and too large to keep around
+        return parse_arguments(text, trusted=trusted)
+    verdict = _checked_once(text, trusted)
+    if isinstance(verdict, str):
+        raise ArgumentsRejected(verdict)
+    return dict(verdict)
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _checked_once(text: str, trusted: tuple[str, ...]) -> dict[str, Any] | str:
+    try:
+        return parse_arguments(text, trusted=trusted)
+    except ArgumentsRejected as rejected:  # kept as its message: a raised instance would gather tracebacks
+        return str(rejected)
 
 
 def canonical_arguments(parsed: dict[str, Any]) -> str:

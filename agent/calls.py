@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from agent.arguments import MAX_ARGUMENTS_BYTES, MAX_ARGUMENTS_DEPTH, check_depth
+from agent.arguments import MAX_ARGUMENTS_BYTES, MAX_ARGUMENTS_DEPTH, check_depth, checked_arguments
 from agent.errors import ArgumentsRejected
 from agent.types import Message, RunState, runtime_call_id
 
@@ -28,7 +28,11 @@ SECRET_REFUSAL = (
 
 
 def number_calls(
-    message: Message, state: RunState, cap: int, redact: Callable[[str], str] | None = None
+    message: Message,
+    state: RunState,
+    cap: int,
+    redact: Callable[[str], str] | None = None,
+    update: dict[str, object] | None = None,
 ) -> Message:
     """Give every tool call the runtime's own run-unique id before the message is stored.
 
@@ -36,33 +40,36 @@ def number_calls(
     kept as ``provider_id`` only. A model repeating an approved call's id, or sending five
     calls under one id, gets five executions that each need their own approval. Calls past
     the per-turn cap, and arguments too large to keep, are stored as bounded copies marked
-    ``refused``: history never holds a 3 MB argument, and nothing runs for them.
+    ``refused``: history never holds a 3 MB argument, and nothing runs for them. ``update``: other
+    fields of the stored message, set in the same copy.
     """
+    changes = dict(update or {})
     if redact is not None and message.content:
-        message = message.model_copy(update={"content": redact(message.content)})
+        changes["content"] = redact(message.content)
     if not message.tool_calls:
-        return message
+        return message.model_copy(update=changes) if changes else message
     calls = []
     for position, call in enumerate(message.tool_calls, 1):
         state.call_seq += 1
-        update: dict[str, object] = {
+        fields: dict[str, object] = {
             "id": runtime_call_id(state.call_seq),
             "provider_id": call.id[:64],
         }
         unkeepable = _unkeepable(call.arguments)
         if unkeepable is not None:
-            update["arguments"] = "{}"
-            update["refused"] = unkeepable
+            fields["arguments"] = "{}"
+            fields["refused"] = unkeepable
         elif redact is not None and (redacted := redact(call.arguments)) != call.arguments:
-            update["arguments"] = redacted if _is_json(redacted) else "{}"
-            update["refused"] = SECRET_REFUSAL
+            fields["arguments"] = redacted if _is_json(redacted) else "{}"
+            fields["refused"] = SECRET_REFUSAL
         elif position > cap:
-            update["refused"] = (
+            fields["refused"] = (
                 f"at most {cap} tool calls are run per turn (this was call {position}); "
                 "nothing ran: call it again in the next turn if it is still needed"
             )
-        calls.append(call.model_copy(update=update))
-    return message.model_copy(update={"tool_calls": calls})
+        calls.append(call.model_copy(update=fields))
+    changes["tool_calls"] = calls
+    return message.model_copy(update=changes)
 
 
 def _unkeepable(arguments: str) -> str | None:
@@ -77,6 +84,12 @@ def _unkeepable(arguments: str) -> str | None:
             f"the arguments are {size:,} bytes, over the {MAX_ARGUMENTS_BYTES:,}-byte limit; "
             "nothing ran: send smaller arguments"
         )
+    try:
+        checked_arguments(arguments)  # the usual case: valid, and its parse kept for the gate to read
+    except ArgumentsRejected:
+        pass  # refused later for what is wrong with it, unless too deep to keep at all:
+    else:
+        return None
     try:
         check_depth(arguments, MAX_ARGUMENTS_DEPTH)
     except ArgumentsRejected as error:

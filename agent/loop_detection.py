@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
 
-from agent.arguments import CONFIRMED_BY, canonical_arguments, parse_arguments
+from agent.arguments import CONFIRMED_BY, TRUSTED_ARGUMENTS, canonical_arguments, checked_arguments
 from agent.defaults import LOOP_STOP_AT, LOOP_WARN_AT, LOOP_WINDOW
 from agent.errors import ConfigurationError
 from agent.tooling import APPROVED_PLAN
@@ -40,7 +40,8 @@ class LoopVerdict(StrEnum):
 def call_signature(name: str, arguments: str, output: str) -> str:
     """SHA-256 over the tool name, the canonical arguments (without the runtime's) and the output."""
     try:
-        parsed = parse_arguments(arguments, trusted=_RUNTIME_ARGUMENTS)
+        # The call's own check (the gate read it already): the runtime's keys are dropped below.
+        parsed = checked_arguments(arguments, TRUSTED_ARGUMENTS)
     except ValueError:  # refused arguments (too deep, too large...): the text itself is the signature
         canonical = arguments
     else:

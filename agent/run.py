@@ -210,15 +210,14 @@ class Run:
     def _answer(self, ctx: RunContext, response: Response) -> Message:
         message = response.message
         assert message is not None  # _request only returns responses with a message
-        message = message.model_copy(
-            update={"role": "assistant", "meta": {**message.meta, "model": response.model}}
-        )
-        if self._config.recover_tool_calls:
-            recovered = recover_tool_calls(message, self._tools.keys())
+        update: dict[str, object] = {"role": "assistant", "meta": {**message.meta, "model": response.model}}
+        cap, redact = self._config.limits.max_calls_per_turn, self._config.redact
+        if self._config.recover_tool_calls and not message.tool_calls and message.content:
+            recovered = recover_tool_calls(message.model_copy(update=update), self._tools.keys())
             if recovered is not None:
                 # The text form never enters history: the structured call replaces it.
-                message = recovered
-        return number_calls(message, ctx.state, self._config.limits.max_calls_per_turn, self._config.redact)
+                return number_calls(recovered, ctx.state, cap, redact)
+        return number_calls(message, ctx.state, cap, redact, update)
 
     # -- requests and recovery -----------------------------------------------------------------
 

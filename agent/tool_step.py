@@ -36,6 +36,7 @@ from agent.tooling import (
     call_refusal,
     call_target,
     describe_call,
+    enforces_own_timeout,
 )
 from agent.types import DecisionStatus, DryRun, Message, MessageMeta, ToolCall
 
@@ -59,9 +60,12 @@ def without_reserved_arguments(call: ToolCall) -> ToolCall:
     ("approved by") and the audit log as if someone had approved it.
     """
     try:
-        arguments = json.loads(call.arguments or "{}")
-    except (ValueError, RecursionError):
-        return call
+        arguments: object = call.parsed_arguments()  # checked once; the gate reads the same parse
+    except ValueError:  # refused later with its reason; what it names must still be stripped
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except (ValueError, RecursionError):
+            return call
     if not isinstance(arguments, dict) or not any(key in arguments for key in RESERVED_ARGUMENTS):
         return call
     for key in RESERVED_ARGUMENTS:
@@ -286,9 +290,21 @@ class ToolStep:
         self._ctx.emit(ToolStart(call, category))
         started = time.monotonic()
         timeout = self._timeout_for(tool)
-        future = self._pool.submit(tool.execute, arguments or call.arguments, timeout=timeout)
-        result = self._wait(tool, future, timeout + TIMEOUT_GRACE_SECONDS, timeout)
+        if enforces_own_timeout(tool):  # no hand-off to the pool and back: it returns by its timeout
+            result = self._inline(tool, arguments or call.arguments, timeout)
+        else:
+            future = self._pool.submit(tool.execute, arguments or call.arguments, timeout=timeout)
+            result = self._wait(tool, future, timeout + TIMEOUT_GRACE_SECONDS, timeout)
         return CallResult(call, category, result, time.monotonic() - started, True)
+
+    @staticmethod
+    def _inline(tool: Tool, arguments: str, timeout: float) -> ToolResult:
+        """``tool.execute`` on this thread, its failure shown to the model as on the pool."""
+        try:
+            result: object = tool.execute(arguments, timeout=timeout)
+        except Exception as error:  # as a pool thread would: a failing tool never crashes the run
+            return ToolStep._checked(tool, None, error)
+        return ToolStep._checked(tool, result, None)
 
     def _preview(self, tool: Tool, call: ToolCall) -> ToolResult:
         timeout = self._timeout_for(tool)
@@ -314,9 +330,13 @@ class ToolStep:
         except FutureTimeoutError:
             future.cancel()
             return ToolResult(f"Error: {tool.definition.name} timed out after {timeout:.1f}s", is_error=True)
+        return self._checked(tool, None if error is not None else future.result(), error)
+
+    @staticmethod
+    def _checked(tool: Tool, result: object, error: BaseException | None) -> ToolResult:
+        """A finished execution as the model sees it: its result, or what it raised as an error."""
         if error is not None:  # a failing tool is shown to the model, never a crash
             return ToolResult(f"Error: {tool.definition.name} failed: {type(error).__name__}: {error}", True)
-        result = future.result()
         if not isinstance(result, ToolResult):
             return ToolResult(
                 f"Error: {tool.definition.name} returned {type(result).__name__}", is_error=True

@@ -96,7 +96,9 @@ class Tool(Protocol):
     A tool may raise: the loop turns any exception into an ``Error: ...`` result.
 
     Optional: ``category_for(arguments) -> CallCategory``, the category of one call when it
-    depends on the arguments (read through ``call_category``, the one place the loop asks).
+    depends on the arguments (read through ``call_category``, the one place the loop asks);
+    ``enforces_timeout = True`` for a tool whose ``execute`` itself returns by its ``timeout``
+    (read through ``enforces_own_timeout``).
     """
 
     @property
@@ -136,6 +138,21 @@ def call_category(tool: Tool, arguments: str) -> CallCategory:
     if not isinstance(found, CallCategory) or found.category.rank <= tool.category.rank:
         return static
     return found
+
+
+def enforces_own_timeout(tool: Tool) -> bool:
+    """True when ``tool.execute`` returns by the timeout it is given whatever happens, so the loop may
+    run it on its own thread instead of handing it to the pool and back (two thread wake-ups).
+
+    Optional for a tool (``enforces_timeout``, ``False`` when absent): a subprocess killed with its
+    process group at the deadline (``tools.process``), a remote call waiting on its own budget (a
+    runner, SSH, an MCP server) may say so; a Python function that could block in a library call
+    must not, and is cut off by the loop's wait instead. A tool that says so and then overruns is
+    not cut short: it holds the run until it returns, and the run's deadline stops the run after it
+    (a worker's job timeout, a signal raised in this thread, is set past the run's deadline, so it
+    cannot arrive during a tool that keeps its word).
+    """
+    return getattr(tool, "enforces_timeout", False) is True
 
 
 def call_refusal(tool: Tool, arguments: str) -> str | None:

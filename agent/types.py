@@ -13,11 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict, Unpack
 
-from agent.arguments import canonical_arguments, parse_arguments
+from agent.arguments import TRUSTED_ARGUMENTS as TRUSTED_ARGUMENTS  # re-exported: its old home
+from agent.arguments import canonical_arguments, checked_arguments
 from agent.defaults import DEADLINE_SECONDS, MAX_CALLS_PER_TURN, MAX_ITERATIONS
-
-# Keys the loop itself writes into approved calls (``agent.tooling``): exempt from the text limits.
-TRUSTED_ARGUMENTS = ("approved_plan", "approval_grant")
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -47,7 +45,7 @@ class ToolCall(BaseModel):
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict, within ``agent.arguments``' limits (size, depth, characters a
         card can show); raises ``ArgumentsRejected`` (a ``ValueError``) with what is wrong."""
-        return parse_arguments(self.arguments, trusted=TRUSTED_ARGUMENTS)
+        return checked_arguments(self.arguments, TRUSTED_ARGUMENTS)
 
     def arguments_sha256(self) -> str:
         """SHA-256 of the canonical form of the arguments (what an approval is bound to)."""

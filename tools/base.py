@@ -119,6 +119,7 @@ class FunctionTool(Generic[ArgsT]):
         parameters: dict[str, Any] | None = None,
         command: CommandFunction[ArgsT] | None = None,
         categorize: CategorizeFunction[ArgsT] | None = None,
+        enforces_timeout: bool = False,
     ) -> None:
         self.name = name or func.__name__
         if not _TOOL_NAME_RE.fullmatch(self.name):
@@ -139,6 +140,7 @@ class FunctionTool(Generic[ArgsT]):
         self._category = category
         self._parallel = parallel
         self._timeout = float(timeout)
+        self._enforces_timeout = enforces_timeout
         text = description if description is not None else _docstring_summary(func)
         if not text:
             raise ToolConfigError(f"tool {self.name}: a description (or docstring) is required")
@@ -160,6 +162,13 @@ class FunctionTool(Generic[ArgsT]):
     @property
     def timeout(self) -> float:
         return self._timeout
+
+    @property
+    def enforces_timeout(self) -> bool:
+        """Said by whoever builds it: ``func`` returns by its timeout (a command run through
+        ``tools.process``, killed with its process group at the deadline). The loop then runs it
+        on its own thread (``agent.tooling.enforces_own_timeout``)."""
+        return self._enforces_timeout
 
     def category_for(self, arguments: str) -> CallCategory:
         """This call's category (``agent.tooling.call_category``): the tool's, unless ``categorize``

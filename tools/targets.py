@@ -37,6 +37,7 @@ from agent.tooling import (
     call_category,
     call_refusal,
     describe_call,
+    enforces_own_timeout,
 )
 from agent.types import ToolDef
 from tools.base import error_result
@@ -97,6 +98,11 @@ class TargetedTool:
     @property
     def timeout(self) -> float:
         return max(route.timeout for _, route in self._routes.values())
+
+    @property
+    def enforces_timeout(self) -> bool:
+        """Only when every target's route returns by its timeout (``agent.tooling.enforces_own_timeout``)."""
+        return all(enforces_own_timeout(route) for _, route in self._routes.values())
 
     @property
     def target_names(self) -> list[str]:

@@ -154,6 +154,12 @@ class RunnerTool:
         return self._category is ToolCategory.READ_ONLY
 
     @property
+    def enforces_timeout(self) -> bool:
+        """The call waits for the runner's answer on its own budget (``Dispatcher._wait``): it
+        returns by its timeout whatever the runner does, so the loop need not hand it to its pool."""
+        return True
+
+    @property
     def timeout(self) -> float:
         return self._timeout
 

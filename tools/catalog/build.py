@@ -67,6 +67,10 @@ def build_tool(
         parameters=parameters_schema(spec.params),
         command=_describer(spec.run, spec.http, env),
         categorize=_categorizer(spec.http, env, policy),
+        # A local argv is killed with its process group at the timeout; an HTTP request's timeouts
+        # are per read, and an SSH session's connect and auth steps each have their own: those go
+        # to the loop's pool, which stops waiting at the timeout.
+        enforces_timeout=spec.run is not None and runner is run_command,
     )
 
 

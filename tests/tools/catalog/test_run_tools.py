@@ -205,3 +205,25 @@ def test_the_loop_timeout_is_respected_when_smaller(tmp_path: Path) -> None:
     started = time.monotonic()
     result = nap.execute("{}", timeout=0.5)
     assert time.monotonic() - started < 3 and "timed out after 0.5 s" in result.output
+
+
+def test_a_local_argv_tool_keeps_its_own_deadline_so_the_loop_runs_it_on_its_thread(tmp_path: Path) -> None:
+    from agent.tooling import enforces_own_timeout
+    from tools.process import CommandResult
+
+    path = tmp_path / "tools.yaml"
+    path.write_text(
+        "tools:\n"
+        "  - {name: nap, description: d, category: read_only, run: [sleep, '5']}\n"
+        "  - {name: ping, description: d, category: read_only, params: {url: {type: string}},"
+        " http: {url: '{url}'}}\n"
+    )
+    catalog = load_catalog(path, env={"PATH": "/usr/bin:/bin"})
+    local = {tool.name: tool for tool in catalog.tools}
+    assert enforces_own_timeout(local["nap"])  # killed with its process group at the timeout
+    assert not enforces_own_timeout(local["ping"])  # httpx's timeouts are per read: the pool cuts it
+
+    def elsewhere(argv: Any, **_: Any) -> CommandResult:  # as an SSH session runs it: not ours to bound
+        raise AssertionError("not called")
+
+    assert not enforces_own_timeout(catalog.build_for_runner(catalog.specs["nap"], elsewhere))
