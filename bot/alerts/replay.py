@@ -8,7 +8,8 @@ how long, follows what each sender documents about its retries:
 
 * **PagerDuty** signs the body, and the body names the event: ``event.id`` (the same on every
   attempt) and ``event.occurred_at``. PagerDuty retries a failed delivery "for up to 48 hours",
-  then drops it (PagerDuty developer docs, Webhooks > Behavior, "Temporary Errors and Retries").
+  then drops it (PagerDuty's developer docs, Webhooks > Behavior, "Temporary Errors and Retries";
+  ``docs/webhooks/02-Behavior.md`` in github.com/PagerDuty/developer-docs).
   So an event is remembered until it is ``PAGERDUTY_MAX_AGE_SECONDS`` old (48 h, plus
   ``CLOCK_SKEW_SECONDS`` for the two clocks), and a delivery older than that is refused: it cannot
   be one of PagerDuty's retries. The ``X-Webhook-Id`` header PagerDuty suggests for dedupe is
@@ -37,10 +38,9 @@ from datetime import datetime
 from bot.alerts.payloads import Notification
 
 PAGERDUTY_RETRY_SECONDS = 48 * 3600  # PagerDuty retries a failed delivery for up to 48 hours
-CLOCK_SKEW_SECONDS = 5 * 60  # PagerDuty's clock against ours
+CLOCK_SKEW_SECONDS = 5 * 60  # PagerDuty's clock against ours, and one web host's against another's
 PAGERDUTY_MAX_AGE_SECONDS = PAGERDUTY_RETRY_SECONDS + CLOCK_SKEW_SECONDS
 GROUP_INTERVAL_SECONDS = 5 * 60  # Alertmanager's and Grafana's default group_interval
-_MARGIN_SECONDS = 60  # remembered a little past the moment it becomes too old
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,16 @@ class Delivery:
 def delivery_of(notification: Notification, body: bytes, now: datetime) -> Delivery:
     """The delivery ``body`` is, remembered until a replay of it would be refused as too old
     (PagerDuty) or for the sender's retry window (Alertmanager, Grafana)."""
-    if notification.occurred_at is not None:
+    if notification.event_id and notification.occurred_at is not None:
         identity = f"event {notification.event_id}"
-        expires = notification.occurred_at.timestamp() + PAGERDUTY_MAX_AGE_SECONDS
-        remember = expires - now.timestamp() + _MARGIN_SECONDS
+        too_old_at = notification.occurred_at.timestamp() + PAGERDUTY_MAX_AGE_SECONDS
+        # Past ``too_old_at`` every web process refuses it, give or take their clocks' skew.
+        remember = max(too_old_at - now.timestamp(), 0) + CLOCK_SKEW_SECONDS
     else:
         identity = _grouped_identity(notification, body)
         remember = GROUP_INTERVAL_SECONDS
     digest = hashlib.sha256(f"{notification.source}\n{identity}".encode()).hexdigest()
-    return Delivery(notification.source, digest, max(remember, _MARGIN_SECONDS))
+    return Delivery(notification.source, digest, remember)
 
 
 def too_old(notification: Notification, now: datetime) -> str | None:

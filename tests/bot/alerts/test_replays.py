@@ -13,7 +13,7 @@ import hmac
 import json
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,15 @@ import pytest
 import redis
 
 from agent.scripted import FunctionModel
-from bot.alerts.replay import PAGERDUTY_MAX_AGE_SECONDS
+from bot.alerts.pagerduty import parse_pagerduty
+from bot.alerts.payloads import parse_alertmanager, parse_grafana
+from bot.alerts.replay import (
+    CLOCK_SKEW_SECONDS,
+    GROUP_INTERVAL_SECONDS,
+    PAGERDUTY_MAX_AGE_SECONDS,
+    delivery_of,
+    too_old,
+)
 from bot.alerts.store import AlertStore, Group, group_id
 from bot.runs.metrics import WEBHOOK_REPLAYS, MetricsStore
 from bot.runs.queueing import alerts_queue_name, worker_queue
@@ -259,3 +267,29 @@ def test_a_claim_held_by_another_request_is_answered_503_so_the_sender_comes_bac
     redis_client.set(claim, "pending", px=ttl)
     answer = bearer(web, "/alerts/alertmanager", body)
     assert (answer.status_code, answer.text) == (503, "this delivery is being stored now; retry")
+
+
+@pytest.mark.parametrize("age_hours", [0.0, 1.0, 47.9, 48.08])
+def test_a_pagerduty_event_is_remembered_at_least_until_it_is_refused_as_too_old(age_hours: float) -> None:
+    """No gap between the memory and the refusal: when the claim expires, a replay is too old ..."""
+    now = datetime.now(UTC)
+    notification = parse_pagerduty(pd_delivery("incident.triggered", age=timedelta(hours=age_hours)))
+    assert too_old(notification, now) is None
+    forgotten_at = now + timedelta(seconds=delivery_of(notification, b"", now).remember_seconds)
+    # ... even by a web host whose clock is behind by almost the skew allowed.
+    assert too_old(notification, forgotten_at - timedelta(seconds=CLOCK_SKEW_SECONDS - 1)) is not None
+
+
+def test_an_alertmanager_delivery_is_its_exact_body_for_the_senders_retry_window() -> None:
+    now = datetime.now(UTC)
+    firing = grouped(ALERTMANAGER, "firing")
+    first = delivery_of(parse_alertmanager(firing), firing, now)
+    assert first == delivery_of(parse_alertmanager(firing), firing, now + timedelta(hours=1))
+    assert first.remember_seconds == GROUP_INTERVAL_SECONDS
+    resolved = grouped(ALERTMANAGER, "resolved")
+    reworded = firing.replace(b"disk full on web-03", b"disk 99% full on web-03")
+    others = {delivery_of(parse_alertmanager(body), body, now).digest for body in (resolved, reworded)}
+    as_grafana = {**ALERTMANAGER, "version": "1"}
+    grafana = json.dumps(as_grafana).encode()
+    others.add(delivery_of(parse_grafana(grafana), grafana, now).digest)
+    assert first.digest not in others and len(others) == 3
