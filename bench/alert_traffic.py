@@ -10,7 +10,9 @@ run sends the same traffic. Notification ``i`` is due at ``i / rate``; it
 * else notifies a group last notified at least ``MIN_INTERVAL`` seconds earlier (Alertmanager's
   ``group_interval``: a group is never notified more often), which gains one new alert (a *join*)
   with probability ``JOIN_CHANCE``, up to ``MAX_ALERTS`` alerts, and otherwise sends the same
-  alerts again (a *repeat*);
+  alerts again (a *repeat*; their ``value`` annotation says the notification's number, as a
+  templated ``$value`` would change, so a repeat is not a byte-for-byte replay, which the web
+  process answers 200 and ignores: docs/ALERTS.md, Replays);
 * and when no group is due yet, opens one (if none remain, the longest-waiting group is due).
 
 ``expectations`` says, for the notifications the web process accepted, what each group's record
@@ -131,12 +133,13 @@ def plan(
         group = planned[number]
         group.last_due = due
         deliveries.append(Delivery(number, tuple(a["fingerprint"] for a in group.alerts)))
-        requests.append(notification_request(port, token, group))
+        requests.append(notification_request(port, token, group, index))
     return AlertPlan(planned, deliveries, requests)
 
 
-def notification_request(port: int, token: str, group: PlannedGroup) -> bytes:
-    """The group's notification now: all its firing alerts, as Alertmanager posts them."""
+def notification_request(port: int, token: str, group: PlannedGroup, sequence: int) -> bytes:
+    """The group's notification now: all its firing alerts, as Alertmanager posts them, their
+    ``value`` annotation the notification's ``sequence`` number."""
     common = {
         name: value
         for name, value in group.alerts[0]["labels"].items()
@@ -145,7 +148,7 @@ def notification_request(port: int, token: str, group: PlannedGroup) -> bytes:
     body = {
         "receiver": "chatops",
         "status": "firing",
-        "alerts": group.alerts,
+        "alerts": [{**a, "annotations": {**a["annotations"], "value": str(sequence)}} for a in group.alerts],
         "groupLabels": {"alertname": group.name},
         "commonLabels": common,
         "commonAnnotations": {"runbook_url": "https://runbooks/x"},

@@ -48,6 +48,8 @@ The alerts' (``bot.alerts.store``, their one owner):
 * ``{p}alerts:lock:{id}``   string: the worker handling the group's notification now (PX, token)
 * ``{p}alerts:storm:{route}``  sorted set: automatic runs the route started, by time (storm control)
 * ``{p}alerts:run:{run_id}``  string: the alert group a run investigates (for its summary on the root)
+* ``{p}alerts:delivery:{source}:{digest}``  string: one webhook delivery's claim, ``pending`` while it is
+  stored, then ``done`` for the sender's retry window (PX; ``bot.alerts.replay``): a replay does nothing
 
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
 primary (as RQ does); it does not use cluster hash tags.
@@ -106,6 +108,12 @@ class Keys(MemoryKeys):
 
     def alert_run(self, run_id: str) -> str:
         return f"{self.prefix}alerts:run:{key_part(run_id, 'run id')}"
+
+    def alert_delivery(self, source: str, digest: str) -> str:
+        """One webhook delivery's claim (``bot.alerts.store``): its replays are ignored."""
+        return (
+            f"{self.prefix}alerts:delivery:{key_part(source, 'alert source')}:{key_part(digest, 'delivery')}"
+        )
 
     # -- shared -------------------------------------------------------------------------------
 

@@ -143,6 +143,8 @@ def _incident_notification(event: _Event, incident: _Incident, status: Status) -
         alerts=(alert,),
         event=event.event_type,
         title=one_line(incident.title),
+        event_id=event.id,
+        occurred_at=event.occurred_at,
     )
 
 

@@ -96,6 +96,8 @@ class Notification:
     ``group_key`` identifies the group across deliveries (Alertmanager's ``groupKey``, the
     PagerDuty incident id); ``event`` is ``"notify"`` for Alertmanager and Grafana and the
     PagerDuty event type (``incident.acknowledged``) otherwise; ``title`` is one line for people.
+    ``event_id`` and ``occurred_at`` are the sender's id and time of the event, when it gives them
+    (PagerDuty does, in its signed body): what a replay is recognised by (``bot.alerts.replay``).
     """
 
     source: Source
@@ -110,6 +112,8 @@ class Notification:
     alerts: tuple[Alert, ...]
     event: str = NOTIFY_EVENT
     title: str = ""
+    event_id: str = ""
+    occurred_at: datetime | None = None
 
     def __post_init__(self) -> None:
         for name in ("group_labels", "common_labels", "common_annotations"):

@@ -7,6 +7,12 @@ route is acknowledged and logged, never posted. A routed one is stored and its j
 before the 2xx (``bot.alerts.store``, ``bot.alerts.jobs``); if Redis cannot take it the answer is
 503, so the sender retries. PagerDuty events other than incident triggered, acknowledged and
 resolved (its pings) are acknowledged and ignored.
+
+Webhooks are single-use (``bot.alerts.replay``): a routed delivery is claimed before it is stored.
+One stored before (a replay, or a retry of an attempt whose 2xx was lost) is answered 200 and does
+nothing; one another request is storing right now, 503 (the sender comes back); a PagerDuty event
+older than its replay window, 400 with the reason. Replays and refusals are counted
+(``chatops_webhook_replays_total``).
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import redis
 from rq import Queue
@@ -23,9 +30,12 @@ from bot.alerts.auth import bearer_ok, pagerduty_signature_ok
 from bot.alerts.jobs import enqueue
 from bot.alerts.pagerduty import parse_pagerduty
 from bot.alerts.payloads import PAGERDUTY_INCIDENT_EVENTS, Notification, parse_alertmanager, parse_grafana
-from bot.alerts.routing import AlertRoutes
+from bot.alerts.replay import Delivery, delivery_of, too_old
+from bot.alerts.routing import AlertRoutes, Route
 from bot.alerts.store import AlertStore, RoutedNotification
+from bot.claims import ClaimState
 from bot.errors import AlertPayloadError
+from bot.runs.metrics import RunMetrics
 
 log = logging.getLogger(__name__)
 PATHS = {
@@ -54,6 +64,8 @@ class AlertReceiver:
     token: str
     pagerduty_secrets: tuple[str, ...]
     target_names: Collection[str] = ()
+    metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     def receive(self, path: str, headers: Mapping[str, str], body: bytes) -> Answer:
         """``headers`` by lower-case name."""
@@ -70,25 +82,53 @@ class AlertReceiver:
             return Answer(400, error.reason)
         if source == "pagerduty" and notification.event not in PAGERDUTY_INCIDENT_EVENTS:
             return Answer(200, f"ignored: {notification.event}")
+        now = self.clock()
+        stale = too_old(notification, now)
+        if stale is not None:
+            log.warning("refused an alert webhook on %s: %s", path, stale)
+            self.metrics.webhook_replay(source, "refused")
+            return Answer(400, stale)
         route = self.routes.route_for(notification)
         if route is None:
             log.info("alert %r (%s) matches no route: acknowledged, not posted", notification.title, source)
             return Answer(200, "no route")
+        return self._store_once(self._routed(notification, route), delivery_of(notification, body, now))
+
+    def _routed(self, notification: Notification, route: Route) -> RoutedNotification:
         first = notification.alerts[0] if notification.alerts else None
-        target = route.target_for(first, self.target_names) if first is not None else None
-        routed = RoutedNotification(
+        return RoutedNotification(
             id=uuid.uuid4().hex,
             notification=notification,
             route=route.name,
             channel=route.channel,
             investigate=route.investigate,
-            target=target,
+            target=route.target_for(first, self.target_names) if first is not None else None,
             max_runs=route.storm.max_runs,
             window_seconds=float(route.storm.window_seconds),
         )
+
+    def _store_once(self, routed: RoutedNotification, delivery: Delivery) -> Answer:
+        """Claim the delivery, then store it with its job; a failed store releases the claim, so
+        the sender's retry is taken as new rather than answered "already received"."""
         try:
-            self.store.accept(routed, then=lambda pipe: enqueue(self.queue, routed.id, pipeline=pipe))
+            claim = self.store.claim(delivery)
         except redis.RedisError as error:
+            log.error("could not claim an alert webhook delivery (the sender will retry): %s", error)
+            return Answer(503, "cannot store the notification now; retry")
+        if claim is ClaimState.DONE:
+            log.warning(
+                "ignored a replayed %s webhook delivery (%s)", delivery.source, routed.notification.title
+            )
+            self.metrics.webhook_replay(delivery.source, "ignored")
+            return Answer(200, "already received: ignored")
+        if claim is ClaimState.IN_PROGRESS:
+            return Answer(503, "this delivery is being stored now; retry")
+        try:
+            self.store.accept(
+                routed, then=lambda pipe: enqueue(self.queue, routed.id, pipeline=pipe), delivery=delivery
+            )
+        except redis.RedisError as error:
+            self.store.release(delivery)
             log.error("could not store an alert notification (the sender will retry): %s", error)
             return Answer(503, "cannot store the notification now; retry")
         return Answer(200, "accepted")

@@ -8,6 +8,10 @@
 * Notifications of one group are handled one at a time under the group's lock (``SET NX PX`` with
   a token, released by compare-and-delete), so two workers never open two threads for one group.
 * Storm control counts the automatic runs a route started in a sliding window, in one script.
+* A webhook delivery is claimed before it is stored (``alerts:delivery:{source}:{digest}``,
+  ``bot.claims``' two-phase ``SET NX PX``): ``pending`` while this request stores it, ``done`` in
+  the same ``MULTI`` as the notification and its job, released if that fails, so a replay does
+  nothing and a retry after a failed store still lands (``bot.alerts.replay``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from redis.client import Pipeline
 
 from agent.redis_util import as_text, as_text_dict
 from bot.alerts.payloads import Alert, Notification
+from bot.alerts.replay import Delivery
+from bot.claims import Claims, ClaimState
 from bot.keys import Keys
 
 NOTIFICATION_TTL_SECONDS = 24 * 3600
@@ -127,18 +133,39 @@ class AlertStore:
         self._release = client.register_script(_RELEASE)
         self._storm = client.register_script(_STORM)
         self._hold = client.register_script(_HOLD)
+        self._claims = Claims(lambda: client)
 
-    # -- notifications ----------------------------------------------------------------------------
+    # -- deliveries and notifications -------------------------------------------------------------
 
-    def accept(self, routed: RoutedNotification, then: Callable[[Pipeline], None] | None = None) -> None:
+    def claim(self, delivery: Delivery) -> ClaimState:
+        """``NEW``: this request stores the delivery (then ``accept`` or ``release``); ``DONE``:
+        it was stored before (a replay); ``IN_PROGRESS``: another request is storing it now."""
+        return self._claims.take(self._delivery_key(delivery))
+
+    def release(self, delivery: Delivery) -> None:
+        """After a failed ``accept``: the sender's retry must find the delivery unclaimed."""
+        self._claims.release(self._delivery_key(delivery))
+
+    def accept(
+        self,
+        routed: RoutedNotification,
+        then: Callable[[Pipeline], None] | None = None,
+        delivery: Delivery | None = None,
+    ) -> None:
         """Store the notification and, in the same round trip (one ``MULTI``), whatever ``then``
-        adds to the pipeline (its job)."""
+        adds to the pipeline (its job) and the delivery's claim marked done."""
         stored = self._redact(encode(routed))
         with self._redis.pipeline(transaction=True) as pipe:
             if then is not None:
                 then(pipe)  # first: RQ opens the MULTI itself (the two land together either way)
             pipe.set(self._keys.alert_notification(routed.id), stored, ex=NOTIFICATION_TTL_SECONDS)
+            if delivery is not None:
+                key = self._delivery_key(delivery)
+                self._claims.confirm(key, routed.id, pipeline=pipe, seconds=delivery.remember_seconds)
             pipe.execute()
+
+    def _delivery_key(self, delivery: Delivery) -> str:
+        return self._keys.alert_delivery(delivery.source, delivery.digest)
 
     def notification(self, notification_id: str) -> RoutedNotification | None:
         raw = as_text(self._redis.get(self._keys.alert_notification(notification_id)))
@@ -200,7 +227,9 @@ def decode(text: str) -> RoutedNotification:
     data = json.loads(text)
     raw = data.pop("notification")
     alerts = tuple(_alert(item) for item in raw.pop("alerts"))
-    notification = Notification(**raw, alerts=alerts)
+    occurred = raw.pop("occurred_at", None)
+    occurred_at = datetime.fromisoformat(occurred) if occurred else None
+    notification = Notification(**raw, alerts=alerts, occurred_at=occurred_at)
     return RoutedNotification(notification=notification, **data)
 
 

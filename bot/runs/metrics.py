@@ -126,6 +126,13 @@ ANSWER_FEEDBACK = Spec(
     "Feedback buttons pressed under streamed answers, by value (positive, negative), once per person and run.",
     ("value",),
 )
+WEBHOOK_REPLAYS = Spec(
+    "chatops_webhook_replays",
+    "counter",
+    "Alert webhook deliveries received again, by source and outcome (ignored: answered 200, no effect; "
+    "refused: older than the replay window).",
+    ("source", "outcome"),
+)
 SPECS = (
     RUNS_STARTED,
     RUNS_FINISHED,
@@ -141,6 +148,7 @@ SPECS = (
     MESSAGES_INJECTED,
     SLACK_ERRORS,
     ANSWER_FEEDBACK,
+    WEBHOOK_REPLAYS,
 )
 
 
@@ -282,6 +290,11 @@ class RunMetrics:
         """A person's feedback on an answer (``positive`` or ``negative``: the caller checked it)."""
         if self.store:
             self.store.inc(ANSWER_FEEDBACK, value=value)
+
+    def webhook_replay(self, source: str, outcome: str) -> None:
+        """An alert webhook delivered again: ``ignored`` (a replay) or ``refused`` (too old)."""
+        if self.store:
+            self.store.inc(WEBHOOK_REPLAYS, source=source, outcome=outcome)
 
     def slack_error(self, method: str, error: str) -> None:
         if self.store:

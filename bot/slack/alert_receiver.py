@@ -13,6 +13,7 @@ from bot.alerts.receiver import AlertReceiver, Answer
 from bot.alerts.routing import load_routes
 from bot.alerts.store import AlertStore
 from bot.errors import BotConfigurationError, NotReplicatedError
+from bot.runs.metrics import RunMetrics
 from bot.runs.queueing import alerts_queue_name, worker_queue
 from bot.slack.runtime import WebRuntime
 from tools.errors import ToolConfigError
@@ -64,6 +65,9 @@ class WebAlerts:
             self._token,
             self._secrets,
             self._targets,
+            RunMetrics.for_redis(
+                client, self._runtime.keys, enabled=self._runtime.settings.chatops_metrics_enabled
+            ),
         )
         self._cached = (client, receiver)
         return receiver

@@ -5,7 +5,7 @@ an ``Outcome`` that the follow-up half of the listener acts on with Slack calls 
 If Redis fails the exception propagates, Bolt answers 500 and Slack retries: a 200 is only
 ever sent for an event that is stored (or deliberately ignored).
 
-Deduplication, both with two-phase ``SET NX`` claims (``bot.slack.claims``):
+Deduplication, both with two-phase ``SET NX`` claims (``bot.claims``):
 
 * ``event_id``: Slack's retries (``X-Slack-Retry-Num``) repeat it. A claim whose handling then
   fails is released, so the retry is processed instead of dropped; a retry that arrives while
@@ -27,10 +27,10 @@ from typing import Any
 
 from agent.redis_util import as_text
 from agent.types import Message
+from bot.claims import Claims, ClaimState
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import LimitSettings, RunLimits
-from bot.slack.claims import Claims, ClaimState
 from bot.slack.help import asks_for_help
 from bot.slack.policy_clicks import sealed_supersede
 from bot.slack.runtime import WebRuntime
@@ -318,7 +318,7 @@ class EventHandler:
     # -- helpers --------------------------------------------------------------------------------
 
     def _once(self, body: dict[str, Any], where: Origin, handle: Callable[[Origin], Outcome]) -> Outcome:
-        """Run ``handle`` for an event id not seen before (see ``bot.slack.claims``)."""
+        """Run ``handle`` for an event id not seen before (see ``bot.claims``)."""
         event_id = slack_id(body.get("event_id"))
         if not event_id:
             return handle(where)  # the message key still dedupes it

@@ -2,7 +2,8 @@
 
 Alertmanager is configured exactly as docs/ALERTS.md shows (a webhook receiver with a bearer
 token); alerts are fired through its API, as Prometheus fires them, and in one test by a real
-Prometheus rule on its scrape of the bot's own ``/metrics``. The bot is the real web app on a port
+Prometheus rule on its scrape of the bot's own ``/metrics``; in another, what Alertmanager sent is
+recorded on its way and replayed. The bot is the real web app on a port
 with the Slack emulator, and an in-process worker.
 """
 
@@ -10,16 +11,20 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agent.scripted import FunctionModel, last_tool_output, tool_call
 from agent.types import Request
 from bot.alerts.store import AlertStore, Group, group_id
+from bot.runs.metrics import WEBHOOK_REPLAYS, MetricsStore
 from tests.support.observability import Server, build_tools, post_alerts, start_alertmanager, start_prometheus
 from tests.support.slack_bot import SlackBot
 from tests.support.waiting import wait_for
@@ -279,3 +284,72 @@ def test_a_storm_of_200_alerts_in_10_groups_through_alertmanager_starts_only_the
     assert all('"Investigate"' in roots[g.root_ts] for g in held)
     records = [bot.service.get(g.run_id) for g in investigated]
     assert {r.thread_ts for r in records if r is not None} == {g.root_ts for g in investigated}
+
+
+class Recorder:
+    """Between Alertmanager and the bot: forwards each webhook and keeps what Alertmanager sent."""
+
+    def __init__(self, upstream: str) -> None:
+        self.deliveries: list[tuple[str, bytes]] = []  # (Authorization, body) as sent
+        recorder = self
+
+        class Forward(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                headers = {"Authorization": self.headers["Authorization"], "Content-Type": "application/json"}
+                answer = httpx.post(upstream + self.path, content=body, headers=headers, trust_env=False)
+                recorder.deliveries.append((self.headers["Authorization"], body))
+                self.send_response(answer.status_code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def test_a_notification_alertmanager_sent_replayed_after_the_group_resolved_changes_nothing(
+    make_bot: Callable[..., SlackBot], tmp_path: Path
+) -> None:
+    """The exact request Debian's Alertmanager sent (its body, its bearer token), sent again once
+    the group resolved: 200 without effect, counted; the thread stays resolved with its one run."""
+    routes = tmp_path / "alerts.yaml"
+    routes.write_text(ROUTES)
+    model = FunctionModel(lambda request: "The load comes from the api's retry loop.", model="answers")
+    bot = make_bot(
+        models=[model], tools=[], chatops_alerts_file=routes, chatops_alerts_token=TOKEN, chatops_channels=[]
+    )
+    assert bot.server is not None
+    recorder = Recorder(bot.server.url)
+    try:
+        with start_alertmanager(tmp_path / "am", alertmanager_config(recorder.url)) as alertmanager:
+            post_alerts(alertmanager.url, [fired("HighLoad", "web-03:9100")])
+            group = wait_for(
+                lambda: (g := group_of(bot, "HighLoad")) is not None and g.run_id and g, timeout=30
+            )
+            wait_for(lambda: (r := bot.service.get(group.run_id)) is not None and r.status.terminal)
+            post_alerts(alertmanager.url, [fired("HighLoad", "web-03:9100", ended=True)])
+            resolved = wait_for(
+                lambda: (g := group_of(bot, "HighLoad")) is not None and g.status == "resolved" and g,
+                timeout=30,
+                what="the resolved notification",
+            )
+    finally:
+        recorder.close()
+    (token, firing), *_ = [(a, b) for a, b in recorder.deliveries if json.loads(b)["status"] == "firing"]
+    url = f"{bot.server.url}/alerts/alertmanager"
+    replay = httpx.post(url, content=firing, headers={"Authorization": token}, trust_env=False)
+    assert (replay.status_code, replay.text) == (200, "already received: ignored")
+    again = group_of(bot, "HighLoad")
+    assert again is not None and again.status == "resolved"
+    assert (again.run_id, again.notifications) == (resolved.run_id, resolved.notifications)
+    assert [m["ts"] for m in bot.control.messages(CHANNEL)] == [group.root_ts]  # no second thread
+    counted = MetricsStore(bot.redis, bot.keys).read().get(WEBHOOK_REPLAYS, {})
+    assert {tuple(json.loads(k)): float(v) for k, v in counted.items()} == {("alertmanager", "ignored"): 1.0}

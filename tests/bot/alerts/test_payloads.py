@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -475,6 +476,13 @@ def pd_event(event_type: str, data: Any = None, **changes: Any) -> bytes:
         **changes,
     }
     return body({"event": event})
+
+
+def pd_delivery(event_type: str, age: timedelta = timedelta(0)) -> bytes:
+    """``pd_event`` as PagerDuty sends it now: an id of its own, ``occurred_at`` ``age`` ago (an
+    event older than the replay window is refused: ``bot.alerts.replay``)."""
+    occurred = (datetime.now(UTC) - age).isoformat().replace("+00:00", "Z")
+    return pd_event(event_type, id=str(uuid.uuid4()), occurred_at=occurred)
 
 
 # PagerDuty's test event, exactly as it arrives when a subscription is saved.

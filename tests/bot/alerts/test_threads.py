@@ -29,6 +29,7 @@ from bot.runs.worker import ChatopsSimpleWorker
 from bot.slack.alert_presenter import alert_blocks
 from tests.bot.runtimes import file_tools
 from tests.support.harness import make_options
+from tests.support.waiting import wait_for
 
 TOKEN = "alert-token-0123456789"
 ROUTES = """
@@ -47,12 +48,18 @@ alerts:
 """
 
 
-def alert(name: str, fingerprint: str, status: str = "firing", **labels: str) -> dict[str, Any]:
+FIRST, AGAIN = "2026-12-01T10:00:00Z", "2026-12-01T11:00:00Z"  # an alert's startsAt, and when it fires anew
+
+
+def alert(
+    name: str, fingerprint: str, status: str = "firing", starts_at: str = FIRST, **labels: str
+) -> dict[str, Any]:
+    """Alertmanager's alert; one that fires again after it ended has a new ``startsAt`` (``AGAIN``)."""
     return {
         "status": status,
         "labels": {"alertname": name, "team": "sre", "instance": "web-03:9100", **labels},
         "annotations": {"summary": f"{name} on web-03 <!channel>"},
-        "startsAt": "2026-12-01T10:00:00Z",
+        "startsAt": starts_at,
         "endsAt": "0001-01-01T00:00:00Z" if status == "firing" else "2026-12-01T10:05:00Z",
         "generatorURL": "http://prometheus.example/graph?g0.expr=up",
         "fingerprint": fingerprint,
@@ -107,6 +114,14 @@ class Site:
         answer = self.receiver.receive("/alerts/alertmanager", {"authorization": f"Bearer {token}"}, body)
         return answer.status, answer.text
 
+    def after_the_replay_window(self) -> None:
+        """Time passes beyond the deliveries' replay window, as it does before Alertmanager repeats
+        a notification byte for byte (its ``repeat_interval``): the claims expire."""
+        claims = list(self.client.scan_iter(match=f"{self.keys.prefix}alerts:delivery:*"))
+        for claim in claims:
+            self.client.pexpire(claim, 1)
+        wait_for(lambda: not any(map(self.client.exists, claims)), what="the replay window to pass")
+
     def runtime(self) -> Runtime:
         return Runtime(
             self.client,
@@ -151,6 +166,12 @@ def test_a_firing_group_opens_one_thread_and_one_run_and_a_repeat_starts_nothing
     assert record is not None and record.requester == "Alertmanager"
     first = service.history(run_id)[1].content or ""
     assert first.startswith("Alert from Alertmanager (firing)") and "Target: web-03" in first
+    # Within the replay window the same delivery again is a replay: answered, nothing applied.
+    assert site.send(payload("HighLoad", alert("HighLoad", "f1"))) == (200, "already received: ignored")
+    site.work()
+    assert site.alerts.of("update_alert") == []
+    # Alertmanager's repeat, a repeat_interval later: the same body, after the window.
+    site.after_the_replay_window()
     assert site.send(payload("HighLoad", alert("HighLoad", "f1"))) == (200, "accepted")
     site.work()
     assert len(site.alerts.of("post_alert")) == 1  # the repeat: no new thread
@@ -224,9 +245,10 @@ def test_an_alert_that_ends_while_its_group_still_fires_is_told_and_counted(
     assert root.status == "firing" and (root.alerts, root.resolved_alerts) == (2, 1)
     assert "2 (1 resolved)" in json.dumps(alert_blocks(root))
     # The same again is a repeat; web-03 firing again is told; each reaches the run.
+    site.after_the_replay_window()
     site.send(payload("HighLoad", alert("HighLoad", "f1", "resolved"), alert("HighLoad", "f2", **web04)))
     site.work()
-    site.send(payload("HighLoad", alert("HighLoad", "f1"), alert("HighLoad", "f2", **web04)))
+    site.send(payload("HighLoad", alert("HighLoad", "f1", starts_at=AGAIN), alert("HighLoad", "f2", **web04)))
     site.work()
     assert site.alerts.of("post_alert_note")[-1][1].startswith("1 alert(s) of this group are firing again:")
     assert site.alerts.of("update_alert")[-1][1].resolved_alerts == 0
@@ -274,7 +296,7 @@ def test_a_group_firing_again_after_resolving_reopens_its_thread(
     site.work()
     first = site.group("Flappy")
     assert first is not None and first.status == "resolved"
-    site.send(payload("Flappy", alert("Flappy", "f1")))
+    site.send(payload("Flappy", alert("Flappy", "f1", starts_at=AGAIN)))
     site.work()
     again = site.group("Flappy")
     assert again is not None and again.status == "firing" and again.root_ts == first.root_ts
@@ -282,9 +304,10 @@ def test_a_group_firing_again_after_resolving_reopens_its_thread(
     assert site.alerts.of("post_alert_note")[-1][1].startswith("The alert is firing again:")
 
 
-def fire_slow_queries(site: Site, status: str = "firing") -> None:
+def fire_slow_queries(site: Site, status: str = "firing", starts_at: str = FIRST) -> None:
     """The db team's alert, whose route offers the Investigate button, applied by a worker."""
-    site.send(payload("SlowQueries", alert("SlowQueries", "d1", status, team="db"), status=status, team="db"))
+    fired = alert("SlowQueries", "d1", status, starts_at, team="db")
+    site.send(payload("SlowQueries", fired, status=status, team="db"))
     site.work()
 
 
@@ -324,6 +347,7 @@ def test_the_investigate_click_takes_the_button_away_and_names_who_clicked(
     shown = json.dumps(alert_blocks(clicked))
     assert "Investigation started by <@U_BOB>" in shown and '"Investigate"' not in shown
     # A repeat while that investigation is the group's keeps the root as the click left it.
+    site.after_the_replay_window()
     fire_slow_queries(site)
     repeat = next(v for _, v in reversed(site.alerts.of("update_alert")) if v.notifications == 2)
     assert not repeat.investigate_button and repeat.investigated_by == "U_BOB"
@@ -331,7 +355,7 @@ def test_the_investigate_click_takes_the_button_away_and_names_who_clicked(
     assert record is not None and record.requester == "U_BOB" and record.thread_ts == group.root_ts
     # Once that investigation is over, a new firing is a new one: the button again, nobody named.
     fire_slow_queries(site, "resolved")
-    fire_slow_queries(site)
+    fire_slow_queries(site, starts_at=AGAIN)
     (_, reopened) = site.alerts.of("update_alert")[-1]
     assert reopened.status == "firing" and reopened.investigate_button and not reopened.investigated_by
     assert "Investigation started by" not in json.dumps(alert_blocks(reopened))
@@ -369,7 +393,7 @@ def test_a_group_firing_again_after_its_run_ended_gets_a_run_or_the_button_never
     assert service.active_run("C0ALERTS", first.root_ts) is None  # the investigation answered
     site.send(payload("Flappy", alert("Flappy", "f1", "resolved"), status="resolved"))
     site.work()
-    site.send(payload("Flappy", alert("Flappy", "f1")))  # again, with the storm limit used up
+    site.send(payload("Flappy", alert("Flappy", "f1", starts_at=AGAIN)))  # again, storm limit used up
     site.work()
     last = site.alerts.of("update_alert")[-1][1]
     assert last.status == "firing" and last.investigate_button and last.held == 1

@@ -16,7 +16,7 @@ import yaml
 
 from bot.alerts.store import AlertStore, group_id
 from tests.bot.alerts.conftest import ALERT_CHANNEL
-from tests.bot.alerts.test_payloads import GRAFANA_BODY, PAGEY_PING, pd_event
+from tests.bot.alerts.test_payloads import GRAFANA_BODY, PAGEY_PING, pd_delivery
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
 from tests.support.waiting import wait_for
@@ -59,7 +59,7 @@ def post(bot: SlackBot, path: str, body: bytes, **headers: str) -> httpx.Respons
 def test_pagerduty_deliveries_signed_with_any_current_secret_are_accepted(
     web: SlackBot, secrets: tuple[str, ...]
 ) -> None:
-    body = pd_event("incident.triggered")
+    body = pd_delivery("incident.triggered")
     answer = post(web, "/alerts/pagerduty", body, **{"X-PagerDuty-Signature": signed(body, *secrets)})
     assert (answer.status_code, answer.text) == (200, "accepted")
     group = wait_for(
@@ -77,7 +77,7 @@ def test_pagerduty_deliveries_signed_with_any_current_secret_are_accepted(
 def test_pagerduty_deliveries_with_a_bad_signature_are_refused_and_store_nothing(
     web: SlackBot, signature: str
 ) -> None:
-    body = pd_event("incident.triggered")
+    body = pd_delivery("incident.triggered")
     answer = post(web, "/alerts/pagerduty", body, **{"X-PagerDuty-Signature": signature})
     assert answer.status_code == 401
     assert not list(web.redis.scan_iter(match=f"{web.keys.prefix}alerts:*"))
@@ -108,7 +108,7 @@ def test_a_redis_that_cannot_store_the_notification_gets_a_5xx(
 
 
 def test_the_investigate_button_starts_the_run_requested_by_whoever_clicked(web: SlackBot) -> None:
-    body = pd_event("incident.triggered")
+    body = pd_delivery("incident.triggered")
     assert (
         post(web, "/alerts/pagerduty", body, **{"X-PagerDuty-Signature": signed(body, NEW)}).status_code
         == 200
@@ -171,7 +171,7 @@ def test_pagerduty_subscribed_as_the_docs_show_has_every_event_applied(web: Slac
     store = AlertStore(web.redis, web.keys)
     statuses = []
     for event_type in subscription["events"]:
-        body = pd_event(event_type)
+        body = pd_delivery(event_type)
         answer = post(web, path, body, **{"X-PagerDuty-Signature": signed(body, NEW)})
         assert (answer.status_code, answer.text) == (200, "accepted"), event_type
         web.work()

@@ -1,12 +1,16 @@
 """Two-phase dedupe claims in Redis: ``pending`` while an event is being stored, ``done`` after.
 
+Used by Slack's events (``bot.slack.events``: event ids, message timestamps) and the alert
+webhooks (``bot.alerts.store``: one claim per delivery); the key is the caller's, and so is its
+owner in the key table.
+
 A plain ``SET NX`` claim taken before storing loses events: if storing then fails (Redis drops
-mid-request), the claim stays and Slack's retry is answered "already seen" although nothing was
-stored. So a claim starts ``pending`` with a short TTL and becomes ``done`` (with the long TTL)
-only once the event is stored; a failed attempt releases it, and if even the release fails the
-short TTL frees it before Slack's next retry (after about a minute). A retry that finds a claim
-still ``pending`` is answered with a non-2xx, so Slack tries again later instead of being told
-"done" for an attempt that may yet fail.
+mid-request), the claim stays and the sender's retry is answered "already seen" although nothing
+was stored. So a claim starts ``pending`` with a short TTL and becomes ``done`` (with the long
+TTL) only once the event is stored; a failed attempt releases it, and if even the release fails
+the short TTL frees it before the sender's next retry (Slack's comes after about a minute). A
+retry that finds a claim still ``pending`` is answered with a non-2xx, so the sender tries again
+later instead of being told "done" for an attempt that may yet fail.
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ class Claims:
         self,
         redis_client: Callable[[], redis.Redis],
         *,
-        pending_seconds: int = PENDING_SECONDS,
-        done_seconds: int = DONE_SECONDS,
+        pending_seconds: float = PENDING_SECONDS,
+        done_seconds: float = DONE_SECONDS,
     ) -> None:
         self._redis = redis_client
         self._pending = pending_seconds
@@ -49,20 +53,31 @@ class Claims:
 
     def take(self, key: str) -> ClaimState:
         client = self._redis()
-        if client.set(key, PENDING, nx=True, ex=self._pending):
+        if client.set(key, PENDING, nx=True, px=_milliseconds(self._pending)):
             return ClaimState.NEW
         value = as_text(client.get(key))
         # ``None``: the other attempt's pending claim expired or was released a moment ago; let
-        # Slack come back rather than racing it here.
+        # the sender come back rather than racing it here.
         return ClaimState.DONE if value not in (None, PENDING) else ClaimState.IN_PROGRESS
 
     def confirm(
-        self, key: str, value: str = "done", *, pipeline: redis.client.Pipeline | None = None
+        self,
+        key: str,
+        value: str = "done",
+        *,
+        pipeline: redis.client.Pipeline | None = None,
+        seconds: float | None = None,
     ) -> None:
-        """Mark the event stored (in ``pipeline`` when given: the caller executes it)."""
-        (pipeline if pipeline is not None else self._redis()).set(key, value, ex=self._done)
+        """Mark the event stored (in ``pipeline`` when given: the caller executes it), remembered
+        for ``seconds`` (the claims' ``done_seconds`` unless given)."""
+        remember = _milliseconds(self._done if seconds is None else seconds)
+        (pipeline if pipeline is not None else self._redis()).set(key, value, px=remember)
 
     def release(self, key: str) -> None:
         """Best effort: when Redis is what failed, the pending TTL frees the claim instead."""
         with contextlib.suppress(redis.RedisError):
             self._redis().delete(key)
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
