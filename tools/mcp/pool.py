@@ -12,11 +12,18 @@ task that entered the SDK's ``Client`` to leave it); calls are separate tasks on
 A call races the owner's end, so a server that exits mid-call answers the call at once with
 ``McpUnavailableError`` instead of leaving it to its timeout.
 
-Restarts: a server that failed (did not start, crashed, timed out listing) is marked down; the
-next use restarts it at once the first time, then waits 1, 2, 4 ... 30 s between attempts; within
-a wait every call is refused at once (``Error: MCP server git is unavailable: ...``). One
-successful call resets the count. Each server's last good tool list is kept for the process, so a
-run built while its server is down still offers its tools (which then answer unavailable).
+Errors and restarts (``tools.mcp.failures`` decides which is which). A JSON-RPC error answer to
+a call (unknown tool, invalid params, an HTTP 401 from the server's front) is that call's
+``isError`` result; the session stays up and parallel calls on it go on. Only a lost session
+(the process exited, the stream closed, the connection was refused or reset, an HTTP 5xx or 404
+on the transport, a listing that timed out, a start past ``connect_timeout``) marks the server
+down. The call that saw it gets its error at once; the first time, a restart begins in the
+background with its own ``connect_timeout``, and the next call waits for it within its own budget
+(a caller that stops waiting leaves the start running). After that the restarts wait 1, 2, 4 ...
+30 s apart; within a wait every call is refused at once (``Error: MCP server git is unavailable:
+...``). One answered call resets the count. Each server's last good tool list is kept for the
+process, so a run built while its server is down still offers its tools (which then answer
+unavailable).
 """
 
 from __future__ import annotations
@@ -40,7 +47,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tools.errors import McpTimeoutError, McpUnavailableError
 from tools.mcp.bridge import Bridge
 from tools.mcp.config import McpServer
+from tools.mcp.failures import describe_error, error_answer, is_error_answer, is_timeout, shown
+from tools.mcp.http import client as http_client
 from tools.mcp.stderr import StderrRelay
+from tools.safety import Redactor
 
 log = logging.getLogger(__name__)
 BACKOFF_CAP_SECONDS = 30.0
@@ -51,14 +61,6 @@ T = TypeVar("T")
 def restart_delay(failures: int) -> float:
     """Seconds to wait before restarting after ``failures`` failures in a row: 0, 1, 2, 4 ... 30."""
     return 0.0 if failures <= 1 else min(BACKOFF_CAP_SECONDS, 2.0 ** (failures - 2))
-
-
-def describe_error(exc: BaseException) -> str:
-    """A short reason; exception groups (anyio's) are unwrapped to their first leaf."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class Connection(Protocol):
@@ -84,20 +86,36 @@ class Pool(Protocol):
     def close(self) -> None: ...
 
 
+class _Session:
+    """One start of a server: the future its client arrives on, the task that owns it, and the
+    loop-side events that stop it and say it ended."""
+
+    def __init__(self) -> None:
+        self.ready: concurrent.futures.Future[Client] = concurrent.futures.Future()
+        self.owner: concurrent.futures.Future[None] | None = None
+        self.stop = asyncio.Event()
+        self.gone = asyncio.Event()
+        self.expired = False
+
+    def over(self) -> bool:
+        """Whether this start failed or its session ended (a live or starting one is not)."""
+        if self.owner is not None and self.owner.done():
+            return True
+        return self.ready.done() and (self.ready.cancelled() or self.ready.exception() is not None)
+
+
 class ServerConnection:
-    """The session with one server: started on demand, restarted with backoff, calls bounded."""
+    """The session with one server: started on demand, restarted in the background, calls bounded."""
 
     def __init__(self, server: McpServer, bridge: Bridge, clock: Clock = time.monotonic) -> None:
         self.server = server
         self._bridge = bridge
         self._clock = clock
         self._lock = threading.Lock()
-        self._client: Client | None = None
-        self._owner: concurrent.futures.Future[None] | None = None
-        self._stop: asyncio.Event | None = None
-        self._gone: asyncio.Event | None = None
+        self._session: _Session | None = None
         self._failures = 0
         self._retry_at = 0.0
+        self._redactor = Redactor(secrets=server.secret_values)
         self.last_error: str | None = None
         self.known_tools: list[mcp_types.Tool] | None = None
         """The last tool list the server gave (kept for the process)."""
@@ -108,113 +126,176 @@ class ServerConnection:
         """The server's tools now (every page); raises ``McpUnavailableError``."""
         budget = timeout if timeout is not None else self.server.connect_timeout
         deadline = self._clock() + budget
-        client = self._connected(budget)
+        session, client = self._connected(budget)
         try:
-            tools = self._bridge.run(self._all_tools(client), max(0.1, deadline - self._clock()))
+            tools = self._bridge.run(self._all_tools(session, client), max(0.1, deadline - self._clock()))
         except Exception as exc:
-            raise self._failed(exc, "listing tools") from exc
+            if is_error_answer(exc):  # the server is there and said no: its session stays
+                said = self._shown(f"listing tools: {describe_error(exc)}")
+                raise McpUnavailableError(self.server.name, said) from exc
+            raise self._lost(session, exc, "listing tools") from exc
+        self._succeeded()
         self.known_tools = tools
         return tools
 
     def call(
         self, tool: str, arguments: dict[str, Any], timeout: float, budget: float | None = None
     ) -> mcp_types.CallToolResult:
-        """Call ``tool``; ``McpTimeoutError`` (cancelled) past ``timeout``, ``McpUnavailableError``
-        when the server is down or goes away during the call.
+        """Call ``tool``: its result, or an ``isError`` result when the server answered with an error
+        (the session stays up); ``McpTimeoutError`` (cancelled) past ``timeout``;
+        ``McpUnavailableError`` when the server is down or its session is lost during the call.
 
-        ``budget`` (default ``timeout``) bounds the whole call including a (re)start of the server,
-        which may take up to ``connect_timeout``: the run's deadline, not the tool's own timeout."""
+        ``budget`` (default ``timeout``) bounds the whole call including waiting for a (re)start of
+        the server: the run's deadline, not the tool's own timeout. A start is never bounded by a
+        caller's budget (it has ``connect_timeout``, and goes on when the caller stops waiting)."""
         overall = self._clock() + (budget if budget is not None else timeout)
-        client = self._connected(max(0.01, min(overall - self._clock(), self.server.connect_timeout)))
-        limit = min(timeout, overall - self._clock())
+        session, client = self._connected(min(overall - self._clock(), self.server.connect_timeout))
+        limit = max(0.01, min(timeout, overall - self._clock()))
         try:
-            result = self._bridge.run(self._call(client, tool, arguments), max(0.01, limit))
+            result = self._bridge.run(self._call(session, client, tool, arguments), limit)
         except TimeoutError:
-            raise McpTimeoutError(self.server.name, tool, max(0.01, limit)) from None
-        except Exception as exc:  # the session went away, or the SDK failed: restart next time
-            raise self._failed(exc, f"calling {tool}") from exc
-        with self._lock:
-            self._failures = 0
+            raise McpTimeoutError(self.server.name, tool, limit) from None
+        except Exception as exc:
+            if is_timeout(exc):
+                raise McpTimeoutError(self.server.name, tool, limit) from None
+            if not is_error_answer(exc):
+                raise self._lost(session, exc, f"calling {tool}") from exc
+            result = error_answer(self.server.name, tool, exc, self._redactor)
+            log.info("MCP server %s answered %s with an error (its session stays up)", self.server.name, tool)
+        self._succeeded()
         return result
 
     def close(self, timeout: float = 5.0) -> None:
         with self._lock:
-            owner, stop = self._owner, self._stop
-            self._client = self._owner = None
-        if owner is not None and stop is not None and not owner.done():
-            self._bridge.loop_call(stop.set)
-            with contextlib.suppress(BaseException):  # closing: how the session ended does not matter
-                owner.result(timeout=timeout)
+            session, self._session = self._session, None
+        owner = session.owner if session is not None else None
+        if session is None or owner is None or owner.done():
+            return
+        if session.ready.done():
+            self._bridge.loop_call(session.stop.set)
+        else:
+            owner.cancel()  # still starting: nothing to leave cleanly
+        with contextlib.suppress(BaseException):  # closing: how the session ended does not matter
+            owner.result(timeout=timeout)
 
     # -- state -----------------------------------------------------------------------------------
 
-    def _connected(self, timeout: float) -> Client:
+    def _connected(self, wait: float) -> tuple[_Session, Client]:
+        """The live session, waiting up to ``wait`` seconds for one that is starting."""
         with self._lock:
-            alive = self._owner is not None and not self._owner.done()
-            if self._client is not None and alive and not (self._gone is not None and self._gone.is_set()):
-                return self._client
-            now = self._clock()
-            if self._failures and now < self._retry_at:
-                wait = self._retry_at - now
-                raise McpUnavailableError(
-                    self.server.name, f"{self.last_error} (next restart in {wait:.0f} s)"
-                )
-            if self._failures:
-                log.warning("MCP server %s: restarting (attempt %d)", self.server.name, self._failures + 1)
-            try:
-                self._client = self._start(timeout)
-            except Exception as exc:
-                raise self._mark_down(exc, "starting") from exc
-            return self._client
-
-    def _start(self, timeout: float) -> Client:
-        ready: concurrent.futures.Future[Client] = concurrent.futures.Future()
-        self._owner = self._bridge.spawn(self._own(ready))
+            session = self._current_or_start()
         try:
-            return ready.result(timeout=timeout)
+            return session, session.ready.result(timeout=max(0.01, wait))
         except concurrent.futures.TimeoutError:
-            self._owner.cancel()
-            raise TimeoutError(f"no session within {timeout:.1f} s") from None
+            raise McpUnavailableError(
+                self.server.name,
+                f"it is still starting (it has {self.server.connect_timeout:.0f} s; this call waited "
+                f"{max(0.01, wait):.1f} s; the start goes on)",
+            ) from None
+        except concurrent.futures.CancelledError:
+            raise McpUnavailableError(self.server.name, "its session was closed") from None
+        except McpUnavailableError:
+            raise
+        except Exception as exc:  # _own sets McpUnavailableError; anything else is a bug shown as is
+            raise McpUnavailableError(self.server.name, self._shown(describe_error(exc))) from exc
 
-    def _failed(self, exc: BaseException, doing: str) -> McpUnavailableError:
-        with self._lock:
-            return self._mark_down(exc, doing)
+    def _current_or_start(self) -> _Session:
+        """The live or starting session, or a new start (the lock is held)."""
+        session = self._session
+        if session is not None and not session.over():
+            return session
+        now = self._clock()
+        if self._failures and now < self._retry_at:
+            wait = self._retry_at - now
+            raise McpUnavailableError(self.server.name, f"{self.last_error} (next restart in {wait:.0f} s)")
+        if self._failures:
+            log.warning("MCP server %s: restarting (attempt %d)", self.server.name, self._failures + 1)
+        return self._spawn()
 
-    def _mark_down(self, exc: BaseException, doing: str) -> McpUnavailableError:
-        """Record a failure (the lock is held) and the error to raise."""
-        self._failures += 1
-        self._retry_at = self._clock() + restart_delay(self._failures)
+    def _spawn(self) -> _Session:
+        """Start a session in the background (the lock is held); it is bounded by ``connect_timeout``."""
+        session = _Session()
+        self._session = session
+        session.owner = self._bridge.spawn(self._own(session))
+        return session
+
+    def _lost(self, session: _Session, exc: BaseException, doing: str) -> McpUnavailableError:
+        """``session`` failed: mark the server down, restart it in the background the first time,
+        and return the error for the call that saw it (which does not wait for the restart)."""
         reason = (
             exc.reason if isinstance(exc, McpUnavailableError) else f"{doing} failed: {describe_error(exc)}"
         )
-        self.last_error = reason
-        owner, self._client, self._owner = self._owner, None, None
-        if owner is not None and not owner.done():
-            owner.cancel()
-        log.error("MCP server %s is down: %s", self.server.name, reason)
+        reason = self._shown(reason)
+        with self._lock:
+            if self._session is not session:  # a parallel call already reported it
+                return McpUnavailableError(self.server.name, reason)
+            self._record_failure(reason)
+            owner, self._session = session.owner, None
+            if owner is not None and not owner.done() and not session.gone.is_set():
+                owner.cancel()
+            if restart_delay(self._failures) == 0.0:
+                self._spawn()
+                reason += " (restarting it in the background)"
         return McpUnavailableError(self.server.name, reason)
+
+    def _start_failed(self, session: _Session, exc: BaseException) -> None:
+        if session.expired:
+            reason = f"no session within {self.server.connect_timeout:.1f} s (its connect_timeout)"
+        else:
+            reason = self._shown(f"starting failed: {describe_error(exc)}")
+        with self._lock:
+            if self._session is session:
+                self._record_failure(reason)
+        session.ready.set_exception(McpUnavailableError(self.server.name, reason))
+
+    def _record_failure(self, reason: str) -> None:
+        """Count a failure (the lock is held): the next start waits out its backoff."""
+        self._failures += 1
+        self._retry_at = self._clock() + restart_delay(self._failures)
+        self.last_error = reason
+        log.error("MCP server %s is down: %s", self.server.name, reason)
+
+    def _succeeded(self) -> None:
+        with self._lock:
+            self._failures = 0
+
+    def _shown(self, text: str) -> str:
+        return shown(text, self._redactor)
 
     # -- on the bridge's loop --------------------------------------------------------------------
 
-    async def _own(self, ready: concurrent.futures.Future[Client]) -> None:
-        """Open the session, publish it, hold it until ``close``; it ends when the server does."""
-        # This session's own events: an older session ending late must not mark this one gone.
-        stop, gone = asyncio.Event(), asyncio.Event()
-        self._stop, self._gone = stop, gone
+    async def _own(self, session: _Session) -> None:
+        """Open the session, publish it, hold it until ``close``; it ends when the server does.
+
+        The start has ``connect_timeout``, whoever waits for it: a caller that stops waiting
+        leaves it running for the next call."""
+        task = asyncio.current_task()
+        expiry = asyncio.get_running_loop().call_later(
+            self.server.connect_timeout, self._expire, session, task
+        )
         try:
             async with AsyncExitStack() as stack:
                 client = await stack.enter_async_context(self._client_for(stack))
-                ready.set_result(client)
-                await stop.wait()
+                expiry.cancel()
+                session.ready.set_result(client)
+                await session.stop.wait()
         except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(describe_error(exc)))
-            elif not isinstance(exc, asyncio.CancelledError):
-                log.warning("MCP server %s: session ended: %s", self.server.name, describe_error(exc))
+            expiry.cancel()
+            if not session.ready.done():
+                self._start_failed(session, exc)
+            elif not session.stop.is_set() and not isinstance(exc, asyncio.CancelledError):
+                session.gone.set()
+                self._lost(session, exc, "the session")
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
         finally:
-            gone.set()
+            session.gone.set()
+
+    @staticmethod
+    def _expire(session: _Session, task: asyncio.Task[Any] | None) -> None:
+        if not session.ready.done() and task is not None:
+            session.expired = True
+            task.cancel()
 
     def _client_for(self, stack: AsyncExitStack) -> Client:
         server = self.server
@@ -225,38 +306,33 @@ class ServerConnection:
             relay = StderrRelay(server.name, server.secret_values)  # its stderr, redacted, into our log
             stack.callback(relay.close)
             return Client(stdio_client(params, errlog=relay.writer), cache=None)
-        import httpx2  # the SDK's HTTP client; the project's own clients use httpx
         from mcp.client.streamable_http import streamable_http_client
 
         assert server.url is not None, "checked: a server has command or url"
-        http = httpx2.AsyncClient(
-            headers=dict(server.headers),
-            timeout=httpx2.Timeout(server.connect_timeout, read=max(server.timeout, 300.0)),
-        )
+        http = http_client(server.headers, server.connect_timeout, read_timeout=max(server.timeout, 300.0))
         stack.push_async_callback(http.aclose)
         return Client(streamable_http_client(server.url, http_client=http), cache=None)
 
-    async def _all_tools(self, client: Client) -> list[mcp_types.Tool]:
+    async def _all_tools(self, session: _Session, client: Client) -> list[mcp_types.Tool]:
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
         for _ in range(100):  # a server that pages forever is cut off
-            page = await self._raced(client.list_tools(cursor=cursor))
+            page = await self._raced(session, client.list_tools(cursor=cursor))
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 break
         return tools
 
-    async def _call(self, client: Client, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        return await self._raced(client.call_tool(tool, arguments))
+    async def _call(
+        self, session: _Session, client: Client, tool: str, arguments: dict[str, Any]
+    ) -> mcp_types.CallToolResult:
+        return await self._raced(session, client.call_tool(tool, arguments))
 
-    async def _raced(self, request: Coroutine[Any, Any, T]) -> T:
+    async def _raced(self, session: _Session, request: Coroutine[Any, Any, T]) -> T:
         """``request``'s result, or ``McpUnavailableError`` at once if the session ends first."""
         task = asyncio.ensure_future(request)
-        gone = self._gone
-        if gone is None:
-            return await task
-        watcher = asyncio.ensure_future(gone.wait())
+        watcher = asyncio.ensure_future(session.gone.wait())
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
         finally:
