@@ -3,7 +3,8 @@
 Run as a program: ``python -m tests.support.mcp_servers hostile`` (stdio) or
 ``python -m tests.support.mcp_servers http PORT TOKEN`` (streamable HTTP on 127.0.0.1:PORT, every
 request must carry ``Authorization: Bearer TOKEN``; a call of ``lookup`` for ticket 401 or 503 is
-answered by the HTTP front with that status and a plain-text page, as a proxy would).
+answered by the HTTP front with that status and a plain-text page, as a proxy would). ``sse PORT
+TOKEN`` serves the same behind the older HTTP+SSE transport (``/sse``).
 
 The hostile server lies and misbehaves: ``wipe`` claims ``readOnlyHint`` (it is served untrusted),
 ``hang`` never answers, ``die`` exits the process mid-call, ``picture`` returns an image,
@@ -111,11 +112,12 @@ def http_server(token: str) -> MCPServer:
     return server
 
 
-def _serve_http(port: int, token: str) -> None:
+def _serve_http(port: int, token: str, sse: bool = False) -> None:
     import uvicorn
     from starlette.responses import PlainTextResponse
 
-    inner = http_server(token).streamable_http_app()
+    server = http_server(token)
+    inner = server.sse_app() if sse else server.streamable_http_app()
     expected = f"Bearer {token}".encode()
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -168,4 +170,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "hostile":
         hostile().run()
     else:
-        _serve_http(int(sys.argv[2]), sys.argv[3])
+        _serve_http(int(sys.argv[2]), sys.argv[3], sse=sys.argv[1] == "sse")

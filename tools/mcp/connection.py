@@ -31,6 +31,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
+import httpx2
 import mcp_types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -274,10 +275,19 @@ class ServerConnection:
             relay = StderrRelay(server.name, server.secret_values)  # its stderr, redacted, into our log
             stack.callback(relay.close)
             return Client(stdio_client(params, errlog=relay.writer), cache=None)
+        assert server.url is not None, "checked: a server has command or url"
+        read = max(server.timeout, 300.0)
+        if server.http_transport == "sse":
+            from mcp.client.sse import sse_client
+
+            def made(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
+                return http_client(server.headers, server.connect_timeout, read_timeout=read)
+
+            transport = sse_client(server.url, httpx_client_factory=made, sse_read_timeout=read)
+            return Client(transport, cache=None)
         from mcp.client.streamable_http import streamable_http_client
 
-        assert server.url is not None, "checked: a server has command or url"
-        http = http_client(server.headers, server.connect_timeout, read_timeout=max(server.timeout, 300.0))
+        http = http_client(server.headers, server.connect_timeout, read_timeout=read)
         stack.push_async_callback(http.aclose)
         return Client(streamable_http_client(server.url, http_client=http), cache=None)
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import httpx2
 import mcp_types
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
@@ -38,8 +40,21 @@ def describe_error(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError):
         return _mcp_error_text(exc)
+    if isinstance(exc, httpx2.HTTPStatusError):  # the SSE transport's connect; its text shows the query
+        status = exc.response.status_code
+        return f"HTTP {status} {httpx2.codes.get_reason_phrase(status)} from {shown_url(exc.request.url)}"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def shown_url(url: str | httpx2.URL) -> str:
+    """``url`` without user info, query or fragment (where tokens are put)."""
+    parts = urlsplit(str(url))
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def http_status(exc: MCPError) -> int | None:

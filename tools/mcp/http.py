@@ -16,11 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 
-from tools.mcp.failures import HTTP_STATUS_ERROR
+from tools.mcp.failures import HTTP_STATUS_ERROR, shown_url
 
 MAX_BODY_BYTES = 64 * 1024
 """Of an error page, only this much is read (its first line is shown)."""
@@ -28,22 +27,15 @@ BODY_EXCERPT_CHARS = 200
 
 
 def client(headers: Mapping[str, str], connect_timeout: float, read_timeout: float) -> httpx2.AsyncClient:
-    """The SDK's HTTP client for one session: the server's headers, bounded connects, statuses kept."""
+    """The SDK's HTTP client for one session: the server's headers, bounded connects, statuses kept.
+
+    For the SSE transport too: there the SDK raises ``HTTPStatusError`` on the stream's GET (shown
+    by ``tools.mcp.failures.describe_error``), and a POST's error status ends the session."""
     return httpx2.AsyncClient(
         headers=dict(headers),
         timeout=httpx2.Timeout(connect_timeout, read=read_timeout),
         transport=StatusNamingTransport(httpx2.AsyncHTTPTransport()),
     )
-
-
-def shown_url(url: str | httpx2.URL) -> str:
-    """``url`` without user info, query or fragment (where tokens are put)."""
-    parts = urlsplit(str(url))
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class StatusNamingTransport(httpx2.AsyncBaseTransport):

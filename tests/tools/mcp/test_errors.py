@@ -187,3 +187,27 @@ def test_an_http_4xx_on_a_call_is_its_error_and_a_5xx_restarts_the_session(
     assert "restarting it in the background" in output
     failed, output = call(lookup, 30, ticket=8, **APPROVED)  # waits for the new session in its budget
     assert not failed, output
+
+
+@pytest.fixture(scope="module")
+def sse_server() -> Iterator[str]:
+    port = free_port()
+    process: Popen[bytes] = start_http_server(port, "s3cret-token", "sse")
+    yield f"http://127.0.0.1:{port}/sse"
+    process.terminate()
+    process.wait(10)
+
+
+def test_the_sse_transport_works_and_its_401_names_its_status(sse_server: str, pool: McpPool) -> None:
+    entry = {"url": sse_server, "transport": "sse", "headers": {"Authorization": "Bearer s3cret-token"}}
+    servers = {"oldtickets": {**entry, "connect_timeout": 5}}
+    listed: dict[str, McpTool] = {}
+    wait_until(lambda: listed.update(toolset(pool, servers)) or listed, timeout=30, what="the SSE tools")
+    failed, output = call(listed["oldtickets_lookup"], ticket=7, **APPROVED)
+    assert not failed and '"ticket": 7' in output, output
+    wrong = {"url": f"{sse_server}?key=sekrit", "transport": "sse", "headers": {"Authorization": "Bearer no"}}
+    parsed, _ = parse_mcp_servers({"oldtickets2": wrong}, {})
+    built = build_toolset(parsed, pool)
+    error = built.statuses[0].error or ""
+    assert built.statuses[0].transport == "SSE" and built.tools == []
+    assert "HTTP 401 Unauthorized from http://127.0.0.1:" in error and "sekrit" not in error, error
