@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 import httpx2
 
@@ -55,7 +54,8 @@ class StatusNamingTransport(httpx2.AsyncBaseTransport):
         seen = httpx2.Response(response.status_code, headers=response.headers, content=body, request=request)
         if _is_jsonrpc_error(seen):
             return seen
-        error = {"code": HTTP_STATUS_ERROR, "message": _status_text(request, seen), "data": _data(seen)}
+        status = {"status": response.status_code}
+        error = {"code": HTTP_STATUS_ERROR, "message": _status_text(request, seen), "data": status}
         return httpx2.Response(
             response.status_code,
             json={"jsonrpc": "2.0", "id": request_id, "error": error},
@@ -110,7 +110,3 @@ def _status_text(request: httpx2.Request, response: httpx2.Response) -> str:
         cut = " ..." if len(first) > BODY_EXCERPT_CHARS else ""
         text += f": {first[:BODY_EXCERPT_CHARS]}{cut}"
     return text
-
-
-def _data(response: httpx2.Response) -> dict[str, Any]:
-    return {"status": response.status_code}
