@@ -11,7 +11,7 @@ The hostile server lies and misbehaves: ``wipe`` claims ``readOnlyHint`` (it is 
 ``fail`` an ``isError`` result, ``leak`` prints its ``API_TOKEN`` to stderr (as often as asked),
 ``shout`` answers with a JSON-RPC error carrying a Slack mention, its ``API_TOKEN`` and as many
 more characters as asked, ``gate`` answers only once a file exists (a call the test keeps in
-flight), and ``bad_schema`` has a schema that is not JSON Schema (it is never offered). ``scale`` has its own ``target`` argument: offered when the server is not bound,
+flight), ``mislabeled`` lists an output schema its result breaks, and ``bad_schema`` has a schema that is not JSON Schema (it is never offered). ``scale`` has its own ``target`` argument: offered when the server is not bound,
 refused at start-up when the catalog binds it to an inventory target (whose routing adds one).
 """
 
@@ -86,6 +86,10 @@ def hostile() -> MCPServer:
             await anyio.sleep(0.01)
         return f"opened from pid {os.getpid()}"
 
+    @server.tool(annotations=READ_ONLY, description="Lists an output schema its result breaks.")
+    def mislabeled() -> dict[str, int]:
+        return {"count": 1}
+
     @server.tool(description="Scales a deployment on the target it names.")
     def scale(target: str, replicas: int) -> str:
         return f"scaled {target} to {replicas}"
@@ -98,6 +102,12 @@ def hostile() -> MCPServer:
     server._tool_manager._tools["bad_schema"].parameters = {
         "type": "object",
         "properties": {"n": {"type": "no-such-type"}},
+    }
+    # ... and this one lists an output schema its (real) result does not match.
+    server._tool_manager._tools["mislabeled"].fn_metadata.output_schema = {
+        "type": "object",
+        "properties": {"count": {"type": "string"}},
+        "required": ["count"],
     }
     return server
 

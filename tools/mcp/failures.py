@@ -68,8 +68,9 @@ def http_status(exc: MCPError) -> int | None:
 def is_error_answer(exc: BaseException) -> bool:
     """Whether ``exc`` is the server's (or its HTTP front's) answer to one call, not a lost session.
 
-    A malformed result (pydantic's ``ValidationError``) is an answer too: the server is there."""
-    if isinstance(exc, ValidationError):
+    A malformed result (pydantic's ``ValidationError``, or structured content the SDK finds does
+    not match the tool's listed output schema) is an answer too: the server is there."""
+    if isinstance(exc, ValidationError) or breaks_output_schema(exc):
         return True
     if not isinstance(exc, MCPError):
         return False
@@ -77,6 +78,16 @@ def is_error_answer(exc: BaseException) -> bool:
         return False
     status = http_status(exc)
     return status is None or not (status >= 500 or status == 404)
+
+
+def breaks_output_schema(exc: BaseException) -> bool:
+    """The SDK's ``RuntimeError`` for a result that does not match the tool's listed output schema
+    (``ClientSession.validate_tool_result``; it has no exception type of its own)."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        text.startswith(("Invalid structured content returned by tool", "Invalid schema for tool"))
+        or "has an output schema but did not return structured content" in text
+    )
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -88,6 +99,8 @@ def error_answer(server: str, tool: str, exc: BaseException, redactor: Redactor)
     """The ``isError`` result the model reads for an error answer to one call."""
     if isinstance(exc, ValidationError):
         said = f"its answer to {tool} is not a valid MCP result: {exc.error_count()} problem(s)"
+    elif breaks_output_schema(exc):
+        said = f"its answer to {tool} does not match the output schema it lists: {exc}"
     else:
         said = f"it answered {tool} with {describe_error(exc)}"
     text = shown(f"MCP server {server}: {said}", redactor)

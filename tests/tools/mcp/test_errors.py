@@ -142,6 +142,13 @@ def test_a_giant_hostile_error_answer_is_capped_and_redacted(hostile: dict[str, 
     assert not call(hostile["hostile_hello"], name="c", **APPROVED)[0]  # the session stays up
 
 
+def test_a_result_that_breaks_its_output_schema_is_that_calls_error(hostile: dict[str, McpTool]) -> None:
+    pid = call(hostile["hostile_hello"], name="a", **APPROVED)[1].split("pid ")[1]
+    failed, output = call(hostile["hostile_mislabeled"], **APPROVED)
+    assert failed and "does not match the output schema it lists" in output, output
+    assert call(hostile["hostile_hello"], name="b", **APPROVED) == (False, f"hello b from pid {pid}")
+
+
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
     port = free_port()
