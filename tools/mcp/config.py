@@ -18,6 +18,9 @@ Format (a mapping from server name to its entry; unknown keys are errors, like `
         url: https://mcp.example.com/mcp      # streamable HTTP
         headers: {Authorization: "Bearer ${TICKETS_TOKEN}"}
         target: db-01                         # offered only for this inventory target
+      legacy:
+        url: https://old.example.com/sse
+        transport: sse                        # the older HTTP+SSE transport (default: streamable-http)
 
 ``${VAR}`` may appear in ``command``, ``cwd``, ``url``, ``env`` and ``headers`` values. Every
 value read from the environment for ``env`` and ``headers`` is a secret: it is never logged
@@ -38,6 +41,7 @@ from agent.tooling import ToolCategory
 from tools.catalog.templates import env_references
 
 Trust = Literal["annotations", "none"]
+HttpTransport = Literal["streamable-http", "sse"]
 SERVER_NAME = re.compile(r"[A-Za-z0-9-]{1,32}")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -63,6 +67,7 @@ class McpServerSpec(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     url: str | None = None
+    transport: HttpTransport | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float = Field(default=30, gt=0, le=3600)
     connect_timeout: float = Field(default=15, gt=0, le=300)
@@ -82,6 +87,7 @@ class McpServer:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str | None = None
     url: str | None = None
+    http_transport: HttpTransport = "streamable-http"
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout: float = 30.0
     connect_timeout: float = 15.0
@@ -94,7 +100,9 @@ class McpServer:
 
     @property
     def transport(self) -> str:
-        return "stdio" if self.command is not None else "streamable HTTP"
+        if self.command is not None:
+            return "stdio"
+        return "SSE" if self.http_transport == "sse" else "streamable HTTP"
 
 
 def parse_mcp_servers(raw: Any, env: Mapping[str, str]) -> tuple[list[McpServer], list[str]]:
@@ -156,6 +164,8 @@ def _check(spec: McpServerSpec, env: Mapping[str, str]) -> list[tuple[str, str]]
         problems.append(("env", "env and cwd are for stdio servers (command), not url"))
     if spec.command is not None and spec.headers:
         problems.append(("headers", "headers are for streamable HTTP servers (url), not command"))
+    if spec.command is not None and spec.transport is not None:
+        problems.append(("transport", "transport is for HTTP servers (url): streamable-http or sse"))
     for key, value in spec.env.items():
         if not _ENV_NAME.fullmatch(key):
             problems.append((f"env.{key}", "not a valid environment variable name"))
@@ -191,6 +201,7 @@ def _resolve(name: str, spec: McpServerSpec, env: Mapping[str, str]) -> McpServe
         env={key: expand(value, env) for key, value in spec.env.items()},
         cwd=expand(spec.cwd, env) if spec.cwd else None,
         url=expand(spec.url, env) if spec.url else None,
+        http_transport=spec.transport or "streamable-http",
         headers={key: expand(value, env) for key, value in spec.headers.items()},
         timeout=spec.timeout,
         connect_timeout=spec.connect_timeout,

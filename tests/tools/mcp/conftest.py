@@ -55,9 +55,10 @@ def pool() -> Iterator[McpPool]:
     made.close()
 
 
-def start_http_server(port: int, token: str) -> subprocess.Popen[bytes]:
+def start_http_server(port: int, token: str, transport: str = "http") -> subprocess.Popen[bytes]:
+    """``transport``: ``http`` (streamable HTTP at /mcp) or ``sse`` (HTTP+SSE at /sse)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mcp_servers", "http", str(port), token],
+        [sys.executable, "-m", "tests.support.mcp_servers", transport, str(port), token],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

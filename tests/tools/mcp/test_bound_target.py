@@ -89,8 +89,8 @@ def test_doctor_warns_of_each_refused_tool_and_why(settings: Settings) -> None:
     check = check_mcp(settings)  # starts the servers in this process's own pool
     assert check.outcome is Outcome.WARN and "deny" in check.fix
     lines = {line.split(" ", 1)[0]: line for line in check.summary.splitlines()}
-    assert lines["cluster"].endswith("9 tools listed, 7 offered, 2 skipped")  # scale and bad_schema
-    assert lines["hostile"].endswith("9 tools listed, 8 offered, 1 skipped")  # bad_schema only
+    assert lines["cluster"].endswith("12 tools listed, 10 offered, 2 skipped")  # scale and bad_schema
+    assert lines["hostile"].endswith("12 tools listed, 11 offered, 1 skipped")  # bad_schema only
     reasons = [line.strip() for line in check.summary.splitlines() if line.startswith("  not offered: ")]
     assert any(reason.startswith(f"not offered: scale: {CLASH}") for reason in reasons)
     assert sum(r.startswith("not offered: bad_schema: ") for r in reasons) == 2

@@ -32,6 +32,8 @@ def test_typos_and_mistakes_name_the_server_and_field() -> None:
     assert any("server name" in p for p in problems({"g;rm -rf": {"command": ["x"]}}))
     assert any("headers" in p for p in problems({"g": {"command": ["x"], "headers": {"A": "b"}}}))
     assert any("override sets" in p for p in problems({"g": {"command": ["x"], "tools": {"t": {}}}}))
+    assert any("'transport'" in p for p in problems({"g": {"command": ["x"], "transport": "sse"}}))
+    assert any("'transport'" in p for p in problems({"g": {"url": "http://h/sse", "transport": "websocket"}}))
     assert problems(["git"]) == ["field 'mcp_servers': must be a mapping of server name to its entry"]
 
 

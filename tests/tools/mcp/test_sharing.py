@@ -105,6 +105,19 @@ def test_the_server_outlives_the_horse_that_started_it_and_restarts_in_the_worke
     assert again["pid"] not in (0, first["pid"]) and parent_of(again["pid"]) == os.getpid(), again
 
 
+def test_an_error_answer_in_a_horse_leaves_the_workers_server_up(host: McpHost) -> None:
+    first = in_a_horse(hello())
+
+    def shout() -> dict[str, Any]:
+        tools = {t.definition.name: t for t in build_toolset(servers(), process_pool()).all_tools()}
+        result = tools["hostile_shout"].execute(json.dumps(APPROVED), timeout=10)
+        return {"failed": result.is_error, "output": result.output}
+
+    shouted = in_a_horse(shout)
+    assert shouted["failed"] and "answered shout with JSON-RPC error -32602" in shouted["output"], shouted
+    assert in_a_horse(hello())["pid"] == first["pid"]  # the same server process: never restarted
+
+
 def test_a_process_that_is_not_a_horse_of_the_worker_is_refused(host: McpHost) -> None:
     connection = SharedConnection(servers()[0], host.address)
     with pytest.raises(McpUnavailableError, match="not one of its work horses"):
