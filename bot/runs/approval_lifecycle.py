@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from bot.errors import ApprovalNotFoundError, BotConfigurationError, NotAnApproverError
 from bot.fleet.grants import GrantSigner, execution_id
+from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import (
     EXPIRED_REASON,
@@ -55,12 +56,16 @@ class ApprovalLifecycle:
     clock: Callable[[], float] = time.time
     grants: GrantSigner | None = None  # ``CHATOPS_RUNNER_SECRET`` set: sign a grant at each approval
     votes: ApprovalVotes | None = None  # records whose policy needs several approvals
+    seal: ApprovalSeal | None = None  # ``CHATOPS_RUNNER_SECRET`` set: seal each proposed record's facts
 
     # -- create -----------------------------------------------------------------------------------
 
     def request(self, draft: Approval, timeout_seconds: float) -> tuple[Approval, bool]:
         """The execution's record: ``draft`` stored ``pending`` (``True``: audited, its expiry job
-        scheduled) or the record it already has (a resumed run asking again)."""
+        scheduled) or the record it already has (a resumed run asking again). Sealed first
+        (``bot.runs.approval_seal``): the web process decides a click only on facts it can verify."""
+        if self.seal is not None:
+            draft = self.seal.sealed(draft)
         approval, created = self.approvals.store(draft, timeout_seconds)
         if created:
             self.audit.approval_requested(approval)
@@ -78,22 +83,24 @@ class ApprovalLifecycle:
         reason: str = "",
         card: tuple[str, str] | None = None,
         break_glass: bool = False,
+        requirement: Requirement | None = None,
     ) -> DecideResult:
         """A person's decision (the first one wins); a decision this call made resumes the run.
 
         ``card``: the (channel, ts) of the message a click came from; a click decides only its
         own card, and one after the expiry (by Redis's clock) settles it as expired. Who may decide
         is the transport's policy (``bot.slack.approvers``), checked before this is called;
-        ``CHATOPS_APPROVERS`` is checked here too, for every caller.
+        ``CHATOPS_APPROVERS`` is checked here too, for every caller. ``requirement``: what the policy
+        file needs for this call, computed by the caller at the click (never read from the record);
+        it goes into the grant.
         """
         if self.approvers and user not in self.approvers and not _names_a_group(self.approvers):
             raise NotAnApproverError(user)
-        if approve and not break_glass:  # one click never settles what needs several people
-            record = self.approvals.get(approval_id)
-            if record is not None and record.policy and Requirement.from_json(record.policy).approvals > 1:
-                raise BotConfigurationError(
-                    f"approval {approval_id} needs several approvals: count them with vote()"
-                )
+        # One click never settles what needs several people.
+        if approve and not break_glass and _needed(requirement, self.approvals.get(approval_id)) > 1:
+            raise BotConfigurationError(
+                f"approval {approval_id} needs several approvals: count them with vote()"
+            )
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DECLINED
         if not approve and not reason:
             reason = f"not approved by {user}"
@@ -101,17 +108,19 @@ class ApprovalLifecycle:
         if result is None:
             raise ApprovalNotFoundError(approval_id)
         if self._audited(result):
-            self._sign(result, break_glass=break_glass)
+            self._sign(result, requirement, break_glass=break_glass)
             self.resume(result.approval.run_id)
         return result
 
     def vote(
-        self, approval_id: str, *, user: str, needed: int, card: tuple[str, str]
+        self, approval_id: str, *, user: str, requirement: Requirement, card: tuple[str, str]
     ) -> tuple[VoteResult, DecideResult]:
-        """One of several approvals a record's policy needs (distinct people; the same one twice
-        counts once), audited; the vote that completes them approves the record (signed, resumed)."""
+        """One of the ``requirement.approvals`` distinct approvals the policy file needs (the same
+        person twice counts once), audited; the vote that completes them approves the record
+        (signed, resumed)."""
         if self.votes is None:
             raise ValueError("this lifecycle counts no votes")
+        needed = requirement.approvals
         vote = self.votes.vote(approval_id, user, needed, card)
         approval = self.approvals.get(approval_id) if vote is not None else None
         if vote is None or approval is None:
@@ -126,18 +135,19 @@ class ApprovalLifecycle:
             self.audit.approval_voted(approval, user, vote.count, needed, repeat=repeat)
         result = DecideResult(outcome, approval)
         if self._audited(result):
-            self._sign(result)
+            self._sign(result, requirement)
             self.resume(approval.run_id)
         return vote, result
 
-    def _sign(self, result: DecideResult, *, break_glass: bool = False) -> None:
+    def _sign(
+        self, result: DecideResult, requirement: Requirement | None, *, break_glass: bool = False
+    ) -> None:
         """The grant a runner verifies (``bot.fleet.grants``), signed here, where the click was
         decided, before the run resumes: a record written into Redis by anyone else has none.
         If this process dies before it is stored, the runner refuses the call: it fails closed."""
         approval = result.approval
         if self.grants is None or not result.won or approval.status is not ApprovalStatus.APPROVED:
             return
-        requirement = Requirement.from_json(approval.policy) if approval.policy else None
         voters = self.votes.voters(approval.id) if self.votes is not None and requirement else []
         grant = self.grants.sign(
             approval_id=approval.id,
@@ -248,6 +258,15 @@ class ApprovalLifecycle:
             return False
         self.audit.approval_decided(result.approval)
         return True
+
+
+def _needed(requirement: Requirement | None, record: Approval | None) -> int:
+    """How many approvals the decision needs: the caller's requirement, computed from the policy
+    file at the click; a caller without one (no policy file: one approval) is checked against the
+    record, which can only make it refuse (the web process always passes its requirement)."""
+    if requirement is not None:
+        return requirement.approvals
+    return Requirement.from_json(record.policy).approvals if record is not None and record.policy else 1
 
 
 def _names_a_group(approvers: tuple[str, ...]) -> bool:

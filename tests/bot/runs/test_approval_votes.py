@@ -102,9 +102,9 @@ def test_the_lifecycle_never_settles_a_several_approvals_record_with_one_decisio
     service.approvals.set_card(approval.id, *CARD)
     with pytest.raises(BotConfigurationError, match="needs several approvals"):
         service.lifecycle.decide(approval.id, user="U_A", approve=True, card=CARD)
-    first, _ = service.lifecycle.vote(approval.id, user="U_A", needed=2, card=CARD)
+    first, _ = service.lifecycle.vote(approval.id, user="U_A", requirement=needs_two, card=CARD)
     assert first.outcome is VoteOutcome.COUNTED and service.queue.count == 0  # nothing to resume yet
-    second, result = service.lifecycle.vote(approval.id, user="U_B", needed=2, card=CARD)
+    second, result = service.lifecycle.vote(approval.id, user="U_B", requirement=needs_two, card=CARD)
     assert second.outcome is VoteOutcome.WON and result.approval.status is ApprovalStatus.APPROVED
     kinds = [e.kind for e in service.audit.entries("r9")]
     assert kinds == [
