@@ -21,6 +21,7 @@ not audited: the execution it starts is (``tool_executed`` with ``confirmed_by``
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ from bot.runs.approvals import (
 from bot.runs.audit import AuditLog
 from bot.runs.policy import Requirement
 from bot.runs.queueing import JobQueue
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -121,7 +124,9 @@ class ApprovalLifecycle:
         if self.votes is None:
             raise ValueError("this lifecycle counts no votes")
         needed = requirement.approvals
-        vote = self.votes.vote(approval_id, user, needed, card)
+        self._drop_forged_votes(approval_id)
+        member = self.seal.vote(approval_id, user) if self.seal is not None else user
+        vote = self.votes.vote(approval_id, user, needed, card, member=member)
         approval = self.approvals.get(approval_id) if vote is not None else None
         if vote is None or approval is None:
             raise ApprovalNotFoundError(approval_id)
@@ -148,7 +153,13 @@ class ApprovalLifecycle:
         approval = result.approval
         if self.grants is None or not result.won or approval.status is not ApprovalStatus.APPROVED:
             return
-        voters = self.votes.voters(approval.id) if self.votes is not None and requirement else []
+        voters = self._authentic_voters(approval.id) if requirement else []
+        approvers = sorted({*voters, approval.decided_by})
+        if requirement is not None and not break_glass and len(approvers) < requirement.approvals:
+            # A vote written into the set between the drop and the count: no grant, so no runner
+            # and no SSH or Kubernetes target acts on it.
+            log.error("approval %s: not signed, only %s are authentic votes", approval.id, approvers)
+            return
         grant = self.grants.sign(
             approval_id=approval.id,
             execution=execution_id(approval.run_id, approval.call_id),
@@ -157,12 +168,29 @@ class ApprovalLifecycle:
             target=approval.target,
             confirmed_by=approval.decided_by,
             plan=approval.plan,
-            approved_by=sorted({*voters, approval.decided_by}) if requirement else (),
+            approved_by=approvers if requirement else (),
             approvals_needed=requirement.approvals if requirement else 1,
             policy_rule=requirement.rule if requirement else "",
             break_glass=break_glass,
         )
         self.approvals.set_grant(approval.id, grant)
+
+    def _drop_forged_votes(self, approval_id: str) -> None:
+        """Members of the vote set that are no authentic vote (written into Redis by someone else)."""
+        if self.votes is None or self.seal is None:
+            return
+        forged = [m for m in self.votes.members(approval_id) if self.seal.voter(approval_id, m) is None]
+        if forged:
+            log.warning("approval %s: dropped %d vote(s) nobody cast: %s", approval_id, len(forged), forged)
+            self.votes.forget(approval_id, forged)
+
+    def _authentic_voters(self, approval_id: str) -> list[str]:
+        if self.votes is None:
+            return []
+        if self.seal is None:
+            return self.votes.voters(approval_id)
+        found = (self.seal.voter(approval_id, m) for m in self.votes.members(approval_id))
+        return sorted({user for user in found if user})
 
     def decline(self, approval_id: str, by: str, reason: str) -> DecideResult | None:
         """Decline a pending approval without a click: its card could not be posted, the run stopped."""

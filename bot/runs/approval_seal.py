@@ -11,7 +11,9 @@ process, the workers and the runners have it; it never goes to Redis). A record 
 not verify, or whose card is not in the sealed channel, decides nothing.
 
 What the seal does not cover is what moves after the proposal (status, the decider, the card's
-message, the votes, the grant): those are the approvals' scripts' and the grant's business. The
+message, the grant): those are the approvals' scripts' and the grant's business. Each vote of a
+record that needs several is tagged with the same key (``vote``), so a vote a Redis writer adds
+for someone who never clicked is dropped, and never counted into a grant. The
 requirement itself (``Approval.policy``) is left out on purpose: nobody decides from it any more.
 """
 
@@ -95,6 +97,17 @@ class ApprovalSeal:
     def sealed(self, draft: Approval) -> Approval:
         """``draft`` with its seal, before it is stored."""
         return draft.model_copy(update={"seal": self.of(draft)})
+
+    def vote(self, approval_id: str, user: str) -> str:
+        """The vote-set member of ``user``'s approval of ``approval_id`` (``bot.runs.approval_votes``):
+        ``user|tag``, where only a holder of the key can make the tag."""
+        tag = hmac.new(self.key, f"vote|{approval_id}|{user}".encode(), hashlib.sha256).hexdigest()[:32]
+        return f"{user}|{tag}"
+
+    def voter(self, approval_id: str, member: str) -> str | None:
+        """The user a vote-set member is an authentic vote of (``None``: a member someone else wrote)."""
+        user = member.partition("|")[0]
+        return user if user and hmac.compare_digest(member, self.vote(approval_id, user)) else None
 
     def problem(self, approval: Approval, channel: str) -> str | None:
         """Why a click through a card in ``channel`` may not decide ``approval`` (``None``: it may)."""

@@ -110,3 +110,25 @@ def test_the_policy_file_as_it_is_at_the_click_decides(bot: SlackBot) -> None:
     bot.work()
     [run] = executions(bot.directory / "service_restart.log")
     assert run["arguments"]["confirmed_by"] == "U_DAVE"
+
+
+def test_votes_written_into_redis_count_for_nobody(bot: SlackBot) -> None:
+    ts, _ = start(bot, "U_ALICE", "delete_files@web-03")  # two SRE leads
+    card = card_of(bot, ts)
+    approval_id = approval_id_of(card)
+    # A Redis writer votes for dave, who never clicked, plainly and with a made-up tag.
+    bot.redis.sadd(bot.keys.approval_votes(approval_id), "U_DAVE", "U_DAVE|" + "0" * 32)
+
+    approve(bot, card, "U_CAROL")
+    assert "counted (1 of 2)" in notes_to(bot, "U_CAROL", 1)[0]
+    shown_on_card(bot, ts, card["ts"], "So far: <@U_CAROL> (1 of 2)")
+    assert status(bot, approval_id) is ApprovalStatus.PENDING
+    bot.work()
+    assert executions(bot.directory / "delete_files.log") == []
+
+    approve(bot, card, "U_DAVE")  # now dave clicks himself
+    wait_for(lambda: status(bot, approval_id) is ApprovalStatus.APPROVED, what="the second approval")
+    approval = bot.service.approvals.get(approval_id)
+    assert approval is not None and approval.reason == "approved by U_CAROL, U_DAVE"
+    grant = Grant.decode(approval.grant)
+    assert grant is not None and grant.approvers == {"U_CAROL", "U_DAVE"}
