@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import BotConfigurationError
 from bot.ops.cli import build_parser
 from bot.ops.doctor import Outcome, _check_policy
 from bot.ops.policy_cli import run_cli
+from bot.ops.worker import check_at_start
 from bot.runs.policy import Requirement
 from bot.settings import Settings
+from bot.slack.runtime import WebRuntime
 from tests.bot.slack.test_policy_e2e import example_policy
 
 
@@ -134,3 +137,16 @@ def test_check_prints_every_mistake_and_exits_1(tmp_path: Path, capsys: pytest.C
     assert main(["policy", "check", str(path)]) == 1
     err = capsys.readouterr().err
     assert f"{path}: rule 'prod' (line 3): match.lables: unknown key (did you mean 'labels'?)" in err
+
+
+def test_a_worker_and_a_web_process_refuse_to_start_with_a_policy_file_but_no_runner_secret(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(example_policy())
+    unsealed = Settings(_env_file=None, chatops_policy_file=path)  # type: ignore[call-arg]
+    with pytest.raises(BotConfigurationError, match="CHATOPS_POLICY_FILE needs CHATOPS_RUNNER_SECRET"):
+        check_at_start(unsealed)
+    with pytest.raises(BotConfigurationError, match="CHATOPS_POLICY_FILE needs CHATOPS_RUNNER_SECRET"):
+        WebRuntime(unsealed)
+    check_at_start(unsealed.model_copy(update={"chatops_runner_secret": "s3cret-s3cret"}))
