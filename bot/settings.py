@@ -141,7 +141,7 @@ class Settings(BaseSettings):
     # Fleet (bot/fleet, tools/inventory.py): where tool calls run
     chatops_inventory_file: Path | None = None  # YAML targets, or an Ansible YAML/INI inventory
     chatops_channel_targets: dict[str, str] = Field(default_factory=dict)  # JSON {channel: name or k=v,...}
-    chatops_runner_secret: str = ""  # shared by web, workers and runners: signs approval grants
+    chatops_runner_secret: str = ""  # shared by web, workers and runners: signs grants, seals approvals
     chatops_runner_heartbeat_seconds: float = Field(default=15.0, gt=0)
     chatops_runner_target: str = ""  # ``chatops runner --target``: the target this runner serves
     chatops_ssh_user: str = ""  # defaults for Ansible hosts without ansible_user / a key file

@@ -348,8 +348,11 @@ def _check_sentinel(settings: Settings) -> Check:
 def _check_policy(settings: Settings) -> Check:
     """``CHATOPS_POLICY_FILE`` reads without a mistake (each one names the rule and field)."""
     from bot.errors import PolicyConfigError
+    from bot.runs.approval_seal import NEEDS_SECRET
     from bot.runs.policy_file import load_policy
 
+    if not settings.chatops_runner_secret:
+        return Check("policy", Outcome.FAIL, NEEDS_SECRET, "set CHATOPS_RUNNER_SECRET to a long random value")
     try:
         policy = load_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers))
     except PolicyConfigError as error:

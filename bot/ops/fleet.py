@@ -16,20 +16,23 @@ import redis
 
 from agent.tooling import Tool, ToolCategory
 from bot.errors import BotConfigurationError
+from bot.fleet.direct_grants import GrantCheckedRoute, PolicyNeeds
 from bot.fleet.dispatch import Dispatcher, RunnerTool
-from bot.fleet.grants import PolicyNeed
-from bot.fleet.heartbeats import Heartbeats
+from bot.fleet.grants import GrantSigner, PolicyNeed
+from bot.fleet.heartbeats import Heartbeats, redis_clock
 from bot.fleet.routing import Fleet, builtin_kinds
 from bot.fleet.runner import RunnerWorker, build_runner
 from bot.keys import Keys
-from bot.runs.policy import Subject
-from bot.runs.policy_file import load_policy
+from bot.runs.policy import Policy, Subject
+from bot.runs.policy_file import current_policy, load_policy
 from bot.settings import Settings
 from tools.config import ToolsConfig
 from tools.errors import ToolConfigError, ToolError
 from tools.inventory import Inventory, SshDefaults, Target, load_inventory
 from tools.registry import ToolRegistry, build_registry
 from tools.safety import OutputFilter
+
+VERIFIED_VIAS = frozenset({"runner", "ssh", "kubernetes"})  # a changing call there needs a signed grant
 
 
 def load_fleet_inventory(settings: Settings) -> Inventory:
@@ -43,10 +46,12 @@ def load_fleet_inventory(settings: Settings) -> Inventory:
         inventory = load_inventory(settings.chatops_inventory_file, ssh_defaults=defaults)
     except ToolConfigError as error:
         raise BotConfigurationError(str(error)) from error
-    if any(target.via == "runner" for target in inventory) and not settings.chatops_runner_secret:
+    remote = sorted({target.via for target in inventory if target.via in VERIFIED_VIAS})
+    if remote and not settings.chatops_runner_secret:
         raise BotConfigurationError(
-            "the inventory has runner targets: set CHATOPS_RUNNER_SECRET (the same value for the web "
-            "process, the workers and the runners) so runners can verify approvals"
+            f"the inventory has {' and '.join(remote)} targets: set CHATOPS_RUNNER_SECRET (the same value "
+            "for the web process, the workers and the runners) so runners, and workers before an SSH or "
+            "Kubernetes call, can verify approvals"
         )
     _check_channel_targets(settings, inventory)
     return inventory
@@ -81,8 +86,16 @@ def build_fleet(
         client, keys, settings.chatops_queue, heartbeats, settings.chatops_runner_secret.encode()
     )
 
+    signer = GrantSigner(settings.chatops_runner_secret.encode(), 0.0, clock=redis_clock(client))
+
     def runner_route(tool: Tool, target: Target) -> Tool:
         return RunnerTool(tool.definition, tool.category, tool.timeout, target.name, dispatcher)
+
+    def checked(route: Tool | None, target: Target) -> Tool | None:
+        """The worker runs this route itself: it verifies each changing call's grant first."""
+        if route is None:
+            return None
+        return GrantCheckedRoute(route, target.name, signer, target_policy(settings, target))
 
     def kinds_of(name: str) -> frozenset[str] | None:
         found = registry.target_kinds(name)
@@ -94,12 +107,15 @@ def build_fleet(
         kinds_of=kinds_of,
         routes={
             "runner": runner_route,
-            "ssh": lambda tool, target: registry.over_ssh(tool.definition.name, target),
-            "kubernetes": lambda tool, target: kubernetes_route(tool, target, tools_config),
+            "ssh": lambda tool, target: checked(registry.over_ssh(tool.definition.name, target), target),
+            "kubernetes": lambda tool, target: checked(kubernetes_route(tool, target, tools_config), target),
         },
         # Tools only some targets have: Kubernetes targets' kube_* tools, MCP servers bound to a target.
         target_tools=lambda target: [
-            *kubernetes_only_tools(target, tools_config),
+            *(
+                GrantCheckedRoute(t, target.name, signer, target_policy(settings, target))
+                for t in kubernetes_only_tools(target, tools_config)
+            ),
             *registry.mcp_target_tools(target),
         ],
         channel_targets=dict(settings.chatops_channel_targets),
@@ -166,19 +182,40 @@ def build_runner_worker(
     )
 
 
-def runner_policy(settings: Settings, target: Target) -> Callable[[str, ToolCategory], PolicyNeed] | None:
-    """The runner's own reading of ``CHATOPS_POLICY_FILE`` for its target (``None`` without one):
-    what a call there needs, judged from its own inventory labels, never from what a grant says."""
+def runner_policy(settings: Settings, target: Target) -> PolicyNeeds | None:
+    """The runner's own reading of ``CHATOPS_POLICY_FILE`` for its target (``None`` without one),
+    read once at start: what a call there needs, judged from its own inventory labels, never from
+    what a grant says."""
     if settings.chatops_policy_file is None:
         return None
     policy = load_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers))
+    return policy_needs(lambda: policy, target)
+
+
+def target_policy(settings: Settings, target: Target) -> PolicyNeeds | None:
+    """The worker's reading of ``CHATOPS_POLICY_FILE`` for an SSH or Kubernetes target, as the file
+    is right before the call runs (read again when it changes; unreadable: the call is refused)."""
+    path = settings.chatops_policy_file
+    if path is None:
+        return None
+    approvers = tuple(settings.chatops_approvers)
+    return policy_needs(lambda: current_policy(path, approvers), target)
+
+
+def policy_needs(read: Callable[[], Policy], target: Target) -> PolicyNeeds:
+    """What a call of (tool, category) on ``target`` needs by ``Policy.decide`` on the policy
+    ``read`` returns, with the inventory's labels of the target."""
     labels = tuple(sorted(target.labels.items()))
 
-    channels = sorted({"", *(c for rule in policy.rules for c in rule.match.channels)})
-
     def need(tool: str, category: ToolCategory) -> PolicyNeed:
+        try:
+            policy = read()
+        except (OSError, BotConfigurationError) as error:
+            return PolicyNeed(denied=f"the policy file cannot be read ({error})")
         # The host does not know the run's channel: a call is denied when it is in every channel,
-        # and needs the fewest approvals any channel's rules ask for (the web judged the channel).
+        # and needs the fewest approvals any channel's rules ask for (the web judged the channel,
+        # and signed the count it found into the grant, which is checked too).
+        channels = sorted({"", *(c for rule in policy.rules for c in rule.match.channels)})
         decisions = [policy.decide(Subject("", c, tool, category, target.name, labels)) for c in channels]
         denied = decisions[0].deny_reason if all(d.denied for d in decisions) else ""
         fewest = min(d.requirement.approvals for d in decisions)

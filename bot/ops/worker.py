@@ -143,6 +143,17 @@ def slack_presenter(
     )
 
 
+def check_at_start(settings: Settings) -> None:
+    """What would make every job fail, refused when the worker starts: a policy file, or runner,
+    SSH or Kubernetes targets, without ``CHATOPS_RUNNER_SECRET``; an inventory with a mistake."""
+    from bot.ops.fleet import load_fleet_inventory
+    from bot.runs.approval_seal import require_seal_key
+
+    require_seal_key(settings.chatops_policy_file, settings.chatops_runner_secret)
+    if settings.chatops_inventory_file is not None:
+        load_fleet_inventory(settings)
+
+
 def build_worker(
     settings: Settings,
     *,
@@ -154,6 +165,7 @@ def build_worker(
     """A worker on ``CHATOPS_QUEUE`` whose jobs use ``runtime_factory`` (default: ``CHATOPS_RUNTIME``)."""
     connection = connection or open_redis(settings)  # RQ widens its timeout for its dequeue
     if runtime_factory is None:
+        check_at_start(settings)
         build = load_runtime_factory(settings.chatops_runtime)
 
         def runtime_factory() -> Runtime:

@@ -100,6 +100,7 @@ class ApprovalGate:
             request.call,
             request.category,
             requester=self.run.requester,
+            channel=self.run.channel,
             preview=request.preview,
             plan=request.plan,
             plan_created_at=request.plan_created_at,

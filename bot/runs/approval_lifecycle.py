@@ -21,12 +21,14 @@ not audited: the execution it starts is (``tool_executed`` with ``confirmed_by``
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.errors import ApprovalNotFoundError, BotConfigurationError, NotAnApproverError
 from bot.fleet.grants import GrantSigner, execution_id
+from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import (
     EXPIRED_REASON,
@@ -42,6 +44,8 @@ from bot.runs.audit import AuditLog
 from bot.runs.policy import Requirement
 from bot.runs.queueing import JobQueue
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class ApprovalLifecycle:
@@ -55,12 +59,16 @@ class ApprovalLifecycle:
     clock: Callable[[], float] = time.time
     grants: GrantSigner | None = None  # ``CHATOPS_RUNNER_SECRET`` set: sign a grant at each approval
     votes: ApprovalVotes | None = None  # records whose policy needs several approvals
+    seal: ApprovalSeal | None = None  # ``CHATOPS_RUNNER_SECRET`` set: seal each proposed record's facts
 
     # -- create -----------------------------------------------------------------------------------
 
     def request(self, draft: Approval, timeout_seconds: float) -> tuple[Approval, bool]:
         """The execution's record: ``draft`` stored ``pending`` (``True``: audited, its expiry job
-        scheduled) or the record it already has (a resumed run asking again)."""
+        scheduled) or the record it already has (a resumed run asking again). Sealed first
+        (``bot.runs.approval_seal``): the web process decides a click only on facts it can verify."""
+        if self.seal is not None:
+            draft = self.seal.sealed(draft)
         approval, created = self.approvals.store(draft, timeout_seconds)
         if created:
             self.audit.approval_requested(approval)
@@ -78,22 +86,24 @@ class ApprovalLifecycle:
         reason: str = "",
         card: tuple[str, str] | None = None,
         break_glass: bool = False,
+        requirement: Requirement | None = None,
     ) -> DecideResult:
         """A person's decision (the first one wins); a decision this call made resumes the run.
 
         ``card``: the (channel, ts) of the message a click came from; a click decides only its
         own card, and one after the expiry (by Redis's clock) settles it as expired. Who may decide
         is the transport's policy (``bot.slack.approvers``), checked before this is called;
-        ``CHATOPS_APPROVERS`` is checked here too, for every caller.
+        ``CHATOPS_APPROVERS`` is checked here too, for every caller. ``requirement``: what the policy
+        file needs for this call, computed by the caller at the click (never read from the record);
+        it goes into the grant.
         """
         if self.approvers and user not in self.approvers and not _names_a_group(self.approvers):
             raise NotAnApproverError(user)
-        if approve and not break_glass:  # one click never settles what needs several people
-            record = self.approvals.get(approval_id)
-            if record is not None and record.policy and Requirement.from_json(record.policy).approvals > 1:
-                raise BotConfigurationError(
-                    f"approval {approval_id} needs several approvals: count them with vote()"
-                )
+        # One click never settles what needs several people.
+        if approve and not break_glass and _needed(requirement, self.approvals.get(approval_id)) > 1:
+            raise BotConfigurationError(
+                f"approval {approval_id} needs several approvals: count them with vote()"
+            )
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DECLINED
         if not approve and not reason:
             reason = f"not approved by {user}"
@@ -101,18 +111,22 @@ class ApprovalLifecycle:
         if result is None:
             raise ApprovalNotFoundError(approval_id)
         if self._audited(result):
-            self._sign(result, break_glass=break_glass)
+            self._sign(result, requirement, break_glass=break_glass)
             self.resume(result.approval.run_id)
         return result
 
     def vote(
-        self, approval_id: str, *, user: str, needed: int, card: tuple[str, str]
+        self, approval_id: str, *, user: str, requirement: Requirement, card: tuple[str, str]
     ) -> tuple[VoteResult, DecideResult]:
-        """One of several approvals a record's policy needs (distinct people; the same one twice
-        counts once), audited; the vote that completes them approves the record (signed, resumed)."""
+        """One of the ``requirement.approvals`` distinct approvals the policy file needs (the same
+        person twice counts once), audited; the vote that completes them approves the record
+        (signed, resumed)."""
         if self.votes is None:
             raise ValueError("this lifecycle counts no votes")
-        vote = self.votes.vote(approval_id, user, needed, card)
+        needed = requirement.approvals
+        self._drop_forged_votes(approval_id)
+        member = self.seal.vote(approval_id, user) if self.seal is not None else user
+        vote = self.votes.vote(approval_id, user, needed, card, member=member)
         approval = self.approvals.get(approval_id) if vote is not None else None
         if vote is None or approval is None:
             raise ApprovalNotFoundError(approval_id)
@@ -126,19 +140,26 @@ class ApprovalLifecycle:
             self.audit.approval_voted(approval, user, vote.count, needed, repeat=repeat)
         result = DecideResult(outcome, approval)
         if self._audited(result):
-            self._sign(result)
+            self._sign(result, requirement)
             self.resume(approval.run_id)
         return vote, result
 
-    def _sign(self, result: DecideResult, *, break_glass: bool = False) -> None:
+    def _sign(
+        self, result: DecideResult, requirement: Requirement | None, *, break_glass: bool = False
+    ) -> None:
         """The grant a runner verifies (``bot.fleet.grants``), signed here, where the click was
         decided, before the run resumes: a record written into Redis by anyone else has none.
         If this process dies before it is stored, the runner refuses the call: it fails closed."""
         approval = result.approval
         if self.grants is None or not result.won or approval.status is not ApprovalStatus.APPROVED:
             return
-        requirement = Requirement.from_json(approval.policy) if approval.policy else None
-        voters = self.votes.voters(approval.id) if self.votes is not None and requirement else []
+        voters = self._authentic_voters(approval.id) if requirement else []
+        approvers = sorted({*voters, approval.decided_by})
+        if requirement is not None and not break_glass and len(approvers) < requirement.approvals:
+            # A vote written into the set between the drop and the count: no grant, so no runner
+            # and no SSH or Kubernetes target acts on it.
+            log.error("approval %s: not signed, only %s are authentic votes", approval.id, approvers)
+            return
         grant = self.grants.sign(
             approval_id=approval.id,
             execution=execution_id(approval.run_id, approval.call_id),
@@ -147,12 +168,29 @@ class ApprovalLifecycle:
             target=approval.target,
             confirmed_by=approval.decided_by,
             plan=approval.plan,
-            approved_by=sorted({*voters, approval.decided_by}) if requirement else (),
+            approved_by=approvers if requirement else (),
             approvals_needed=requirement.approvals if requirement else 1,
             policy_rule=requirement.rule if requirement else "",
             break_glass=break_glass,
         )
         self.approvals.set_grant(approval.id, grant)
+
+    def _drop_forged_votes(self, approval_id: str) -> None:
+        """Members of the vote set that are no authentic vote (written into Redis by someone else)."""
+        if self.votes is None or self.seal is None:
+            return
+        forged = [m for m in self.votes.members(approval_id) if self.seal.voter(approval_id, m) is None]
+        if forged:
+            log.warning("approval %s: dropped %d vote(s) nobody cast: %s", approval_id, len(forged), forged)
+            self.votes.forget(approval_id, forged)
+
+    def _authentic_voters(self, approval_id: str) -> list[str]:
+        if self.votes is None:
+            return []
+        if self.seal is None:
+            return self.votes.voters(approval_id)
+        found = (self.seal.voter(approval_id, m) for m in self.votes.members(approval_id))
+        return sorted({user for user in found if user})
 
     def decline(self, approval_id: str, by: str, reason: str) -> DecideResult | None:
         """Decline a pending approval without a click: its card could not be posted, the run stopped."""
@@ -248,6 +286,15 @@ class ApprovalLifecycle:
             return False
         self.audit.approval_decided(result.approval)
         return True
+
+
+def _needed(requirement: Requirement | None, record: Approval | None) -> int:
+    """How many approvals the decision needs: the caller's requirement, computed from the policy
+    file at the click; a caller without one (no policy file: one approval) is checked against the
+    record, which can only make it refuse (the web process always passes its requirement)."""
+    if requirement is not None:
+        return requirement.approvals
+    return Requirement.from_json(record.policy).approvals if record is not None and record.policy else 1
 
 
 def _names_a_group(approvers: tuple[str, ...]) -> bool:

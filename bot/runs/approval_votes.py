@@ -7,6 +7,12 @@ expiry as a plain decision does, adds the clicker to the record's vote set, and 
 large enough moves the record to ``approved`` in the same script: two people clicking at once
 can neither both be "the last one" nor leave it pending with enough votes.
 
+A vote is stored as its voter's user ID, or, when the lifecycle has the seal key, as
+``user|tag`` (``ApprovalSeal.vote``: an HMAC only the web process can make), so a member a Redis
+writer adds is not mistaken for a person's click (``ApprovalLifecycle`` drops such members before
+it counts, and signs a grant only for authentic voters). The record's ``approved_by`` and reason
+name the users only.
+
 The vote set (``approval:{id}:votes``) is this module's; it expires with its record.
 """
 
@@ -21,8 +27,8 @@ from agent.redis_util import as_text
 from bot.keys import Keys
 from bot.runs.approvals import DECIDE_LUA, EXPIRED_REASON, NOTE_VOTES_LUA, SYSTEM_DECIDER
 
-# KEYS: 1 record, 2 votes. ARGV: 1 user, 2 approvals needed, 3 card channel, 4 card ts,
-# 5 the system decider, 6 the expiry reason. An approved record's reason lists every approver.
+# KEYS: 1 record, 2 votes. ARGV: 1 the vote's member (user or user|tag), 2 approvals needed, 3 card
+# channel, 4 card ts, 5 the system decider, 6 the expiry reason, 7 the user (the decider). An approved record's reason lists every approver.
 # Returns {outcome, count}: missing, mismatch, lost, expired, repeat (already counted), counted, won.
 _VOTE = (
     DECIDE_LUA
@@ -40,12 +46,13 @@ end
 local added = redis.call('SADD', votes, ARGV[1])
 local ttl = redis.call('TTL', key)
 if ttl > 0 then redis.call('EXPIRE', votes, ttl) end
-local who = redis.call('SMEMBERS', votes)
+local who = {}
+for _, member in ipairs(redis.call('SMEMBERS', votes)) do who[#who + 1] = string.match(member, '^[^|]*') end
 table.sort(who)
 note_votes(key, who)
 local count = #who
 if count >= tonumber(ARGV[2]) then
-  decide(key, 'approved', ARGV[1], 'approved by ' .. table.concat(who, ', '))
+  decide(key, 'approved', ARGV[7], 'approved by ' .. table.concat(who, ', '))
   return {'won', count}
 end
 if added == 0 then return {'repeat', count} end
@@ -77,11 +84,14 @@ class ApprovalVotes:
         self._keys = keys
         self._vote = redis_client.register_script(_VOTE)
 
-    def vote(self, approval_id: str, user: str, needed: int, card: tuple[str, str]) -> VoteResult | None:
-        """``user``'s approval through ``card``; ``None`` when there is no such record."""
+    def vote(
+        self, approval_id: str, user: str, needed: int, card: tuple[str, str], *, member: str = ""
+    ) -> VoteResult | None:
+        """``user``'s approval through ``card`` (stored as ``member``, default the user ID);
+        ``None`` when there is no such record."""
         raw = self._vote(
             keys=[self._keys.approval(approval_id), self._keys.approval_votes(approval_id)],
-            args=[user, max(1, needed), card[0], card[1], SYSTEM_DECIDER, EXPIRED_REASON],
+            args=[member or user, max(1, needed), card[0], card[1], SYSTEM_DECIDER, EXPIRED_REASON, user],
         )
         name = as_text(raw[0]) or "missing"
         if name == "missing":
@@ -89,6 +99,15 @@ class ApprovalVotes:
         return VoteResult(VoteOutcome(name), int(raw[1]))
 
     def voters(self, approval_id: str) -> list[str]:
-        """Who approved so far (sorted)."""
+        """Who approved so far (sorted), as the set says (tags left out, not checked)."""
+        return sorted({member.partition("|")[0] for member in self.members(approval_id)})
+
+    def members(self, approval_id: str) -> list[str]:
+        """The set's members as stored (``user`` or ``user|tag``)."""
         found = self._redis.smembers(self._keys.approval_votes(approval_id))
         return sorted(as_text(v) or "" for v in found)
+
+    def forget(self, approval_id: str, members: list[str]) -> None:
+        """Drop members that are no vote (a tag that does not verify: written by someone else)."""
+        if members:
+            self._redis.srem(self._keys.approval_votes(approval_id), *members)

@@ -164,6 +164,7 @@ class Approval(BaseModel):
     args_sha256: str
     category: ToolCategory
     requester: str = ""
+    channel: str = ""  # the run's channel, where its card is posted (sealed: bot.runs.approval_seal)
     status: ApprovalStatus = ApprovalStatus.PENDING
     decided_by: str = ""
     decided_at: float | None = None
@@ -184,7 +185,10 @@ class Approval(BaseModel):
     target_via: str = ""  # how that target is reached: runner, ssh, kubernetes, local
     target_labels: str = ""  # its labels as "key=value" pairs, comma-separated, for the card
     grant: str = ""  # signed by the web process at the click (bot.fleet.grants): a runner verifies it
-    policy: str = ""  # the policy's Requirement for it, sealed when created (bot.runs.policy); "" = none
+    # The policy's Requirement as the worker computed it when it proposed the call (bot.runs.policy):
+    # shown on the first card and audited; never decided from (the deciders read the policy file).
+    policy: str = ""
+    seal: str = ""  # HMAC of the proposed facts (bot.runs.approval_seal); "" without CHATOPS_RUNNER_SECRET
     approved_by: list[str] = Field(default_factory=list)  # so far, when it needs several (NOTE_VOTES_LUA)
 
     @property
@@ -304,6 +308,7 @@ class Approvals:
         category: ToolCategory,
         *,
         requester: str,
+        channel: str = "",
         preview: str | None = None,
         plan: str | None = None,
         plan_created_at: float | None = None,
@@ -325,6 +330,7 @@ class Approvals:
             args_sha256=call.arguments_sha256(),
             category=category,
             requester=requester,
+            channel=channel,
             created_at=0.0,  # both set from Redis's clock when stored
             expires_at=0.0,
             preview=preview or "",

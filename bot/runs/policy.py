@@ -13,9 +13,10 @@ matches anything. For one call (a ``Subject``) ``Policy.decide`` answers, in one
 * **approve**: the first matching rule with an ``approve:`` section says who may approve (users,
   user groups), whether the requester may (``requester_may_approve``) and how many distinct
   people must (``approvals``). No such rule: the defaults (``CHATOPS_APPROVERS``; a mutating call
-  may be approved by its requester). That answer, a ``Requirement``, is sealed into the approval
-  record when the card is posted: the click handler and the runner check the record, not a
-  policy file that may have changed since.
+  may be approved by its requester). That answer, a ``Requirement``, is computed by whoever
+  decides, from its own copy of the file: the web process at the click
+  (``bot.slack.policy_clicks``), the runner and the worker before a call runs on a target
+  (``bot.fleet.grants.PolicyNeed``); never read back from the approval record in Redis.
 
 Two rules no file can change: a destructive call is never approved by its requester or by anyone
 whose thread message led to it (four-eyes), and guests, bots, deactivated and external accounts
@@ -160,7 +161,8 @@ class BreakGlass:
 
 @dataclass(frozen=True)
 class Requirement:
-    """Who may approve one call, sealed into its approval record (``Approval.policy``)."""
+    """Who may approve one call and how many must (``Approval.policy`` keeps the worker's, for the
+    first card and the audit; deciders compute their own)."""
 
     rule: str = DEFAULTS_RULE
     users: tuple[str, ...] = ()

@@ -192,6 +192,24 @@ def load_policy(path: Path | None, default_approvers: tuple[str, ...] = ()) -> P
     return Policy(tuple(rules), default_approvers, break_glass, str(path))
 
 
+_current: dict[tuple[str, int, int, tuple[str, ...]], Policy] = {}
+
+
+def current_policy(path: Path | None, default_approvers: tuple[str, ...] = ()) -> Policy:
+    """The policy file as it is now: read again whenever it changes (its mtime or size), so a
+    process that decides (the web process at a click, the worker before an SSH or Kubernetes call)
+    never decides from an older copy. A mistake in the changed file raises ``PolicyConfigError``:
+    the caller refuses (fail closed)."""
+    if path is None:
+        return load_policy(None, default_approvers)
+    info = path.stat()
+    key = (str(path), info.st_mtime_ns, info.st_size, default_approvers)
+    if key not in _current:
+        _current.clear()
+        _current[key] = load_policy(path, default_approvers)
+    return _current[key]
+
+
 def _where(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(rule)"
 

@@ -1,5 +1,6 @@
 """The policy at proposal time: what a run is offered, what is refused (with the reason the model
-reads), and the requirement sealed into each approval.
+reads), and the requirement each approval is proposed with (shown on its first card, audited;
+the web process computes its own at the click, ``bot.slack.policy_clicks``).
 
 ``RunPolicy.tools`` builds a run's tool list from the channel's: a tool a deny rule removes in
 this channel whatever the target is not offered at all, and a tool routed by its target
@@ -79,7 +80,8 @@ class RunPolicy:
         return None if verdict.allowed else f"Error: {verdict.reason}"
 
     def seal(self, request: ConfirmRequest, channel: str, requester: str) -> str:
-        """The requirement an approval of ``request`` is created with (``Approval.policy``)."""
+        """The requirement an approval of ``request`` is proposed with (``Approval.policy``: the first
+        card and the audit show it; nobody decides from it)."""
         target = request.target
         subject = Subject(
             requester,

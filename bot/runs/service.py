@@ -35,6 +35,7 @@ from bot.fleet.heartbeats import redis_clock
 from bot.keys import Keys
 from bot.logs import redactor_for
 from bot.runs.approval_lifecycle import ApprovalLifecycle
+from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes
 from bot.runs.approvals import Approvals
 from bot.runs.audit import AuditKind, AuditLog
@@ -155,6 +156,7 @@ class RunService:
             clock=self.clock,
             grants=self._grant_signer(),
             votes=ApprovalVotes(self.redis, self.keys),
+            seal=ApprovalSeal.from_secret(options.runner_secret),
         )
 
     def _grant_signer(self) -> GrantSigner | None:

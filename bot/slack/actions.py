@@ -30,7 +30,7 @@ from bot.runs.policy import Verdict
 from bot.runs.record import RunRecord
 from bot.runs.transcript import load_transcript
 from bot.slack.mrkdwn import mention
-from bot.slack.policy_clicks import SealedPolicy, requirement_of
+from bot.slack.policy_clicks import ClickPolicy, Judged
 from bot.slack.render import slack_date
 from bot.slack.runtime import WebRuntime
 from bot.slack.transcript_text import transcript_messages
@@ -82,52 +82,72 @@ class Interactions:
         self._clock = clock
 
     def approve(self, approval_id: str, user: str, card: Card) -> Reply:
+        """Who may approve and how many must: the policy file as it is now (``ClickPolicy.judge``,
+        on the record's sealed facts), never the count or rule stored in the record."""
         service = self._rt.service()
         glass = BreakGlassLog(service.redis, self._rt.keys, service.audit, self._clock)
-        sealed = SealedPolicy(self._rt.policy, glass)
-        allowed = self._allowed(approval_id, user, card, sealed.may_approve)
-        if isinstance(allowed, Reply):
-            return allowed
-        requirement = requirement_of(allowed)
-        if requirement is not None and sealed.holds_glass(user):  # alone, whatever the rule's count
+        clicks = self._clicks(glass)
+        approval, late = self._pending(approval_id, card)
+        if late is not None:
+            return late
+        assert approval is not None
+        judged = clicks.judge(approval)
+        if judged.refusal:  # an altered record, a call the file now denies, an unreadable file
+            log.warning("approval %s: a click by %s decided nothing: %s", approval.id, user, judged.refusal)
+        verdict = clicks.may_approve(user, approval, judged)
+        if not verdict.allowed:
+            return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
+        requirement = judged.requirement
+        if requirement is not None and clicks.holds_glass(user):  # alone, whatever the rule's count
             reason = f"approved by {user} (break-glass)"
-            return self._decide(approval_id, user, card, approve=True, reason=reason, break_glass=True)
+            return self._decide(
+                approval_id, user, card, approve=True, reason=reason, break_glass=True, judged=judged
+            )
         if requirement is not None and requirement.approvals > 1:
-            return self._vote(allowed, user, card, requirement.approvals)
-        return self._decide(approval_id, user, card, approve=True)
+            return self._vote(approval, user, card, judged)
+        return self._decide(approval_id, user, card, approve=True, judged=judged)
 
-    def _vote(self, approval: Approval, user: str, card: Card, needed: int) -> Reply:
-        """One of the distinct approvals the record's policy needs; the last one approves it."""
+    def _clicks(self, glass: BreakGlassLog | None = None) -> ClickPolicy:
+        return ClickPolicy(self._rt.policy, self._rt.rules, glass)
+
+    def _vote(self, approval: Approval, user: str, card: Card, judged: Judged) -> Reply:
+        """One of the distinct approvals the policy file needs; the last one approves it."""
+        requirement = judged.requirement
+        assert requirement is not None
+        needed = requirement.approvals
         try:
-            vote, result = self._rt.service().lifecycle.vote(approval.id, user=user, needed=needed, card=card)
+            vote, result = self._rt.service().lifecycle.vote(
+                approval.id, user=user, requirement=requirement, card=card
+            )
         except ApprovalNotFoundError:
             return Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=approval.id)
+        shown = judged.shown(result.approval)
         if vote.outcome is VoteOutcome.MISMATCH:
             return Reply(NOT_THIS_CARD)
         if vote.outcome is VoteOutcome.WON:
-            return Reply(approval=result.approval)
+            return Reply(approval=shown)
         if vote.outcome is VoteOutcome.REPEAT:
             note = f"Your approval is already counted ({vote.count} of {needed}); it counts once."
-            return Reply(note, result.approval)
+            return Reply(note, shown)
         if vote.outcome is VoteOutcome.COUNTED:  # the card is redrawn: it says who approved so far
             more = needed - vote.count
             return Reply(
                 f"Your approval is counted ({vote.count} of {needed}); "
                 f"{more} more from another eligible person {'is' if more == 1 else 'are'} needed.",
-                result.approval,
+                shown,
             )
-        return Reply(late_note(result.approval), result.approval)
+        return Reply(late_note(result.approval), shown)
 
     def decline_clicked(self, approval_id: str, user: str, card: Card) -> Reply:
         """The Decline button: allowed and still pending -> open the reason modal."""
-        allowed = self._allowed(approval_id, user, card, SealedPolicy(self._rt.policy).may_decline)
+        allowed = self._allowed(approval_id, user, card, self._clicks().may_decline)
         if isinstance(allowed, Reply):
             return allowed
         return Reply(approval=allowed, open_modal=True)
 
     def decline(self, approval_id: str, user: str, card: Card, reason: str | None) -> Reply:
         """The modal's submission (or a Decline whose modal could not open)."""
-        allowed = self._allowed(approval_id, user, card, SealedPolicy(self._rt.policy).may_decline)
+        allowed = self._allowed(approval_id, user, card, self._clicks().may_decline)
         if isinstance(allowed, Reply):
             return allowed
         return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON)
@@ -245,16 +265,25 @@ class Interactions:
         approve: bool,
         reason: str = "",
         break_glass: bool = False,
+        judged: Judged | None = None,
     ) -> Reply:
-        """The atomic decision; expiry is judged by Redis's clock inside it, never this host's."""
+        """The atomic decision; expiry is judged by Redis's clock inside it, never this host's.
+        ``judged``: the policy file's requirement for an approval (it goes into the grant)."""
+        judged = judged or Judged()
         try:
             result = self._rt.service().lifecycle.decide(
-                approval_id, user=user, approve=approve, reason=reason, card=card, break_glass=break_glass
+                approval_id,
+                user=user,
+                approve=approve,
+                reason=reason,
+                card=card,
+                break_glass=break_glass,
+                requirement=judged.requirement,
             )
         except ApprovalNotFoundError:
             return Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=approval_id)
         if result.outcome is DecideOutcome.MISMATCH:
             return Reply(NOT_THIS_CARD)
         if not result.won:
-            return Reply(late_note(result.approval), result.approval)
-        return Reply(approval=result.approval)
+            return Reply(late_note(result.approval), judged.shown(result.approval))
+        return Reply(approval=judged.shown(result.approval))

@@ -10,7 +10,6 @@ The answer (only the person sees it) says until when.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from slack_bolt import Ack, App
@@ -18,8 +17,7 @@ from slack_bolt import Ack, App
 from bot.runs import policy
 from bot.runs.audit import AuditKind
 from bot.runs.break_glass import BreakGlassLog
-from bot.runs.policy import Policy
-from bot.runs.policy_file import load_policy
+from bot.runs.policy_file import current_policy
 from bot.slack.blockkit import slack_date
 from bot.slack.mrkdwn import mention
 from bot.slack.policy_identity import SlackIdentity
@@ -28,19 +26,6 @@ from bot.slack.runtime import WebRuntime
 log = logging.getLogger(__name__)
 COMMAND = "/ops"
 USAGE = "Usage: `/ops break-glass` (you may then approve any call for a few minutes; it is announced)."
-_loaded: dict[tuple[str, int, int], Policy] = {}
-
-
-def web_policy(path: Path | None, approvers: tuple[str, ...]) -> Policy:
-    """The policy file as it is now (read again when it changes)."""
-    if path is None:
-        return load_policy(None, approvers)
-    info = path.stat()
-    key = (str(path), info.st_mtime_ns, info.st_size)
-    if key not in _loaded:
-        _loaded.clear()
-        _loaded[key] = load_policy(path, approvers)
-    return _loaded[key]
 
 
 class BreakGlassCommand:
@@ -62,7 +47,7 @@ class BreakGlassCommand:
         if not self._rt.channel_allowed(channel):
             return "The bot does not work in this channel (CHATOPS_CHANNELS)."
         settings = self._rt.settings
-        glass = web_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers)).break_glass
+        glass = current_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers)).break_glass
         if glass is None:
             return "Break-glass is not configured (`break_glass:` in CHATOPS_POLICY_FILE)."
         verdict = policy.may_declare_break_glass(glass, SlackIdentity(self._rt.policy), user)

@@ -32,7 +32,7 @@ from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import LimitSettings, RunLimits
 from bot.slack.help import asks_for_help
-from bot.slack.policy_clicks import sealed_supersede
+from bot.slack.policy_clicks import ClickPolicy, policed_supersede
 from bot.slack.runtime import WebRuntime
 
 log = logging.getLogger(__name__)
@@ -309,8 +309,9 @@ class EventHandler:
         if record is None or record.status.terminal:
             return False
         verdict = self._rt.policy.may_supersede(where.user, record.requester)
-        if verdict.allowed:  # a card posted under CHATOPS_POLICY_FILE: only who may decline it
-            verdict = sealed_supersede(self._rt.policy, service.approvals.for_run(record.run_id), where.user)
+        if verdict.allowed:  # under CHATOPS_POLICY_FILE: only who may decline every pending card
+            clicks = ClickPolicy(self._rt.policy, self._rt.rules)
+            verdict = policed_supersede(clicks, service.approvals.for_run(record.run_id), where.user)
         if not verdict.allowed:
             log.info("reply %s by %s cannot cancel an approval: %s", where.ts, where.user, verdict.reason)
         return verdict.allowed

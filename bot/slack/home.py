@@ -32,7 +32,7 @@ from bot.slack.blockkit import Block, context, section, slack_date
 from bot.slack.help import EXAMPLE
 from bot.slack.memberships import visibility
 from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line
-from bot.slack.policy_clicks import SealedPolicy
+from bot.slack.policy_clicks import ClickPolicy
 from bot.slack.presenter import redacted_blocks
 from bot.slack.runtime import WebRuntime
 
@@ -63,7 +63,7 @@ def home_content(runtime: WebRuntime, user: str) -> HomeContent:
     service = runtime.service()
     active = service.records.get_many(service.records.active_ids())
     mine = [r for r in active if r.requester == user and not r.status.terminal]
-    policy = SealedPolicy(runtime.policy)
+    policy = ClickPolicy(runtime.policy, runtime.rules)
     waiting: list[tuple[Approval, RunRecord]] = []
     for record in active:
         if record.status.terminal:

@@ -13,6 +13,7 @@ import redis
 from slack_sdk import WebClient
 
 from bot.keys import Keys
+from bot.runs.approval_seal import require_seal_key
 from bot.runs.policy import AccountKind
 from bot.runs.policy_file import load_policy
 from bot.runs.policy_tools import RunPolicy
@@ -60,6 +61,7 @@ def worker_policy(settings: Settings, client: redis.Redis, keys: Keys) -> RunPol
     one), with Slack lookups of its own: short timeouts, no retries, fail-closed."""
     if settings.chatops_policy_file is None:
         return None
+    require_seal_key(settings.chatops_policy_file, settings.chatops_runner_secret)
     policy = load_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers))
 
     def lookup_client() -> WebClient:

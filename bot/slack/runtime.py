@@ -20,6 +20,7 @@ from slack_sdk import WebClient
 from bot.keys import Keys
 from bot.logs import redactor_for
 from bot.redis_connection import open_redis
+from bot.runs.approval_seal import require_seal_key
 from bot.runs.replication import Replication
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
@@ -27,6 +28,7 @@ from bot.slack.approvers import ApproverPolicy
 from bot.slack.client import make_client
 from bot.slack.courtesy import CourtesyBudget
 from bot.slack.identity import IdentityCache
+from bot.slack.policy_clicks import ClickRules
 from bot.slack.sender import RetryAfter
 
 LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
@@ -50,6 +52,7 @@ class WebRuntime:
     keys: Keys = field(init=False)
     identity: IdentityCache = field(init=False)
     policy: ApproverPolicy = field(init=False)
+    rules: ClickRules = field(init=False)  # the policy file and seal key clicks are judged with
     redact: Callable[[str], str] = field(init=False)  # applied to what the web process shows in Slack
     _state: _ProcessState | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -64,6 +67,8 @@ class WebRuntime:
             ttl=self.settings.chatops_approver_cache_seconds,
         )
         self.redact = redactor_for(self.settings).redact
+        require_seal_key(self.settings.chatops_policy_file, self.settings.chatops_runner_secret)
+        self.rules = ClickRules.from_settings(self.settings)
 
     def _current(self) -> _ProcessState:
         state = self._state

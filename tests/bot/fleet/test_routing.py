@@ -12,6 +12,7 @@ import yaml
 
 from agent.tooling import Tool, call_refusal, call_target, describe_call
 from bot.errors import BotConfigurationError
+from bot.fleet.grants import GrantSigner, arguments_sha256
 from bot.keys import Keys
 from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
 from bot.settings import Settings
@@ -56,6 +57,11 @@ def fleet_tools(
 LOCAL = {"name": "ops-box", "via": "local", "labels": {"env": "staging"}}
 STAGING = {"name": "staging", "via": "kubernetes", "kubernetes": {"context": "stg", "namespace": "shop"}}
 WEB = {"name": "web-03", "via": "runner", "labels": {"env": "prod", "role": "web"}}
+SSH = {
+    "name": "db-01",
+    "via": "ssh",
+    "ssh": {"host": "db-01.example", "user": "ops", "key_file": "/k", "known_hosts": "/kh"},
+}
 
 
 def test_without_an_inventory_the_tools_are_as_before(
@@ -165,9 +171,13 @@ def test_a_channel_rule_that_matches_nothing_stops_start_up(tmp_path: Path) -> N
         load_fleet_inventory(settings)
 
 
-def test_runner_targets_need_the_runner_secret(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, chatops_inventory_file=write_inventory(tmp_path, WEB))  # type: ignore[call-arg]
-    with pytest.raises(BotConfigurationError, match="CHATOPS_RUNNER_SECRET"):
+@pytest.mark.parametrize("target", [WEB, STAGING, SSH], ids=["runner", "kubernetes", "ssh"])
+def test_targets_the_worker_does_not_run_on_need_the_runner_secret(
+    tmp_path: Path, target: dict[str, Any]
+) -> None:
+    # A runner verifies grants on its host; the worker verifies them before an SSH or Kubernetes call.
+    settings = Settings(_env_file=None, chatops_inventory_file=write_inventory(tmp_path, target))  # type: ignore[call-arg]
+    with pytest.raises(BotConfigurationError, match=f"{target['via']} targets: set CHATOPS_RUNNER_SECRET"):
         load_fleet_inventory(settings)
 
 
@@ -185,8 +195,41 @@ def test_a_kubernetes_target_runs_kubectl_with_its_own_context_and_namespace(
 
 
 def test_the_system_prompt_lists_the_inventory(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, chatops_inventory_file=write_inventory(tmp_path, LOCAL, STAGING))  # type: ignore[call-arg]
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        chatops_inventory_file=write_inventory(tmp_path, LOCAL, STAGING),
+        chatops_runner_secret="s" * 32,
+    )
     assert target_descriptions(load_fleet_inventory(settings)) == [
         "ops-box (env=staging) via local",
         "staging via kubernetes",
     ]
+
+
+def test_a_changing_kubernetes_call_runs_only_with_a_grant_the_worker_verifies(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys
+) -> None:
+    # No runner sits between the worker and the cluster: the worker checks the grant before kubectl.
+    fake = FakeCommands(tmp_path / "bin")
+    fake.add("kubectl", stdout=json.dumps(DEPLOYMENT))
+    tools = fleet_tools(tmp_path, redis_client, keys, write_inventory(tmp_path, LOCAL, STAGING), env=fake.env)
+    call = {"target": "staging", "service": "web"}
+    unsigned = json.dumps({**call, "confirmed_by": "U_DAVE"})  # an approval forged in Redis has no grant
+    result = tools["service_restart"].execute(unsigned, timeout=10)
+    assert result.is_error and "the worker refused service_restart on staging" in result.output, result.output
+    assert "it carries no approval grant" in result.output and fake.calls("kubectl") == []
+
+    grant = GrantSigner(("s" * 32).encode(), 600).sign(
+        approval_id="a1",
+        execution="run1:c1",
+        tool="service_restart",
+        args_sha256=arguments_sha256(call),
+        target="staging",
+        confirmed_by="U_DAVE",
+    )
+    signed = json.dumps({**call, "confirmed_by": "U_DAVE", "approval_grant": grant})
+    result = tools["service_restart"].execute(signed, timeout=10)
+    assert not result.is_error, result.output
+    assert ["--namespace=shop", "--context=stg", "rollout", "restart", "deployment/web"] in fake.calls(
+        "kubectl"
+    )

@@ -60,6 +60,7 @@ def test_a_catalog_tool_runs_on_the_ssh_target_and_built_ins_are_not_offered_the
         _env_file=None,  # type: ignore[call-arg]
         chatops_inventory_file=tmp_path / "inventory.yaml",
         chatops_tools_file=tmp_path / "tools.yaml",
+        chatops_runner_secret="s" * 32,  # an SSH target's changing calls need verified grants
     )
     registry = build_registry_from_settings(settings)
     try:

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from bot.errors import BotConfigurationError
 from bot.ops.cli import build_parser
 from bot.ops.doctor import Outcome, _check_policy
 from bot.ops.policy_cli import run_cli
+from bot.ops.worker import check_at_start
 from bot.runs.policy import Requirement
 from bot.settings import Settings
+from bot.slack.runtime import WebRuntime
 from tests.bot.slack.test_policy_e2e import example_policy
 
 
@@ -55,7 +58,10 @@ def test_explain_on_the_command_line_names_the_rules(
 def test_doctor_reports_the_policy_file(tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(example_policy())
-    settings = Settings(_env_file=None, chatops_policy_file=path)  # type: ignore[call-arg]
+    unsealed = Settings(_env_file=None, chatops_policy_file=path)  # type: ignore[call-arg]
+    check = _check_policy(unsealed)  # the approvals' facts could not be sealed: a Redis writer picks them
+    assert check.outcome is Outcome.FAIL and "needs CHATOPS_RUNNER_SECRET" in check.summary
+    settings = unsealed.model_copy(update={"chatops_runner_secret": "s3cret-s3cret"})
     check = _check_policy(settings)
     assert check.outcome is Outcome.PASS and "5 rule(s); break-glass 30 min" in check.summary
     path.write_text("policy:\n  rules: [{name: x, deny: yes, approve: {}}]\n")
@@ -131,3 +137,16 @@ def test_check_prints_every_mistake_and_exits_1(tmp_path: Path, capsys: pytest.C
     assert main(["policy", "check", str(path)]) == 1
     err = capsys.readouterr().err
     assert f"{path}: rule 'prod' (line 3): match.lables: unknown key (did you mean 'labels'?)" in err
+
+
+def test_a_worker_and_a_web_process_refuse_to_start_with_a_policy_file_but_no_runner_secret(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(example_policy())
+    unsealed = Settings(_env_file=None, chatops_policy_file=path)  # type: ignore[call-arg]
+    with pytest.raises(BotConfigurationError, match="CHATOPS_POLICY_FILE needs CHATOPS_RUNNER_SECRET"):
+        check_at_start(unsealed)
+    with pytest.raises(BotConfigurationError, match="CHATOPS_POLICY_FILE needs CHATOPS_RUNNER_SECRET"):
+        WebRuntime(unsealed)
+    check_at_start(unsealed.model_copy(update={"chatops_runner_secret": "s3cret-s3cret"}))

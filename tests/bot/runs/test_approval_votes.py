@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 
@@ -12,7 +13,7 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
-from bot.runs.approval_votes import ApprovalVotes, VoteOutcome
+from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import Approvals, ApprovalStatus
 from bot.runs.audit import AuditKind
 from bot.runs.policy import Requirement
@@ -102,9 +103,9 @@ def test_the_lifecycle_never_settles_a_several_approvals_record_with_one_decisio
     service.approvals.set_card(approval.id, *CARD)
     with pytest.raises(BotConfigurationError, match="needs several approvals"):
         service.lifecycle.decide(approval.id, user="U_A", approve=True, card=CARD)
-    first, _ = service.lifecycle.vote(approval.id, user="U_A", needed=2, card=CARD)
+    first, _ = service.lifecycle.vote(approval.id, user="U_A", requirement=needs_two, card=CARD)
     assert first.outcome is VoteOutcome.COUNTED and service.queue.count == 0  # nothing to resume yet
-    second, result = service.lifecycle.vote(approval.id, user="U_B", needed=2, card=CARD)
+    second, result = service.lifecycle.vote(approval.id, user="U_B", requirement=needs_two, card=CARD)
     assert second.outcome is VoteOutcome.WON and result.approval.status is ApprovalStatus.APPROVED
     kinds = [e.kind for e in service.audit.entries("r9")]
     assert kinds == [
@@ -114,3 +115,31 @@ def test_the_lifecycle_never_settles_a_several_approvals_record_with_one_decisio
         AuditKind.APPROVAL_DECIDED,
     ]
     assert service.queue.count == 1  # the run resumes once, after the last approval
+
+
+class RacingVotes(ApprovalVotes):
+    """A Redis writer who adds a vote for someone right before the count (after the lifecycle
+    dropped the votes nobody cast): the race the grant's own check is for."""
+
+    def vote(
+        self, approval_id: str, user: str, needed: int, card: tuple[str, str], *, member: str = ""
+    ) -> VoteResult | None:
+        self._redis.sadd(self._keys.approval_votes(approval_id), "U_FORGED")
+        return super().vote(approval_id, user, needed, card, member=member)
+
+
+def test_a_vote_nobody_cast_is_never_signed_into_a_grant(
+    redis_client: redis.Redis, keys: Keys, queue_name: str
+) -> None:
+    options = dataclasses.replace(make_options(queue_name), runner_secret="votes-secret-0123456789")
+    service = RunService(redis_client, keys, options)
+    lifecycle = dataclasses.replace(service.lifecycle, votes=RacingVotes(redis_client, keys))
+    needs_two = Requirement("prod-destructive", (), ("S_SRE_LEADS",), False, 2)
+    draft = Approvals.draft("r8", tool_call("delete", "c1"), ToolCategory.DESTRUCTIVE, requester="U0")
+    approval, _ = lifecycle.request(draft, timeout_seconds=600)
+    service.approvals.set_card(approval.id, *CARD)
+    vote, _ = lifecycle.vote(approval.id, user="U_A", requirement=needs_two, card=CARD)
+    assert vote.outcome is VoteOutcome.WON  # Redis's script counted the forged member...
+    record = service.approvals.get(approval.id)
+    assert record is not None and record.status is ApprovalStatus.APPROVED
+    assert record.grant == ""  # ...but no grant was signed: no runner, SSH or Kubernetes target acts on it

@@ -51,6 +51,7 @@ GROUPS = (
     UserGroupSpec(id="S_SRE_LEADS", handle="sre-leads", users=("U_CAROL", "U_DAVE"), name="SRE leads"),
     UserGroupSpec(id="S_INCIDENT_COMMANDERS", handle="ic", users=("U_BOB",), name="Incident commanders"),
 )
+SECRET = "runner-secret-0123456789"
 TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
     "web-03": (("env", "prod"),),
     "db-01": (("env", "prod"),),
@@ -155,6 +156,7 @@ def bot(make_bot: Callable[..., SlackBot], tmp_path: Path, model: TargetPlanMode
         tools=tools,
         chatops_policy_file=str(policy),
         chatops_approver_cache_seconds=0,
+        chatops_runner_secret=SECRET,  # seals each approval's facts (bot.runs.approval_seal)
     )
 
 
@@ -308,7 +310,10 @@ def test_a_denied_read_only_call_is_refused_and_audited_as_refused_while_its_bat
     )
     probe = TargetTool("check_health", ToolCategory.READ_ONLY, tmp_path, parallel=True)
     bot = make_bot(
-        models=[FunctionModel(model.step, model="plan")], tools=[probe], chatops_policy_file=str(policy)
+        models=[FunctionModel(model.step, model="plan")],
+        tools=[probe],
+        chatops_policy_file=str(policy),
+        chatops_runner_secret=SECRET,
     )
     # One turn of three parallel probes (``TargetPlanModel`` calls them one by one; this model
     # sends them at once, as a model fanning out would).
@@ -379,7 +384,7 @@ def explained(bot: SlackBot, capsys: pytest.CaptureFixture[str], *argv: str) -> 
         )
     )
     settings = bot.settings.model_copy(
-        update={"chatops_inventory_file": inventory, "chatops_runner_secret": "runner-secret-0123456789"}
+        update={"chatops_inventory_file": inventory, "chatops_runner_secret": SECRET}
     )
     args = build_parser().parse_args(["policy", "explain", "--category", "destructive", *argv])
     assert run_cli(args, settings) == 0, capsys.readouterr().err
