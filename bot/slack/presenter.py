@@ -156,7 +156,7 @@ class SlackPresenter:
         response = self._post_blocks(
             run,
             render.card_text(run.run_id, run.requester, card),
-            render.card_blocks(run.run_id, run.requester, card, run.source_url),
+            render.card_blocks(run.run_id, run.requester, card, run.source_url, run.follows),
         )
         ts = str(response.get("ts") or "") or None
         if ts:
@@ -197,7 +197,10 @@ class SlackPresenter:
         def send() -> None:  # rendered when sent: a state replaced meanwhile costs nothing
             text = render.card_text(run.run_id, run.requester, card)
             self._update_blocks(
-                channel, ts, text, render.card_blocks(run.run_id, run.requester, card, run.source_url)
+                channel,
+                ts,
+                text,
+                render.card_blocks(run.run_id, run.requester, card, run.source_url, run.follows),
             )
 
         interval = 0.0 if final else self._min_interval
