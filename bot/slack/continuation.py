@@ -1,7 +1,9 @@
 """Which thread replies continue the conversation: a plain reply after the thread's run has ended.
 
-The web process remembers each thread's last run (``slack:thread_last_run:{channel}:{thread_ts}``,
-written with the run's start by ``bot.slack.events``; this module owns the key). A reply in a thread
+Slack's side remembers each thread's last run (``slack:thread_last_run:{channel}:{thread_ts}``, this
+module's key): the web process writes it with the start of a run it creates (``bot.slack.events``),
+and the worker's presenter when it posts a run's card, so a thread an alert started (whose run
+no web process created) continues too. A reply in a thread
 with no active run starts a follow-up run (``RunRecord.follows``, which reads the earlier runs:
 ``bot.runs.thread_history``) when the reply is meant for the bot:
 
@@ -25,6 +27,7 @@ import re
 
 import redis
 
+from agent import defaults as agent_defaults
 from agent.redis_util import as_text
 from bot.keys import Keys
 from bot.runs.record import RunRecord
@@ -41,9 +44,19 @@ _ACKNOWLEDGEMENTS = re.compile(
 )
 
 
+LAST_RUN_SECONDS = agent_defaults.RETENTION_DAYS * 24 * 3600  # a key outliving its run finds no record
+
+
 def last_run_key(keys: Keys, channel: str, thread_ts: str) -> str:
-    """The thread's last run (written when a run starts in it, kept for the retention)."""
+    """The thread's last run (written when a run starts in it or posts its card)."""
     return keys.slack("thread_last_run", channel, thread_ts)
+
+
+def remember_last_run(
+    client: redis.Redis | redis.client.Pipeline, keys: Keys, channel: str, thread_ts: str, run_id: str
+) -> None:
+    """``run_id`` is the thread's last run now (on ``client``, or queued on a pipeline)."""
+    client.set(last_run_key(keys, channel, thread_ts), run_id, ex=LAST_RUN_SECONDS)
 
 
 def last_run(client: redis.Redis, keys: Keys, channel: str, thread_ts: str) -> str | None:

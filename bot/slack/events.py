@@ -35,7 +35,7 @@ from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import LimitSettings, RunLimits
 from bot.runs.thread_history import Earlier, earlier_runs
 from bot.slack.claims import Claims, ClaimState
-from bot.slack.continuation import continues, last_run, last_run_key
+from bot.slack.continuation import continues, last_run, remember_last_run
 from bot.slack.help import asks_for_help
 from bot.slack.policy_clicks import sealed_supersede
 from bot.slack.runtime import WebRuntime
@@ -217,11 +217,7 @@ class EventHandler:
             return self._inject(where, text) or IGNORED
         pipeline = self._rt.redis().pipeline()  # one round trip (MULTI/EXEC) for the three
         self._limits.bind(where.channel, where.ts, submission.run_id, pipeline=pipeline)
-        pipeline.set(
-            last_run_key(self._rt.keys, where.channel, where.thread_ts),
-            submission.run_id,
-            ex=self._retention_seconds(),
-        )
+        remember_last_run(pipeline, self._rt.keys, where.channel, where.thread_ts, submission.run_id)
         self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
         pipeline.execute()
         return where.outcome(OutcomeKind.STARTED, run_id=submission.run_id)
@@ -264,19 +260,29 @@ class EventHandler:
             return IGNORED  # a mention: the app_mention event carries it
         if not self._rt.channel_allowed(channel):
             return IGNORED
-        where, text, park = Origin(channel, ts, thread_ts, user), message_text(event), False
-        if not self._rt.service().active_run(channel, thread_ts):
-            previous = last_run(self._rt.redis(), self._rt.keys, channel, thread_ts)
-            if previous:  # the thread's run has ended: a reply meant for the bot continues it
-                if not self._continues(previous, text, bot_user):
-                    return IGNORED
-                return self._once(body, where, lambda o: self._start_or_inject(o, text))
-            # No run in the thread yet: ignored, unless the thread is so young that its mention may
-            # still be on its way to being stored (Slack's events come in any order): then parked.
-            park = self._young(thread_ts)
-            if not park:
+        where, text = Origin(channel, ts, thread_ts, user), message_text(event)
+        if self._rt.service().active_run(channel, thread_ts):
+            # To the run's inbox; should the run end meanwhile, the reply may continue the conversation.
+            return self._once(
+                body, where, lambda o: self._inject(o, text) or self._continue(o, text, bot_user)
+            )
+        previous = last_run(self._rt.redis(), self._rt.keys, channel, thread_ts)
+        if previous:  # the thread's run has ended: a reply meant for the bot continues it
+            if not self._continues(previous, text, bot_user):
                 return IGNORED
-        return self._once(body, where, lambda o: self._inject(o, text, park) or IGNORED)
+            return self._once(body, where, lambda o: self._start_or_inject(o, text))
+        # No run in the thread yet: ignored, unless the thread is so young that its mention may still
+        # be on its way to being stored (Slack's events come in any order): then parked for that run.
+        if not self._young(thread_ts):
+            return IGNORED
+        return self._once(body, where, lambda o: self._inject(o, text, park=True) or IGNORED)
+
+    def _continue(self, where: Origin, text: str, bot_user: str | None) -> Outcome:
+        """A reply whose run ended while it was being stored: a follow-up, if it is meant for the bot."""
+        previous = last_run(self._rt.redis(), self._rt.keys, where.channel, where.thread_ts)
+        if previous and self._continues(previous, text, bot_user):
+            return self._start_or_inject(where, text)
+        return IGNORED
 
     def _continues(self, previous: str, text: str, bot_user: str | None) -> bool:
         """Whether the reply starts a follow-up of the thread's last run (``bot.slack.continuation``)."""

@@ -326,3 +326,12 @@ def test_a_hostile_tool_output_in_the_carried_history_stays_inert(
     assert "U_ALICE" in approval.involved and approval.requester == "U_BOB"
     bot.work()
     assert bot.executions("delete_files") == []
+
+
+def test_the_help_says_how_the_conversation_continues(make_bot: Callable[..., SlackBot]) -> None:
+    bot = make_bot(chatops_follow_up_minutes=45)
+    ts = bot.mention("help")
+    bot.settle()
+    (reply,) = bot.bot_replies(ts)
+    assert "a reply in the thread within 45 minutes continues the conversation" in reply["text"]
+    assert "follow-up run that knows the thread" in reply["text"]
