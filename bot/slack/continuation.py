@@ -3,13 +3,12 @@
 Slack's side remembers each thread's last run (``slack:thread_last_run:{channel}:{thread_ts}``, this
 module's key): the web process writes it with the start of a run it creates (``bot.slack.events``),
 and the worker's presenter when it posts a run's card, so a thread an alert started (whose run
-no web process created) continues too. A reply in a thread
-with no active run starts a follow-up run (``RunRecord.follows``, which reads the earlier runs:
+no web process created) continues too. A reply in a thread with no active run starts a follow-up run (``RunRecord.follows``, which reads the earlier runs:
 ``bot.runs.thread_history``) when the reply is meant for the bot:
 
 * the thread's last run ended at most ``CHATOPS_FOLLOW_UP_MINUTES`` ago, or it ended with an answer
-  that asks the people something (``run_asked_question``: then at any time while Slack's record of
-  the run is kept);
+  that asks the people something (``run_asked_question``: then at any time while the run and this
+  key are kept);
 * the reply is a person's message in the thread (not a bot's, not an edit or a deletion: the
   event filter of ``bot.slack.events``), not addressed to other people (it mentions someone, a
   group, ``@here`` or ``@channel``, and not the bot), and not only thanks or an emoji. A bare
