@@ -71,7 +71,7 @@ def addressed_to_others(text: str, bot_user: str | None) -> bool:
 def chatter(text: str) -> tuple[bool, bool]:
     """(only thanks or emoji, only an acknowledgement or a greeting) of a reply's text."""
     words = _NOISE.sub(" ", text.lower()).strip()
-    if not words or _THANKS.fullmatch(words):
+    if not any(ch.isalnum() for ch in words) or _THANKS.fullmatch(words):  # only emoji ("🙏") or punctuation
         return True, True
     return False, bool(_ACKNOWLEDGEMENTS.fullmatch(words))
 

@@ -192,7 +192,7 @@ def test_a_reply_after_the_window_does_nothing_unless_the_run_asked_a_question(
 
     # Chatter and replies to other people never start a run, even within the window.
     clock.offset = 0
-    for text in ("thanks!", "ok :+1:", "<@U_CAROL> can you take the postmortem?", "<!here> all clear"):
+    for text in ("thanks!", "ok :+1:", "🙏", "<@U_CAROL> can you take the postmortem?", "<!here> all clear"):
         bot.say(text, user="U_BOB", thread_ts=ts)
     bot.settle()
     assert last_run(bot, ts) == second and queued_jobs(bot) == 0
