@@ -70,6 +70,8 @@ class MessageMeta(TypedDict, total=False):
     """The inbox item an injected reply was taken from (removed from the inbox with the append)."""
     slack_user: str
     ts: str
+    carried_people: list[str]
+    """A follow-up's first message: the people whose earlier messages in the thread it carries."""
     condensed: int
     """The summary that replaced this many older messages (``agent.condense``)."""
     # assistant messages

@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     slack_api_url: str = "https://slack.com/api/"
     # A mention no worker has picked up after this many seconds gets a "queued" note (0: never).
     chatops_queued_note_seconds: float = Field(default=2.0, ge=0)
+    # A plain reply in a thread whose last run ended at most this many minutes ago starts a follow-up
+    # run that sees the thread's earlier runs (bot.slack.continuation); 0: only a reply to a run that
+    # asked a question does. Limits and channels apply as to a mention.
+    chatops_follow_up_minutes: float = Field(default=60.0, ge=0)
     # auto: stream answers (chat.startStream) where Slack allows, else post them; off: always post.
     chatops_slack_streaming: Literal["auto", "off"] = "auto"
 

@@ -122,7 +122,10 @@ class AuditLog:
 
     # -- the events of a run ----------------------------------------------------------------------
 
-    def run_started(self, run_id: str, *, requester: str, channel: str, thread_ts: str, text: str) -> str:
+    def run_started(
+        self, run_id: str, *, requester: str, channel: str, thread_ts: str, text: str, follows: str = ""
+    ) -> str:
+        """``follows``: the thread's earlier run a follow-up continues (the audit links the two)."""
         return self.record(
             AuditKind.RUN_STARTED,
             run_id,
@@ -130,6 +133,7 @@ class AuditLog:
             channel=channel,
             thread_ts=thread_ts,
             text=text,
+            follows=follows or None,
         )
 
     def approval_requested(self, approval: Approval) -> str:

@@ -50,6 +50,7 @@ class RunRef:
     requester: str
     card_ts: str | None = None
     source_url: str = ""  # a run an alert started: its source link, shown on the card and the answer
+    follows: str = ""  # a follow-up run: the thread's earlier run it continues, named on the card
 
 
 class StepStatus(StrEnum):

@@ -33,7 +33,7 @@ from typing import Any, cast
 import redis
 from pydantic import BaseModel, ConfigDict, PrivateAttr, TypeAdapter, ValidationError, field_validator
 
-from agent.redis_memory import STATUS_FIELD, TerminalStep, decode_state
+from agent.redis_memory import SAVED_AT_FIELD, STATUS_FIELD, TerminalStep, decode_state
 from agent.redis_util import as_text, as_text_dict, hset_if_exists
 from agent.tooling import ToolCategory
 from agent.types import Message, RunState, RunStatus, ToolDef
@@ -65,6 +65,7 @@ class RunField(StrEnum):
     SUSPENDED_CALL = "suspended_call"  # the call whose wait the audit log has recorded
     SOURCE_URL = "source_url"  # what started the run when it is not a mention: the alert's source link
     OFFERED_TOOLS = "offered_tools"  # the run's tools, decided by its first segment (``OfferedTool`` JSON)
+    FOLLOWS = "follows"  # the thread's earlier run this one continues (``bot.runs.thread_history``)
 
 
 # The fields ``create`` writes: the rest are written as the run goes.
@@ -82,6 +83,7 @@ _CREATED: frozenset[str] = frozenset(
         RunField.JOB_ID,
         RunField.ATTEMPTS,
         RunField.SOURCE_URL,
+        RunField.FOLLOWS,
     }
 )
 
@@ -181,6 +183,7 @@ class RunRecord(BaseModel):
     # The JSON of the run's ``OfferedTool`` list, decoded only by ``tools_offered`` (the worker's
     # job): every other reader of a record (the web process's clicks and replies) skips the work.
     offered_tools: str = ""
+    follows: str = ""
     _hash: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("reported", mode="before")
@@ -204,10 +207,26 @@ class RunRecord(BaseModel):
         """The loop's state as it was read with this record; ``None`` when the loop never saved one."""
         return decode_state(self._hash)
 
+    def ended_at(self) -> float | None:
+        """When the run ended (its terminal state's write); ``None`` while it has not."""
+        saved = self._hash.get(SAVED_AT_FIELD)
+        if not self.status.terminal or not saved:
+            return None
+        try:
+            return float(saved)
+        except ValueError:
+            return None
+
     def ref(self) -> RunRef:
         """Where the run talks (for the presenter)."""
         return RunRef(
-            self.run_id, self.channel, self.thread_ts, self.requester, self.card_ts or None, self.source_url
+            self.run_id,
+            self.channel,
+            self.thread_ts,
+            self.requester,
+            self.card_ts or None,
+            self.source_url,
+            self.follows,
         )
 
     def created_fields(self) -> dict[str, Any]:

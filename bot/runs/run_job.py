@@ -96,7 +96,12 @@ class JobEvents:
 def involved_people(history: Sequence[Message]) -> tuple[str, ...]:
     """Everyone whose thread message the run has read, in order: none of them may approve its
     destructive calls (the requester is one of them)."""
-    people = (m.meta.get("slack_user") for m in history if m.role == "user")
+    people = [
+        person
+        for m in history
+        if m.role == "user"
+        for person in (m.meta.get("slack_user"), *(m.meta.get("carried_people") or ()))
+    ]  # a follow-up has read the earlier runs' messages too (``bot.runs.thread_history``)
     return tuple(dict.fromkeys(p for p in people if isinstance(p, str) and p))
 
 
@@ -184,6 +189,7 @@ class RunJob:
                 channel=record.channel,
                 thread_ts=record.thread_ts,
                 text=record.text,
+                follows=record.follows,
             )
             self._metrics.run_started()
         if ref.card_ts is None and state is None:  # once per run (a presenter may have no message ts)

@@ -43,6 +43,7 @@ from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
 from bot.runs.queueing import JobQueue, worker_queue
 from bot.runs.record import RunRecord, RunRecords
+from bot.runs.thread_history import Earlier
 from bot.settings import DEFAULTS, Settings
 from tools.safety import Redactor
 
@@ -205,10 +206,15 @@ class RunService:
         text: str,
         message_ts: str = "",
         source_url: str = "",
+        follows: str = "",
+        earlier: Earlier | None = None,
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
-        The text is stored redacted (secrets never at rest, nor sent to the model)."""
+        ``follows``: the thread's earlier run this one continues; ``earlier``: what the model is to
+        read of the thread's earlier runs (``bot.runs.thread_history``), put before the request in
+        the first message only (the record's text stays what the person wrote). Both texts are
+        stored redacted (secrets never at rest, nor sent to the model)."""
         text = self._redacted(text)
         record = RunRecord(
             run_id=uuid.uuid4().hex,
@@ -220,8 +226,12 @@ class RunService:
             message_ts=message_ts,
             source_url=source_url,
             job_id=str(uuid.uuid4()),  # the start job's id, stored with the record (no second write)
+            follows=follows,
         )
         first = Message.user(text, slack_user=requester, ts=message_ts or thread_ts)
+        if earlier is not None:
+            first.content = f"{self._redacted(earlier.text)}\n\nNew request: {text}"
+            first.meta["carried_people"] = list(earlier.people)
         stored = self.records.create(record, first)
         if stored != record.run_id:
             return Submission(stored, created=False)

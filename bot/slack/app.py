@@ -147,7 +147,7 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False, pools: PoolFact
 
 
 def _register_events(app: App, runtime: WebRuntime, follow_ups: Executor, timer: Timer) -> None:
-    handler = EventHandler(runtime)
+    handler = EventHandler(runtime, clock=runtime.clock)
     after = FollowUps(runtime, timer, TargetList(runtime.settings))
     # Not Bolt's lazy listeners: those copy every request and start a thread even when there is
     # nothing to do after the answer, which is the case for almost every event (a started run, a

@@ -13,6 +13,11 @@ Deduplication, both with two-phase ``SET NX`` claims (``bot.claims``):
 * ``(channel, ts)``: one Slack message. A mention arrives twice, as ``app_mention`` and as
   ``message``, with different event ids; the reply path ignores messages that mention the bot,
   and both the run start and the inbox claim the message key, so it is acted on once.
+
+A reply in a thread with an active run goes to its inbox. In a thread whose last run has ended,
+a reply meant for the bot (``bot.slack.continuation``) is handled like a mention of it: the same
+claims, limits and start, and the new run reads the thread's earlier runs
+(``bot.runs.thread_history``), as a mention in that thread does.
 """
 
 from __future__ import annotations
@@ -25,12 +30,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from agent.redis_util import as_text
-from agent.types import Message
 from bot.claims import Claims, ClaimState
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import LimitSettings, RunLimits
+from bot.runs.thread_history import Earlier, earlier_runs
+from bot.slack.continuation import continues, last_run, remember_last_run
 from bot.slack.help import asks_for_help
 from bot.slack.policy_clicks import ClickPolicy, policed_supersede
 from bot.slack.runtime import WebRuntime
@@ -38,8 +43,6 @@ from bot.slack.runtime import WebRuntime
 log = logging.getLogger(__name__)
 
 REPLY_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-CARRY_MESSAGES = 20  # the most earlier messages a new run in the same thread carries
-CARRY_CHARS = 6000
 
 
 class OutcomeKind(StrEnum):
@@ -188,13 +191,16 @@ class EventHandler:
             self._claims.confirm(message_key, "limited")  # a retry of this mention is answered once
             note = admission.message(where.user, self._limits.limits.window_seconds)
             return where.outcome(OutcomeKind.LIMITED, note=note)
+        follows, earlier = self._earlier(where)
         try:
             submission = service.submit(
                 where.channel,
                 where.thread_ts,
                 requester=where.user,
-                text=self._prompt(where, text),
+                text=text,
                 message_ts=where.ts,
+                follows=follows,
+                earlier=earlier,
             )
         except BaseException:
             self._limits.cancel(where.channel, where.user, where.ts)
@@ -211,11 +217,7 @@ class EventHandler:
             return self._inject(where, text) or IGNORED
         pipeline = self._rt.redis().pipeline()  # one round trip (MULTI/EXEC) for the three
         self._limits.bind(where.channel, where.ts, submission.run_id, pipeline=pipeline)
-        pipeline.set(
-            self._last_run_key(where.channel, where.thread_ts),
-            submission.run_id,
-            ex=self._retention_seconds(),
-        )
+        remember_last_run(pipeline, self._rt.keys, where.channel, where.thread_ts, submission.run_id)
         self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
         pipeline.execute()
         return where.outcome(OutcomeKind.STARTED, run_id=submission.run_id)
@@ -225,15 +227,17 @@ class EventHandler:
         record = self._rt.service().get(run_id)
         return record is not None and record.message_ts == ts
 
-    def _prompt(self, where: Origin, text: str) -> str:
-        """The mention, preceded by what was said with the thread's previous run (if any)."""
+    def _earlier(self, where: Origin) -> tuple[str, Earlier | None]:
+        """The thread's last run, which a new run there continues, and what the model is to read of
+        the thread's runs up to it (``bot.runs.thread_history``); empty in a new thread."""
         if where.thread_ts == where.ts:
-            return text  # a new thread
-        previous = as_text(self._rt.redis().get(self._last_run_key(where.channel, where.thread_ts)))
-        transcript = earlier_conversation(self._rt.service().history(previous)) if previous else ""
-        if not transcript:
-            return text
-        return f"Earlier in this thread:\n{transcript}\n\nNew request: {text}"
+            return "", None
+        previous = last_run(self._rt.redis(), self._rt.keys, where.channel, where.thread_ts)
+        if not previous:
+            return "", None
+        service = self._rt.service()
+        earlier = earlier_runs(previous, service.get, service.history)
+        return (previous, earlier) if earlier is not None else ("", None)
 
     # -- thread replies -------------------------------------------------------------------------
 
@@ -256,13 +260,35 @@ class EventHandler:
             return IGNORED  # a mention: the app_mention event carries it
         if not self._rt.channel_allowed(channel):
             return IGNORED
-        # No run in the thread: ignored, unless the thread is so young that its mention may still be
-        # on its way to being stored (Slack's events come in any order): then parked for that run.
-        park = self._young(thread_ts)
-        if not park and not self._rt.service().active_run(channel, thread_ts):
+        where, text = Origin(channel, ts, thread_ts, user), message_text(event)
+        if self._rt.service().active_run(channel, thread_ts):
+            # To the run's inbox; should the run end meanwhile, the reply may continue the conversation.
+            return self._once(
+                body, where, lambda o: self._inject(o, text) or self._continue(o, text, bot_user)
+            )
+        previous = last_run(self._rt.redis(), self._rt.keys, channel, thread_ts)
+        if previous:  # the thread's run has ended: a reply meant for the bot continues it
+            if not self._continues(previous, text, bot_user):
+                return IGNORED
+            return self._once(body, where, lambda o: self._start_or_inject(o, text))
+        # No run in the thread yet: ignored, unless the thread is so young that its mention may still
+        # be on its way to being stored (Slack's events come in any order): then parked for that run.
+        if not self._young(thread_ts):
             return IGNORED
-        where = Origin(channel, ts, thread_ts, user)
-        return self._once(body, where, lambda o: self._inject(o, message_text(event), park) or IGNORED)
+        return self._once(body, where, lambda o: self._inject(o, text, park=True) or IGNORED)
+
+    def _continue(self, where: Origin, text: str, bot_user: str | None) -> Outcome:
+        """A reply whose run ended while it was being stored: a follow-up, if it is meant for the bot."""
+        previous = last_run(self._rt.redis(), self._rt.keys, where.channel, where.thread_ts)
+        if previous and self._continues(previous, text, bot_user):
+            return self._start_or_inject(where, text)
+        return IGNORED
+
+    def _continues(self, previous: str, text: str, bot_user: str | None) -> bool:
+        """Whether the reply starts a follow-up of the thread's last run (``bot.slack.continuation``)."""
+        window = self._rt.settings.chatops_follow_up_minutes * 60
+        record = self._rt.service().get(previous)
+        return continues(record, text, bot_user, now=self._clock(), window_seconds=window)
 
     def _young(self, thread_ts: str) -> bool:
         """Whether the thread's root was posted within ``EARLY_REPLY_SECONDS`` of now (its ts says when)."""
@@ -344,21 +370,5 @@ class EventHandler:
         first = bool(self._rt.redis().set(key, "1", nx=True, ex=self._retention_seconds()))
         return where.outcome(OutcomeKind.REFUSED_CHANNEL, notify=first)
 
-    def _last_run_key(self, channel: str, thread_ts: str) -> str:
-        return self._rt.keys.slack("thread_last_run", channel, thread_ts)
-
     def _retention_seconds(self) -> int:
         return self._rt.settings.chatops_retention_days * 24 * 3600
-
-
-def earlier_conversation(history: list[Message]) -> str:
-    """The people's messages and the bot's answers of an earlier run, as a short transcript."""
-    lines: list[str] = []
-    for message in history:
-        if message.role == "user" and message.content:
-            who = message.meta.get("slack_user") or "user"
-            lines.append(f"<@{who}>: {message.content}")
-        elif message.role == "assistant" and message.content and not message.tool_calls:
-            lines.append(f"assistant: {message.content}")
-    text = "\n".join(lines[-CARRY_MESSAGES:])
-    return text[-CARRY_CHARS:]

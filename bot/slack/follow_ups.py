@@ -75,7 +75,12 @@ class FollowUps:
     def help(self, outcome: Outcome, bot_user: str | None) -> str:
         inventory = self.targets.inventory()
         implicit = inventory is not None and inventory.implicit
-        return help_text(bot_user, self.targets.for_channel(outcome.channel), implicit=implicit)
+        return help_text(
+            bot_user,
+            self.targets.for_channel(outcome.channel),
+            implicit=implicit,
+            follow_up_minutes=self.runtime.settings.chatops_follow_up_minutes,
+        )
 
     def _schedule_queued_note(self, outcome: Outcome) -> None:
         delay = self.runtime.settings.chatops_queued_note_seconds

@@ -97,7 +97,26 @@ def targets_text(targets: list[Target] | None, implicit: bool) -> str:
     return "\n".join(lines)
 
 
-def help_text(bot_user: str | None, targets: list[Target] | None, implicit: bool = False) -> str:
+def follow_up_text(minutes: float) -> str:
+    """How a conversation goes on in the thread (``bot.slack.continuation``), in the help's words."""
+    if minutes <= 0:
+        window = "When I ask you something, just reply in the thread"
+    else:
+        shown = f"{minutes:g} minute" + ("" if minutes == 1 else "s")
+        window = (
+            f"After I answer, a reply in the thread within {shown} continues the conversation "
+            "(any time when I asked you something)"
+        )
+    return (
+        f"{window}: I start a follow-up run that knows the thread. "
+        "Replies that mention someone else, or just say thanks, are left alone; "
+        "later, mention me in the thread to continue."
+    )
+
+
+def help_text(
+    bot_user: str | None, targets: list[Target] | None, implicit: bool = False, follow_up_minutes: float = 0
+) -> str:
     """The reply: what the bot does, where it can act, an example, and where to find your runs."""
     me = f"<@{bot_user}>" if bot_user and re.fullmatch(r"[UW][A-Z0-9_]+", bot_user) else "@ops"
     return "\n".join(
@@ -107,6 +126,7 @@ def help_text(bot_user: str | None, targets: list[Target] | None, implicit: bool
             "• ask for an *Approve* click before I change anything (restarts, clean-ups),",
             "• report what I found and did in the thread.",
             "Reply in the thread to steer me; press *Stop* on the run card to end a run.",
+            follow_up_text(follow_up_minutes),
             "",
             "*Targets I can act on here*",
             targets_text(targets, implicit),

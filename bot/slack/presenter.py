@@ -46,6 +46,7 @@ from bot.slack import render
 from bot.slack.acknowledgements import EYES, Acknowledgements
 from bot.slack.answers import deliver_answer
 from bot.slack.client import without_rate_limit_retries
+from bot.slack.continuation import remember_last_run
 from bot.slack.mrkdwn import split_mrkdwn, truncate
 from bot.slack.people import run_people
 from bot.slack.sender import Delivery, Outcome, RetryAfter, SlackSender, is_transient, process_sender
@@ -119,6 +120,7 @@ class SlackPresenter:
         self._deferred = without_rate_limit_retries(client)  # the sender waits out a 429 itself
         self._redact = redact or (lambda text: text)
         self._redis = redis_client
+        self._keys = keys
         self._approvals = Approvals(redis_client, keys, retention_seconds=0)  # read only
         self._acks = Acknowledgements(redis_client, keys)
         self._status_refusals = StatusRefusals(redis_client, keys, team_id or "workspace", clock)
@@ -156,11 +158,13 @@ class SlackPresenter:
         response = self._post_blocks(
             run,
             render.card_text(run.run_id, run.requester, card),
-            render.card_blocks(run.run_id, run.requester, card, run.source_url),
+            render.card_blocks(run.run_id, run.requester, card, run.source_url, run.follows),
         )
         ts = str(response.get("ts") or "") or None
         if ts:
             self._sender.mark_sent(self._key("card", run.channel, ts))  # throttled from its post
+            # Replies continue the thread after the run (``bot.slack.continuation``), also one an alert started.
+            remember_last_run(self._redis, self._keys, run.channel, run.thread_ts, run.run_id)
         with self._lock:
             self._last_card[run.run_id] = card
         self._thread_status(run, card.status)
@@ -197,7 +201,10 @@ class SlackPresenter:
         def send() -> None:  # rendered when sent: a state replaced meanwhile costs nothing
             text = render.card_text(run.run_id, run.requester, card)
             self._update_blocks(
-                channel, ts, text, render.card_blocks(run.run_id, run.requester, card, run.source_url)
+                channel,
+                ts,
+                text,
+                render.card_blocks(run.run_id, run.requester, card, run.source_url, run.follows),
             )
 
         interval = 0.0 if final else self._min_interval

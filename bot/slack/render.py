@@ -159,7 +159,14 @@ def source_line(url: str) -> str:
     return f":link: alert source: {link(url)}"
 
 
-def card_blocks(run_id: str, requester: str, card: CardView, source_url: str = "") -> list[Block]:
+def follow_up_line(follows: str) -> str:
+    """A follow-up run's card names the thread's earlier run it continues (an id: ours, escaped)."""
+    return f":leftwards_arrow_with_hook: follow-up: continues run `{escape(follows[:12])}` of this thread"
+
+
+def card_blocks(
+    run_id: str, requester: str, card: CardView, source_url: str = "", follows: str = ""
+) -> list[Block]:
     """Status, steps, usage, and a Stop button while the run is not finished."""
     icon, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
     head: list[Block] = [section(f"{icon} *{label}* · requested by {mention(requester)}")]
@@ -173,6 +180,8 @@ def card_blocks(run_id: str, requester: str, card: CardView, source_url: str = "
     blocks.append(context(" · ".join(usage)))
     if source_url:
         blocks.append(context(source_line(source_url)))
+    if follows:
+        blocks.append(context(follow_up_line(follows)))
     if not card.status.terminal:
         blocks.append(actions(RUN_CONTROLS, [button(ACTION_STOP, "Stop", run_id)]))
     else:  # a finished run offers its transcript for the post-mortem (bot.runs.transcript)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -49,6 +50,8 @@ class WebRuntime:
     """Process-local resources of the web app, rebuilt in each forked worker."""
 
     settings: Settings
+    # The web process's clock: a thread's follow-up window is judged by it (tests pass their own).
+    clock: Callable[[], float] = time.time
     keys: Keys = field(init=False)
     identity: IdentityCache = field(init=False)
     policy: ApproverPolicy = field(init=False)

@@ -6,7 +6,8 @@ emulator, and an in-process RQ worker run in bursts with the Slack presenter tal
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ class SlackBot:
     runtime: WebRuntime | None = None
     presenters: list[SlackPresenter] = field(default_factory=list)
     pools: AfterAnswerPools = field(default_factory=AfterAnswerPools)
+    clock: Callable[[], float] = time.time  # the web process's clock (``WebRuntime.clock``)
 
     @property
     def keys(self) -> Keys:
@@ -81,7 +83,7 @@ class SlackBot:
         return f"{self.server.url}/slack/events"
 
     def serve(self) -> SlackBot:
-        self.runtime = WebRuntime(self.settings)
+        self.runtime = WebRuntime(self.settings, clock=self.clock)
         self.server = WebServer(WebApp(self.runtime, pools=self.pools))
         self.emulator.set_events_url(self.events_url)
         return self

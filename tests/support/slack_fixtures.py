@@ -7,6 +7,7 @@ run in parallel.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,12 @@ def make_bot(
     bots: list[SlackBot] = []
 
     def build(
-        models: Sequence[ChatModel] | None = None, tools: Sequence[Tool] | None = None, **overrides: Any
+        models: Sequence[ChatModel] | None = None,
+        tools: Sequence[Tool] | None = None,
+        clock: Callable[[], float] = time.time,
+        **overrides: Any,
     ) -> SlackBot:
+        """``clock``: the web process's (``WebRuntime.clock``)."""
         settings = make_settings(emulator, redis_url, key_prefix, queue_name, **overrides)
         bot = SlackBot(
             settings,
@@ -61,6 +66,7 @@ def make_bot(
             tools
             if tools is not None
             else [*file_tools(tmp_path), PreviewedFileTool("delete_files", tmp_path)],
+            clock=clock,
         ).serve()
         bots.append(bot)
         return bot

@@ -173,8 +173,8 @@ def test_a_mention_in_a_finished_thread_starts_a_run_that_carries_the_conversati
     second_run = wait_for(new_run, what="a second run")
     bot.work()
     prompt = next(m.content or "" for m in model.requests[-1].messages if m.role == "user")
-    assert "<@U_ALICE>: how full is web-03?" in prompt
-    assert "assistant: web-03 disk is 97% full" in prompt
+    assert "<@U_ALICE> wrote:\n    | how full is web-03?" in prompt
+    assert "The answer was:\n    | web-03 disk is 97% full" in prompt
     assert prompt.endswith("New request: and what should we delete?")
     assert bot.status(second_run) is RunStatus.COMPLETED
 
