@@ -18,7 +18,10 @@ Checks, in order (each independent of the others, so one broken piece does not h
   (the ``x-oauth-scopes`` response header) include every bot scope in ``manifest.json``;
 * ``llm``: each model of the chain (``LLM_MODEL``, then ``LLM_FALLBACKS``) answers a small request
   every model family accepts, at its own endpoint;
-* ``tools``: the built-ins and the catalog (``CHATOPS_TOOLS_FILE``) load.
+* ``tools``: the built-ins and the catalog (``CHATOPS_TOOLS_FILE``) load;
+* ``targets``, ``mcp``, ``policy``: the inventory and its runners, the MCP servers, the policy file;
+* ``approve``: who may approve; an empty ``CHATOPS_APPROVERS`` (and no policy file) in a workspace
+  of more than a handful of full members WARNs, with their number (``bot.ops.doctor_approvers``).
 
 The exit status is 1 when any check fails (warnings do not count), so ``chatops doctor`` can
 gate a deploy. Nothing is changed anywhere; the Slack call is ``auth.test`` only.
@@ -366,6 +369,12 @@ def _check_policy(settings: Settings) -> Check:
     return Check("policy", Outcome.PASS, f"{policy.source}: {len(policy.rules)} rule(s){glass}")
 
 
+def _check_approvers(settings: Settings) -> Check:
+    from bot.ops.doctor_approvers import check_approvers  # it uses Check, defined here
+
+    return check_approvers(settings)
+
+
 def _check_mcp(settings: Settings) -> Check:
     from bot.ops.doctor_mcp import check_mcp  # it uses Check, defined here
 
@@ -380,6 +389,7 @@ NEEDS: dict[str, str] = {
     "sentinel": "redis_",
     "targets": "redis_",
     "slack": "slack_",
+    "approve": "slack_",
     "llm": "llm_",
 }
 
@@ -415,6 +425,7 @@ def run_checks(
         ("targets", lambda: _check_targets(settings)),
         ("mcp", lambda: _check_mcp(settings)),
         *([("policy", lambda: _check_policy(settings))] if settings.chatops_policy_file else []),
+        ("approve", lambda: _check_approvers(settings)),
     ]
     results = []
     for number, (name, check) in enumerate(steps, 1):
