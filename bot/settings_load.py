@@ -75,17 +75,17 @@ class Loaded:
         return [problem for problem in self.problems if not problem.fatal]
 
 
-def load_settings(env_file: str | None = None, environ: Mapping[str, str] | None = None) -> Loaded:
-    """The settings from ``environ`` (default: the process's) over ``env_file`` (default ``./.env``,
-    which may be absent; a named one may not: ``SettingsFileMissingError``)."""
-    environ = os.environ if environ is None else environ
+def load_settings(env_file: str | None = None) -> Loaded:
+    """The settings from the process environment over ``env_file`` (default ``./.env``, which may be
+    absent; a named one may not: ``SettingsFileMissingError``), as the model reads them."""
+    environ = os.environ
     if env_file is not None and not Path(env_file).is_file():
         raise SettingsFileMissingError(env_file)
     path = env_file if env_file is not None else DEFAULT_ENV_FILE
     file_values = dotenv_values(path) if Path(path).is_file() else {}
     source = str(path)
     settings, refused = _tolerant(path if file_values else None, source, file_values, environ)
-    invalid = frozenset(name for problem in refused if (name := _FIELDS.get(problem.setting)))
+    invalid = frozenset(name for problem in refused for name in _fields(problem))
     names = review_names(file_values, source, environ, also_known=settings.chatops_redact_env)
     problems = [
         *refused,

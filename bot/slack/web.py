@@ -188,6 +188,9 @@ def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp] = 
     def child() -> int:
         try:
             app = app_factory(settings)
+        except BotConfigurationError as error:  # one line: the cause, not a JSON-escaped traceback
+            log.error("chatops web: configuration error: %s", " ".join(str(error).split()))
+            return prefork.BOOT_FAILED
         except Exception:
             log.exception("chatops web: the app could not be built")
             return prefork.BOOT_FAILED
