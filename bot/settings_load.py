@@ -79,10 +79,10 @@ def load_settings(env_file: str | None = None) -> Loaded:
     """The settings from the process environment over ``env_file`` (default ``./.env``, which may be
     absent; a named one may not: ``SettingsFileMissingError``), as the model reads them."""
     environ = os.environ
-    if env_file is not None and not Path(env_file).is_file():
+    if env_file is not None and not _readable(Path(env_file)):
         raise SettingsFileMissingError(env_file)
     path = env_file if env_file is not None else DEFAULT_ENV_FILE
-    file_values = dotenv_values(path) if Path(path).is_file() else {}
+    file_values = dotenv_values(path) if _readable(Path(path)) else {}
     source = str(path)
     settings, refused = _tolerant(path if file_values else None, source, file_values, environ)
     invalid = frozenset(name for problem in refused for name in _fields(problem))
@@ -92,6 +92,11 @@ def load_settings(env_file: str | None = None) -> Loaded:
         *(SettingProblem(n.name, n.message, _name_fix(n.message, n.fatal), n.source, n.fatal) for n in names),
     ]
     return Loaded(settings, sorted(problems, key=lambda problem: not problem.fatal), invalid)
+
+
+def _readable(path: Path) -> bool:
+    """A file (or ``/dev/null``, a pipe): anything but a directory or nothing."""
+    return path.exists() and not path.is_dir()
 
 
 def _name_fix(message: str, fatal: bool) -> str:
