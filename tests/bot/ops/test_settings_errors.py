@@ -188,3 +188,19 @@ def test_chatops_targets_without_the_runner_secret_says_what_to_set(tmp_path: Pa
     env_file.write_text(f"REDIS_URL={redis_url}\nCHATOPS_INVENTORY_FILE={inventory}\n")
     done = chatops(env_file, "targets")
     assert_one_line_error(done, "set CHATOPS_RUNNER_SECRET")
+
+
+def test_doctor_leaves_out_every_setting_of_a_refused_combination(tmp_path: Path, closed_port: int) -> None:
+    """A client certificate without its key: both are named, and the Redis checks are not run on
+    the defaults in their place (they would check a plain 127.0.0.1:6379 and mislead)."""
+    env_file = tmp_path / "tls.env"
+    env_file.write_text(
+        f"REDIS_URL=rediss://127.0.0.1:{closed_port}/0\nREDIS_TLS_CERT_FILE=/etc/chatops/client.crt\n"
+        f"LLM_BASE_URL=http://127.0.0.1:{closed_port}/v1\n"
+    )
+    done = chatops(env_file, "doctor")
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert done.stdout.startswith("FAIL  settings  REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE (in ")
+    skipped = "skipped: REDIS_TLS_CERT_FILE, REDIS_TLS_KEY_FILE are invalid (see settings)"
+    for name in ("redis", "persist", "targets"):
+        assert f"FAIL  {name:<8}  {skipped}" in done.stdout, done.stdout
