@@ -225,7 +225,14 @@ class Run:
         for model in self._config.models:
             if chain_key(model) not in ctx.state.failed_models:
                 return model
-        raise _Stop(RunStatus.FAILED, f"every model failed: {', '.join(ctx.state.failed_models)}")
+        raise _Stop(RunStatus.FAILED, f"every model failed: {self._model_failures(ctx)}")
+
+    @staticmethod
+    def _model_failures(ctx: RunContext) -> str:
+        """Each failed model and why (``gpt-4o: all 5 attempts failed, the last with: ConnectError:
+        ... Connection refused``): the status, the provider's message or the connection error."""
+        errors = ctx.state.model_errors
+        return "; ".join(errors.get(key) or key for key in ctx.state.failed_models)
 
     def _request(self, ctx: RunContext) -> Response:
         empty_retries = 0
@@ -241,18 +248,19 @@ class Run:
                 response = self._send(ctx, model, request)
             except AnswerTooSlowError as error:
                 if ctx.deadline_passed():  # a model trickling bytes does not outlive the deadline
-                    raise _Stop(RunStatus.DEADLINE, f"model {model.model}: {error}") from error
-                raise _Stop(RunStatus.FAILED, f"model {model.model}: {error}") from error
+                    raise _Stop(RunStatus.DEADLINE, f"model {self._said(model, error)}") from error
+                raise _Stop(RunStatus.FAILED, f"model {self._said(model, error)}") from error
             except LLMError as error:
                 action = self._recovery.decide(
                     error, condense_count=ctx.state.condense_count, empty_retries=empty_retries
                 )
                 if action is RecoveryAction.FAIL:
-                    raise _Stop(RunStatus.FAILED, f"model {model.model}: {error}") from error
+                    raise _Stop(RunStatus.FAILED, f"model {self._said(model, error)}") from error
                 if action is RecoveryAction.RETRY:
                     empty_retries += 1
                 elif action is RecoveryAction.SWITCH_MODEL:
                     ctx.state.failed_models.append(chain_key(model))
+                    ctx.state.model_errors[chain_key(model)] = self._said(model, error)
                     ctx.save_state()
                 else:
                     self._condense(ctx, model, error)
@@ -260,6 +268,16 @@ class Run:
                 continue
             self._account(ctx, response)
             return response
+
+    def _said(self, model: ChatModel, error: LLMError) -> str:
+        """The error as the run records it: redacted, naming the model once, at most 300 characters
+        (a provider's HTML error page is not a reason)."""
+        text = " ".join(str(error).split())
+        if not text.startswith(f"{model.model}:"):
+            text = f"{model.model}: {text}"
+        redact = self._config.redact
+        text = redact(text) if redact is not None else text
+        return text if len(text) <= 300 else text[:299] + "…"
 
     def _send(self, ctx: RunContext, model: ChatModel, request: Request) -> Response:
         response = self._stream(ctx, model, request) if self._config.stream else model.complete(request)

@@ -310,6 +310,8 @@ class RunState(BaseModel):
     loop_window: list[str] = Field(default_factory=list)
     condense_count: int = 0
     failed_models: list[str] = Field(default_factory=list)
+    # Why each failed model failed (its last error, redacted): the run's error says it, not just the names.
+    model_errors: dict[str, str] = Field(default_factory=dict)
     model: str | None = None
     tools_used: list[str] = Field(default_factory=list)
     executing_call_id: str | None = None

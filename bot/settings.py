@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Final, Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent import defaults as agent_defaults
@@ -28,6 +28,29 @@ def _split_list(value: object) -> object:
 
 CsvList = Annotated[list[str], NoDecode]
 
+# A renamed setting's old name keeps working until the version named, with a warning at every start
+# naming the new one (bot/settings_names.py; docs/OPERATIONS.md, "Renamed and retired settings").
+RENAMED: Final = {"LLM_FALLBACK_MODELS": ("LLM_FALLBACKS", "0.3.0")}
+# Settings that no longer exist, and why: a warning says they do nothing (an error would stop an upgrade).
+RETIRED: Final = {
+    "CHATOPS_TOOL_STATE_DIR": "dry-run plans travel with their approval record since 0.1.0",
+}
+
+
+def _names(field: str) -> AliasChoices:
+    """The field's own name, then its old names (``RENAMED``): the new name wins when both are set."""
+    old = [name.lower() for name, (new, _) in RENAMED.items() if new.lower() == field]
+    return AliasChoices(field, *old)
+
+
+class SettingsConflict(ValueError):
+    """A check of several settings failed; ``settings`` names them (their env names), so the
+    error's line can name them and ``chatops doctor`` can leave just these out and check the rest."""
+
+    def __init__(self, settings: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.settings = settings
+
 
 def sentinel_address(text: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port`` for an IPv6 address) -> ``(host, port)``; ``ValueError`` otherwise."""
@@ -43,6 +66,33 @@ def sentinel_address(text: str) -> tuple[str, int]:
     ):
         raise ValueError(f"a sentinel address must look like host:port, got {text!r}")
     return host, int(port)
+
+
+REDIS_URL_FORMS = "redis://host:6379/0, rediss://host:6379/0 (TLS) or unix:///path/redis.sock"
+
+
+def redis_url_problem(url: str) -> None:
+    """``ValueError`` naming what is wrong with ``url`` (never echoing it: it may hold a password)."""
+    try:
+        parts = urlsplit(url)
+        port, path = parts.port, parts.path  # .port raises ValueError for a port out of range
+    except ValueError as error:
+        raise ValueError(f"cannot be read as a URL ({error}); write it as {REDIS_URL_FORMS}") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        found = f"{parts.scheme}://" if parts.scheme and "://" in url else "no scheme"
+        raise ValueError(
+            f"must start with redis://, rediss:// or unix:// (found {found}); write it as {REDIS_URL_FORMS}"
+        )
+    if parts.scheme == "unix":
+        if not path:
+            raise ValueError(f"a unix:// URL needs the socket's path; write it as {REDIS_URL_FORMS}")
+        return
+    if not parts.hostname:
+        raise ValueError(f"names no host; write it as {REDIS_URL_FORMS}")
+    database = path.strip("/")
+    if database and not database.isdigit():
+        raise ValueError(f"the path must be a database number (/0), not /{database}")
+    del port
 
 
 class Settings(BaseSettings):
@@ -103,7 +153,8 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_api_version: str = ""  # azure: the api-version query parameter
     llm_extra_headers: dict[str, str] = Field(default_factory=dict)  # JSON object
-    llm_fallbacks: str = ""  # JSON list or [provider:]model[@url], ... (agent.endpoints)
+    # JSON list or [provider:]model[@url], ... (agent.endpoints); LLM_FALLBACK_MODELS until 0.3.0
+    llm_fallbacks: str = Field(default="", validation_alias=_names("llm_fallbacks"))
     llm_max_tokens: int = Field(default=agent_defaults.MAX_TOKENS, ge=1)
     llm_connect_timeout: float = agent_defaults.CONNECT_TIMEOUT_SECONDS
     llm_read_timeout: float = agent_defaults.READ_TIMEOUT_SECONDS
@@ -198,6 +249,12 @@ class Settings(BaseSettings):
     def _lists(cls, value: object) -> object:
         return _split_list(value)
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        redis_url_problem(value)  # raises ValueError: a malformed URL fails at start, in one line
+        return value
+
     @field_validator("redis_sentinels", mode="before")
     @classmethod
     def _sentinel_list(cls, value: object) -> object:
@@ -212,27 +269,31 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _sentinels_need_a_tcp_url(self) -> Settings:
-        if self.redis_sentinels and urlsplit(self.redis_url).scheme not in ("redis", "rediss"):
-            raise ValueError(
+        scheme = urlsplit(self.redis_url).scheme
+        if self.redis_sentinels and scheme not in ("redis", "rediss"):
+            raise SettingsConflict(
+                ("REDIS_SENTINELS", "REDIS_URL"),
                 "REDIS_SENTINELS needs a redis:// or rediss:// REDIS_URL (its database number and "
-                f"credentials are used; the master's address comes from the sentinels), got {self.redis_url!r}"
+                f"credentials are used; the master's address comes from the sentinels), got {scheme}://",
             )
         return self
 
     @model_validator(mode="after")
     def _tls_is_complete(self) -> Settings:
         if (self.redis_tls_cert_file is None) != (self.redis_tls_key_file is None):
-            raise ValueError(
-                "REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE go together (a client certificate and its key)"
+            raise SettingsConflict(
+                ("REDIS_TLS_CERT_FILE", "REDIS_TLS_KEY_FILE"),
+                "REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE go together (a client certificate and its key)",
             )
         if self.redis_sentinel_tls and not self.redis_sentinels:
-            raise ValueError("REDIS_SENTINEL_TLS needs REDIS_SENTINELS")
+            raise SettingsConflict(("REDIS_SENTINEL_TLS",), "REDIS_SENTINEL_TLS needs REDIS_SENTINELS")
         tls_files = (self.redis_tls_ca_file, self.redis_tls_cert_file)
         uses_tls = urlsplit(self.redis_url).scheme == "rediss" or self.redis_sentinel_tls
         if any(tls_files) and not uses_tls:
-            raise ValueError(
+            raise SettingsConflict(
+                ("REDIS_TLS_CA_FILE", "REDIS_TLS_CERT_FILE", "REDIS_TLS_KEY_FILE"),
                 "REDIS_TLS_CA_FILE / REDIS_TLS_CERT_FILE are set but nothing uses TLS: make REDIS_URL "
-                "rediss://... (and set REDIS_SENTINEL_TLS=true for TLS sentinels)"
+                "rediss://... (and set REDIS_SENTINEL_TLS=true for TLS sentinels)",
             )
         return self
 
@@ -245,7 +306,7 @@ class Settings(BaseSettings):
         try:
             names = key_variables(self)
         except AgentError as error:
-            raise ValueError(str(error)) from error
+            raise SettingsConflict(("LLM_FALLBACKS",), str(error)) from error
         missing = [name for name in names if name not in self.chatops_redact_env]
         if missing:
             self.chatops_redact_env = [*self.chatops_redact_env, *missing]

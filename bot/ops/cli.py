@@ -9,20 +9,36 @@ module that implements it. Such a module has two functions::
 To add ``web``, ``demo`` or ``doctor``: write those two functions in your module and add one
 line below. Settings are read once here (environment, ``.env`` or ``--env-file``), so every
 subcommand works from the same configuration.
+
+Configuration errors take one path, here, for every command: a setting the model refuses, a name no
+setting knows (``bot.settings_names``), a missing ``--env-file``, and the configuration errors a
+command raises (``BotConfigurationError``, ``ToolConfigError``, ``agent`` 's ``ConfigurationError``)
+are printed as lines ``chatops: configuration error: SETTING ...: what; fix: ...`` on stderr, no
+traceback, and the exit status is 2. Settings warnings (a deprecated name, an unknown variable in the
+environment) are logged at start. ``doctor`` sets ``REPORTS_SETTINGS = True``: it gets the problems
+as ``args.settings_problems`` and reports them as its first check instead of stopping.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from pydantic import ValidationError
-
+from agent.errors import ConfigurationError
+from bot.errors import BotConfigurationError
 from bot.logs import configure_logging, redactor_for
-from bot.settings import Settings
+from bot.settings_load import SettingsFileMissingError, load_settings
+from tools.errors import ToolConfigError
+
+log = logging.getLogger("bot.settings")
+
+CONFIGURATION_ERROR = "chatops: configuration error: "
+EXIT_CONFIGURATION = 2  # documented in docs/OPERATIONS.md, "When chatops refuses to start"
+CONFIGURATION_ERRORS = (BotConfigurationError, ToolConfigError, ConfigurationError)
 
 # name -> (module implementing it, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -57,22 +73,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_settings(env_file: str | None) -> Settings:
-    if env_file is None:
-        return Settings()
-    return Settings(_env_file=env_file)  # type: ignore[call-arg]
+def configuration_error(lines: Sequence[str]) -> int:
+    """Each line of a configuration error on stderr, with the one prefix; the exit status."""
+    for line in lines:
+        if line.strip():
+            print(CONFIGURATION_ERROR + line.strip().removeprefix("- "), file=sys.stderr)
+    return EXIT_CONFIGURATION
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    module = _module(args.command)
     try:
-        settings = load_settings(args.env_file)
-    except ValidationError as error:
-        problems = [f"  {'.'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in error.errors()]
-        print("chatops: invalid settings (environment or .env):\n" + "\n".join(problems), file=sys.stderr)
-        return 2
+        loaded = load_settings(args.env_file)
+    except SettingsFileMissingError as error:
+        return configuration_error(
+            [f"{error}; fix: give an existing file, or leave --env-file out to read ./.env"]
+        )
+    if loaded.errors and not getattr(module, "REPORTS_SETTINGS", False):
+        return configuration_error([problem.line() for problem in loaded.errors])
+    settings = loaded.settings
     configure_logging(args.log_level, settings.chatops_log_format, redactor=redactor_for(settings))
-    status: int = _module(args.command).run_cli(args, settings)
+    for warning in loaded.warnings:
+        log.warning("settings: %s", warning.line())
+    args.settings_problems = loaded.problems
+    args.invalid_settings = loaded.invalid
+    try:
+        status: int = module.run_cli(args, settings)
+    except CONFIGURATION_ERRORS as error:
+        return configuration_error(str(error).splitlines())
     return status
 
 

@@ -2,8 +2,11 @@
 
 Checks, in order (each independent of the others, so one broken piece does not hide the next):
 
-* ``settings``: the Slack token and signing secret are set, the runtime factory imports, the
-  redaction patterns compile;
+* ``settings``: every value is accepted and every name is a setting (``bot.settings_load``: a
+  malformed value or a mistyped name FAILs here, a deprecated name or a stranger in the environment
+  WARNs), the Slack token and signing secret are set, the runtime factory imports, the redaction
+  patterns compile; a check that needs a refused setting (``REDIS_URL`` for ``redis``) FAILs in one
+  line saying so, and every other check still runs;
 * ``redis``: ``REDIS_URL`` answers, is new enough for streams, and some worker listens on the queue;
 * ``sentinel`` (with ``REDIS_SENTINELS`` only): what each sentinel says about the master and its
   replicas, and whether ``WAIT 1`` is possible (``bot.ops.doctor_sentinel``);
@@ -15,7 +18,10 @@ Checks, in order (each independent of the others, so one broken piece does not h
   (the ``x-oauth-scopes`` response header) include every bot scope in ``manifest.json``;
 * ``llm``: each model of the chain (``LLM_MODEL``, then ``LLM_FALLBACKS``) answers a small request
   every model family accepts, at its own endpoint;
-* ``tools``: the built-ins and the catalog (``CHATOPS_TOOLS_FILE``) load.
+* ``tools``: the built-ins and the catalog (``CHATOPS_TOOLS_FILE``) load;
+* ``targets``, ``mcp``, ``policy``: the inventory and its runners, the MCP servers, the policy file;
+* ``approve``: who may approve; an empty ``CHATOPS_APPROVERS`` (and no policy file) in a workspace
+  of more than a handful of full members WARNs, with their number (``bot.ops.doctor_approvers``).
 
 The exit status is 1 when any check fails (warnings do not count), so ``chatops doctor`` can
 gate a deploy. Nothing is changed anywhere; the Slack call is ``auth.test`` only.
@@ -28,7 +34,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -52,12 +58,14 @@ from bot.ops.worker import load_runtime_factory
 from bot.redis_connection import RedisTarget, open_redis
 from bot.runs.durability import DurabilityMode, findings, read_persistence
 from bot.settings import Settings
+from bot.settings_load import SettingProblem
 from bot.slack.client import api_base_url
 from tools.errors import ToolConfigError
 from tools.safety import Redactor
 
 TIMEOUT = 10.0
 MIN_REDIS = (5, 0)  # streams (the audit log)
+REPORTS_SETTINGS = True  # bot.ops.cli: the settings' errors are this command's first check, not a stop
 
 
 class Outcome(StrEnum):
@@ -98,8 +106,9 @@ def manifest_scopes(path: Path) -> list[str]:
 # -- the checks ----------------------------------------------------------------------------------------
 
 
-def check_settings(settings: Settings) -> Check:
-    problems, warnings = [], []
+def check_settings(settings: Settings, found: Sequence[SettingProblem] = ()) -> Check:
+    problems = [problem.line() for problem in found if problem.fatal]
+    warnings = [problem.line() for problem in found if not problem.fatal]
     if not settings.slack_bot_token:
         problems.append("SLACK_BOT_TOKEN is empty (the Bot User OAuth Token, xoxb-...)")
     elif not settings.slack_bot_token.startswith("xoxb-"):
@@ -120,6 +129,8 @@ def check_settings(settings: Settings) -> Check:
         return Check(
             "settings", Outcome.FAIL, "\n".join(problems + warnings), "set them in .env or the environment"
         )
+    if warnings and found:
+        return Check("settings", Outcome.WARN, "\n".join(warnings), "rename or remove the names above")
     if warnings:
         return Check("settings", Outcome.WARN, "\n".join(warnings))
     return Check("settings", Outcome.PASS, "Slack, LLM and runtime settings are complete")
@@ -361,20 +372,53 @@ def _check_policy(settings: Settings) -> Check:
     return Check("policy", Outcome.PASS, f"{policy.source}: {len(policy.rules)} rule(s){glass}")
 
 
+def _check_approvers(settings: Settings) -> Check:
+    from bot.ops.doctor_approvers import check_approvers  # it uses Check, defined here
+
+    return check_approvers(settings)
+
+
 def _check_mcp(settings: Settings) -> Check:
     from bot.ops.doctor_mcp import check_mcp  # it uses Check, defined here
 
     return check_mcp(settings)
 
 
+# A check that reads settings with these prefixes is not run when one of them was refused: it would
+# check the default in its place (127.0.0.1:6379 for a malformed REDIS_URL) and mislead.
+NEEDS: dict[str, str] = {
+    "redis": "redis_",
+    "persist": "redis_",
+    "sentinel": "redis_",
+    "targets": "redis_",
+    "slack": "slack_",
+    "approve": "slack_",
+    "llm": "llm_",
+}
+
+
+def _guarded(name: str, check: Callable[[], Check], invalid: frozenset[str]) -> Callable[[], Check]:
+    refused = sorted(field.upper() for field in invalid if field.startswith(NEEDS.get(name, "\0")))
+    if not refused:
+        return check
+    summary = f"skipped: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} invalid (see settings)"
+    return lambda: Check(name, Outcome.FAIL, summary)
+
+
 def run_checks(
-    settings: Settings, manifest: Path | None, out: TextIO, progress: Progress | None = None
+    settings: Settings,
+    manifest: Path | None,
+    out: TextIO,
+    progress: Progress | None = None,
+    problems: Sequence[SettingProblem] = (),
+    invalid: frozenset[str] = frozenset(),
 ) -> list[Check]:
-    """Run every check, printing each line as soon as it is known."""
+    """Run every check, printing each line as soon as it is known. ``problems`` are the settings'
+    (``bot.settings_load``); a check that needs one of the ``invalid`` settings is not run."""
     redact = redactor_for(settings).redact
     progress = progress or Progress()
     steps: list[tuple[str, Callable[[], Check]]] = [
-        ("settings", lambda: check_settings(settings)),
+        ("settings", lambda: check_settings(settings, problems)),
         ("redis", lambda: check_redis(settings, redact)),
         ("persist", lambda: check_persistence(settings, redact)),
         *([("sentinel", lambda: _check_sentinel(settings))] if settings.redis_sentinels else []),
@@ -384,11 +428,12 @@ def run_checks(
         ("targets", lambda: _check_targets(settings)),
         ("mcp", lambda: _check_mcp(settings)),
         *([("policy", lambda: _check_policy(settings))] if settings.chatops_policy_file else []),
+        ("approve", lambda: _check_approvers(settings)),
     ]
     results = []
     for number, (name, check) in enumerate(steps, 1):
         progress.update(f"[{number}/{len(steps)}] checking {name}…")
-        result = check()
+        result = _guarded(name, check, invalid)()
         progress.done()
         out.write("\n".join(redact(line) for line in result.lines()) + "\n")
         out.flush()
@@ -405,7 +450,9 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     manifest = args.manifest or default_manifest()
-    results = run_checks(settings, manifest, sys.stdout)
+    problems: list[SettingProblem] = getattr(args, "settings_problems", [])
+    invalid: frozenset[str] = getattr(args, "invalid_settings", frozenset())
+    results = run_checks(settings, manifest, sys.stdout, problems=problems, invalid=invalid)
     failed = [r.name for r in results if r.outcome is Outcome.FAIL]
     warned = [r.name for r in results if r.outcome is Outcome.WARN]
     if failed:

@@ -312,6 +312,7 @@ class RunJob:
         def record_finish() -> None:
             audit.run_finished(self._run_id, result)
             self._metrics.run_finished(result)
+            _log_end(self._run_id, result)  # once, with the audit entry: the operator's line in the log
 
         steps.append(("audit", record_finish))
         if result.output:  # a post that raised is not done: tried again (never lost to a log line)
@@ -371,3 +372,12 @@ class RunJob:
 
 def _tokens(result: RunResult) -> int:
     return result.usage.paid_tokens
+
+
+def _log_end(run_id: str, result: RunResult) -> None:
+    """A failed run is an ERROR line saying why (the model's own error, say), a limit a WARNING: the
+    person reading the worker's log learns what the thread and ``chatops runs show`` say."""
+    if result.status is RunStatus.FAILED:
+        log.error("run %s failed: %s", run_id, result.error or "no reason recorded")
+    elif result.status not in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+        log.warning("run %s stopped (%s): %s", run_id, result.status.value, result.error or "")

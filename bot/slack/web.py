@@ -25,6 +25,7 @@ from typing import Any
 
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
+from bot.errors import BotConfigurationError
 from bot.runs.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.settings import Settings
 from bot.slack import prefork
@@ -187,6 +188,9 @@ def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp] = 
     def child() -> int:
         try:
             app = app_factory(settings)
+        except BotConfigurationError as error:  # one line: the cause, not a JSON-escaped traceback
+            log.error("chatops web: configuration error: %s", " ".join(str(error).split()))
+            return prefork.BOOT_FAILED
         except Exception:
             log.exception("chatops web: the app could not be built")
             return prefork.BOOT_FAILED
@@ -198,6 +202,26 @@ def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp] = 
         return prefork.Supervisor(settings.web_workers, child, limits.graceful_timeout).run()
     finally:
         sock.close()
+
+
+def check_configuration(settings: Settings) -> None:
+    """What ``chatops web`` checks before it binds the port: a mistake here would otherwise surface in
+    each forked worker, after "listening", as a traceback. Raises ``BotConfigurationError`` (one
+    line naming the setting and the fix); the app is built once and dropped, so a bad alert routes or
+    policy file stops start-up here too."""
+    if not settings.slack_bot_token:
+        raise BotConfigurationError(
+            "SLACK_BOT_TOKEN is empty; fix: set it to the app's Bot User OAuth Token (xoxb-..., "
+            "OAuth & Permissions page)"
+        )
+    if not settings.slack_app_token and not settings.slack_signing_secret:
+        raise BotConfigurationError(
+            "SLACK_SIGNING_SECRET is empty, and Slack's requests cannot be verified without it; fix: set "
+            "it to the app's Signing Secret (Basic Information page), or set SLACK_APP_TOKEN for Socket Mode"
+        )
+    if settings.slack_app_token:
+        return  # Socket Mode builds its app in this process: its errors reach the CLI as they are
+    WebApp(WebRuntime(settings))  # opens nothing: Redis and Slack are reached on first use
 
 
 def serve(settings: Settings) -> int:
@@ -233,4 +257,6 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
         )
         if value is not None
     }
-    return serve(settings.model_copy(update=updates))
+    settings = settings.model_copy(update=updates)
+    check_configuration(settings)  # before the port is bound: a mistake is one line and exit 2 (bot.ops.cli)
+    return serve(settings)

@@ -180,6 +180,21 @@ def users_info(ws: Workspace, p: Params) -> ApiResult:
     return ApiResult({"ok": True, "user": user.to_slack(ws.config.team_id)})
 
 
+def users_list(ws: Workspace, p: Params) -> ApiResult:
+    """``users.list``: every account of the workspace, bots and deactivated ones included (as Slack),
+    by ID, a page of at most ``limit`` (default 100) at a time."""
+    _require_scope(ws, "users:read")
+    found = sorted(ws.users.values(), key=lambda user: user.id)
+    page, cursor = _page(p, found, 100, "id", lambda user: user.id)
+    return ApiResult(
+        {
+            "ok": True,
+            "members": [user.to_slack(ws.config.team_id) for user in page],
+            "response_metadata": {"next_cursor": cursor},
+        }
+    )
+
+
 def usergroups_users_list(ws: Workspace, p: Params) -> ApiResult:
     """``usergroups.users.list``: the member IDs of a user group."""
     _require_scope(ws, "usergroups:read")
@@ -284,6 +299,7 @@ HANDLERS: dict[str, Handler] = {
     "conversations.history": conversations_history,
     "users.conversations": users_conversations,
     "users.info": users_info,
+    "users.list": users_list,
     "usergroups.list": usergroups_list,
     "usergroups.users.list": usergroups_users_list,
     "assistant.threads.setStatus": set_status,

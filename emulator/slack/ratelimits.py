@@ -43,6 +43,7 @@ METHOD_TIERS: dict[str, int] = {
     "conversations.info": 3,
     "users.conversations": 3,
     "users.info": 4,
+    "users.list": 2,
     "usergroups.list": 2,
     "usergroups.users.list": 2,
     "assistant.threads.setStatus": 3,  # "Special"; stand-in

@@ -34,6 +34,7 @@ METHOD_SCOPES: dict[str, tuple[str, ...]] = {
     "conversations.info": ("channels:read", "groups:read", "im:read", "mpim:read"),
     "users.conversations": ("channels:read", "groups:read", "im:read", "mpim:read"),
     "users.info": ("users:read",),
+    "users.list": ("users:read",),
     "usergroups.list": ("usergroups:read",),
     "usergroups.users.list": ("usergroups:read",),
     "assistant.threads.setStatus": ("chat:write", "assistant:write"),

@@ -332,13 +332,24 @@ def test_fallback_model_answers_when_the_primary_is_exhausted_once_per_run() -> 
     assert len(primary.requests) == 1 and len(fallback.requests) == 2  # never back to the primary
 
 
-def test_every_model_failing_is_a_failed_run_with_the_reason() -> None:
+def test_every_model_failing_is_a_failed_run_with_each_models_reason() -> None:
     models = [
-        ScriptedModel([RetriesExhaustedError("down", model=name, last=ServerError("503"))], model=name)
+        ScriptedModel(
+            [RetriesExhaustedError(f"{name}: down (503)", model=name, last=ServerError("503"))], model=name
+        )
         for name in ("a", "b")
     ]
     result = run(make_config(models))
-    assert result.status is RunStatus.FAILED and "every model failed: a, b" in (result.error or "")
+    assert result.status is RunStatus.FAILED
+    assert "every model failed: a: down (503); b: down (503)" in (result.error or "")
+
+
+def test_a_models_error_is_redacted_before_the_run_records_it() -> None:
+    secret = "sk-live-0123456789abcdef"
+    error = RetriesExhaustedError(f"m: 401 invalid key {secret}", model="m", last=ServerError("401"))
+    redact = lambda text: text.replace(secret, "[REDACTED]")  # noqa: E731
+    result = run(make_config([ScriptedModel([error], model="m")], redact=redact))
+    assert result.error == "every model failed: m: 401 invalid key [REDACTED]"
 
 
 def test_events_are_typed_and_reach_the_callback() -> None:

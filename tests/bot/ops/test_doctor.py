@@ -18,7 +18,7 @@ from bot.ops.doctor import run_cli
 from bot.runs.durability import read_persistence
 from bot.settings import Settings
 from emulator.openai_server import OpenAIServer, Reply
-from emulator.slack import SlackEmulator, WorkspaceConfig
+from emulator.slack import SlackEmulator, UserSpec, WorkspaceConfig
 from tests.reliability.redis_proc import DURABLE, RDB_DEFAULT, RedisProcess
 from tests.support.waiting import wait_until
 from tests.support.worker_process import WorkerProcess
@@ -315,3 +315,27 @@ def test_strict_durability_on_rdb_only_fails_the_check(
     assert first["persist"].startswith("FAIL  persist   RDB snapshots only")
     assert "CHATOPS_DURABILITY=strict: every mutating tool is refused until this is fixed" in out
     assert out.splitlines()[-1] == "1 check(s) failed: persist."
+
+
+def test_an_empty_approver_list_in_a_larger_workspace_is_a_warning_saying_who_may_approve(
+    healthy: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seven people, plus a guest, a bot and someone of another workspace, who are never counted."""
+    people: dict[str, str | UserSpec] = {f"U_P{n}": f"person{n}" for n in range(7)}
+    people |= {
+        "U_GUEST": UserSpec("guest", guest="multi_channel"),
+        "U_BOT2": UserSpec("otherbot", is_bot=True),
+        "U_EXT": UserSpec("external", team_id="T_OTHER"),
+    }
+    with SlackEmulator(WorkspaceConfig(bot_token=TOKEN, users=people)) as workspace:
+        values = {**healthy, "slack_api_url": workspace.api_url}
+        status, first, out = doctor(values, capsys)
+        assert first["approve"] == (
+            "WARN  approve   CHATOPS_APPROVERS is empty: any of the workspace's 7 full members may approve "
+            "mutating calls (guests and bots may not)"
+        ), out
+        assert "fix: set CHATOPS_APPROVERS" in out and status == 0  # a warning, not a failure
+        _, listed, _ = doctor({**values, "chatops_approvers": "S_ONCALL"}, capsys)
+        assert listed["approve"].startswith("PASS  approve   CHATOPS_APPROVERS lists 1")
+    _, small, _ = doctor(healthy, capsys)  # the default workspace: alice and bob
+    assert small["approve"].startswith("PASS  approve   CHATOPS_APPROVERS is empty: any of the workspace's 2")
