@@ -118,7 +118,10 @@ class AlertButton:
         if status is None:
             return f"The alert was not delivered: {answer}"
         if 200 <= status < 300:
-            return f"Alertmanager-style alert #{number} sent to {self.webhook_url}: the bot answered {status} {answer}"
+            return (
+                f"Alert #{number} (PostgresHighLoad on db-01) posted to /alerts/alertmanager as Alertmanager "
+                f"would: the bot answered {status} {answer}; its thread opens in #incident"
+            )
         return f"The bot answered {status} to the alert: {answer}"
 
     def send(self, payload: dict[str, Any]) -> tuple[int | None, str]:
