@@ -709,10 +709,11 @@ def test_the_alert_button_starts_an_alert_thread_with_a_run(
     roots_before.add(root["ts"])
     second = wait_for(alert_root, ANSWER_TIMEOUT, "the second alert's thread")
     assert second["ts"] != root["ts"]
-    # All of it in the demo's embedded Redis: the machine's Redis holds nothing of the demo.
+    # All of it in the demo's embedded Redis: the machine's Redis holds nothing of this demo.
+    prefix = demo.wait_for_line(r"CHATOPS_REDIS_PREFIX=(chatops-demo:[0-9a-f]+:)").group(1)
     client = redis.Redis.from_url(redis_server.url)
     try:
-        assert not list(client.scan_iter(match="chatops-demo*", count=1000))
+        assert not list(client.scan_iter(match=f"{prefix}*", count=1000))
     finally:
         client.close()
 
