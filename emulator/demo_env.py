@@ -3,7 +3,7 @@
 ``common_env`` is the shell's environment without the settings the demo makes itself (``SLACK_*``,
 ``CHATOPS_*``, ``LLM_*``, ``WEB_*``, ``REDIS_URL``, ``PORT``: a developer's ``.env`` habits must
 not leak into the demo), plus Redis, the session's key prefix and queue, the inventory and the
-runner secret. ``bot_env`` adds, for ``chatops web`` and ``chatops worker``, Slack, the model and
+runner secret, and the demo's tool catalog (``emulator.demo_catalog``). ``bot_env`` adds, for ``chatops web`` and ``chatops worker``, Slack, the model and
 the run settings, and no host: they run no host tool themselves. ``runner_env`` makes one host's
 runner: its log directory, its ``systemctl`` first on ``PATH``, and no Slack or model credential:
 every Slack and LLM setting and anything else named like a credential (``*_TOKEN``,
@@ -36,6 +36,7 @@ def common_env(
     queue: str,
     inventory: Path,
     runner_secret: str,
+    tools_file: Path | None = None,
     shell: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """What every child shares (``shell`` defaults to this process's environment)."""
@@ -53,6 +54,8 @@ def common_env(
             RUNNER_SECRET_VARIABLE: runner_secret,
         }
     )
+    if tools_file is not None:  # the runners execute it, the worker offers its schemas to the model
+        env["CHATOPS_TOOLS_FILE"] = str(tools_file)
     env.setdefault("PATH", os.defpath)
     return env
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import redis
 import yaml
+from rq import Queue, Worker
 
 from bot.fleet.dispatch import target_queue_name
 from bot.fleet.heartbeats import Heartbeats
@@ -73,7 +74,9 @@ def target_queues(queue: str, hosts: Sequence[DemoHost]) -> list[str]:
 
 
 class RunnerBeats:
-    """Whether each host's runner has written its first heartbeat (it serves its queue from then)."""
+    """Whether each host's runner has written its first heartbeat (it serves its queue from then),
+    and whether a worker serves the runs' queue (RQ registers a worker with its queues when it
+    starts taking jobs)."""
 
     def __init__(self, redis_url: str, prefix: str) -> None:
         self._client = redis.Redis.from_url(redis_url, socket_timeout=5)
@@ -82,6 +85,10 @@ class RunnerBeats:
     def waiting_for(self, names: Sequence[str]) -> list[str]:
         """The names whose runner has not been seen yet."""
         return [name for name in names if self._heartbeats.get(name) is None]
+
+    def workers_on(self, queue: str) -> int:
+        """How many RQ workers are registered for ``queue``."""
+        return int(Worker.count(connection=self._client, queue=Queue(queue, connection=self._client)))
 
     def close(self) -> None:
         self._client.close()

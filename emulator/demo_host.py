@@ -10,6 +10,11 @@
 * ``root/etc/hostname``: the host's name, which its ``systemctl`` writes into the journal.
 * ``root/run/systemd/units.json``: the state of the host's services (web-03: ``api``, ``nginx``,
   ``postgresql``; db-01: ``postgresql``, ``pgbouncer``).
+* ``root/run/boot_time``: when the host booted (its ``uptime``).
+* ``bin_dir/df``, ``uptime``, ``free``, ``ps``, ``largest-files``: the host's machine, simulated
+  (``emulator.demo_commands``, ``emulator.demo_system``): its disks (web-03's ``/var/log`` volume
+  filled by its logs, freed by what a clean-up deletes), its processes (from its units' state)
+  and its load. The demo's catalog runs them for the host-health tools.
 * ``bin_dir/systemctl``: an executable that answers ``show``, ``status``, ``is-active``,
   ``restart``, ``start`` and ``stop`` from that state, the way systemctl prints them, and records
   every restart in ``root/run/systemd/journal.log`` and the unit's own log. Put ``bin_dir`` first
@@ -18,8 +23,9 @@
   (``emulator.demo_systemctl``).
 
 Each host gets its own ``root`` and ``bin_dir``, so the two never share a file or a service. The
-tools that read a demo host are the real ones (its runner's ``CHATOPS_LOG_DIRS`` points at
-``root/var/log``); only the hosts are simulated. ``HOSTS`` holds what the demo's inventory says
+log, clean-up and service tools that act on a demo host are the real ones (its runner's
+``CHATOPS_LOG_DIRS`` points at ``root/var/log``); the host-health tools run the host's own
+commands; nothing a demo host's tools say comes from this machine. ``HOSTS`` holds what the demo's inventory says
 about each (its labels) and how long it has been up.
 """
 
@@ -31,7 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from emulator.demo_commands import write_commands
 from emulator.demo_logs import DAY, DB_HOST, WEB_HOST, build_logs
+from emulator.demo_system import write_boot_time
 from emulator.demo_systemctl import install_units, write_systemctl
 
 
@@ -81,5 +89,7 @@ def build_host(root: Path, bin_dir: Path, now: float | None = None, name: str = 
     (root / "etc").mkdir(parents=True)
     (root / "etc" / "hostname").write_text(f"{name}\n")
     install_units(host.state_dir, boot=now - HOSTS[name].uptime, host=name)
+    write_boot_time(root, now - HOSTS[name].uptime - 40)
     write_systemctl(bin_dir, root)
+    write_commands(bin_dir, root)
     return host

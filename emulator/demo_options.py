@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from emulator.embedded_redis import DEFAULT_URL
 
 DEFAULT_PAGE_PORT = 3100
 
@@ -18,7 +15,7 @@ class Options:
     port: int | None = None
     scenario: str = "demo"
     latency: float | None = None
-    redis_url: str = DEFAULT_URL
+    redis_url: str | None = None  # None: an embedded Redis of the demo's own
     open_browser: bool = True
     activity: bool = True
 
@@ -41,8 +38,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     )
     parser.add_argument(
         "--redis-url",
-        default=os.environ.get("REDIS_URL") or DEFAULT_URL,
-        help="Redis to use if it answers, else an embedded one (default: REDIS_URL or the local default)",
+        help="use this Redis (it must answer; the demo's keys are prefixed and removed on exit) "
+        "instead of an embedded one of its own, the default",
     )
     parser.add_argument("--no-browser", action="store_true", help="do not open the page in a browser")
     parser.add_argument("--quiet", action="store_true", help="do not print a line per Slack message")

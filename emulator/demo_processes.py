@@ -5,6 +5,7 @@ whatever they left behind; and the signals that stop the demo itself (``signals_
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 import psutil
 
@@ -89,6 +90,22 @@ def stop_children(children: Sequence[Child], say: Callable[[str], None]) -> None
         for process in child.descendants:
             with contextlib.suppress(psutil.Error):
                 process.kill()
+
+
+def lock_folder(path: Path) -> IO[str] | None:
+    """An exclusive lock on ``path`` holding this process's id, kept while the file stays open;
+    None when another process holds it (another demo runs from the same folder)."""
+    lock = open(path, "a+")  # noqa: SIM115 - the caller holds it until it stops
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def tail(path: Path, lines: int) -> str:

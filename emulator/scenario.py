@@ -20,7 +20,9 @@ server): first the ``rules`` whose ``when`` matches the conversation, else the n
 ``when`` keys (all given must hold): ``role`` of the newest message; ``contains`` / ``matches``
 (a regex) on its text; ``tool``, the tool whose result it is; ``any_user_contains``, a user
 message anywhere in the conversation; ``turn_at_least``, at least that many assistant messages
-so far (``{role: user, turn_at_least: 1}`` is a reply that arrived while the run worked). Reply
+so far (``{role: user, turn_at_least: 1}`` is a reply that arrived while the run worked);
+``turn_at_most``, at most that many (``{tool: disk_usage, turn_at_most: 1}``: the first check's
+result, not a later one's). Reply
 texts may quote ``{last_tool_result}``, ``{last_user_message}`` and ``{tool_result[NAME]}`` (the
 newest result of tool NAME).
 
@@ -42,7 +44,15 @@ choosing by the conversation's first user message (``load_script`` loads either 
     pick:                          # the first whose ``when`` matches; one without ``when`` is the default
       - when: {matches: "(?i)\\bcpu\\b"}    # keys: contains, matches
         scenario: high-cpu         # a name (next to this file, then emulator/scenarios), a path, or inline
+        example: "@ops the api on web-03 is burning CPU"   # optional: a message this scenario answers
       - scenario: disk-full
+    fallback: |-                   # optional: the answer to a conversation no ``when`` matches
+      This model only knows these scenarios:
+      {examples}
+
+``fallback`` (instead of a default choice) answers what no scenario is about honestly, rather
+than playing a scenario that has nothing to do with the question; ``{examples}`` in it is the
+list of the choices' ``example`` messages, which ``ScenarioSet.examples`` also gives.
 """
 
 from __future__ import annotations
@@ -61,8 +71,9 @@ import yaml
 from emulator.openai_server import Reply, ScriptedToolCall
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
-_WHEN_KEYS = {"role", "contains", "matches", "tool", "any_user_contains", "turn_at_least"}
+_WHEN_KEYS = {"role", "contains", "matches", "tool", "any_user_contains", "turn_at_least", "turn_at_most"}
 _PICK_KEYS = {"contains", "matches"}
+_TURN_KEYS = ("turn_at_least", "turn_at_most")
 _REPLY_KEYS = {"text", "tool_calls", "delay"}
 
 
@@ -147,9 +158,14 @@ def _matches(when: Mapping[str, str], messages: list[dict[str, Any]]) -> bool:
         "any_user_contains": lambda value: any(
             m.get("role") == "user" and value.lower() in str(m.get("content") or "").lower() for m in messages
         ),
-        "turn_at_least": lambda value: sum(1 for m in messages if m.get("role") == "assistant") >= int(value),
+        "turn_at_least": lambda value: _turns(messages) >= int(value),
+        "turn_at_most": lambda value: _turns(messages) <= int(value),
     }
     return all(checks[key](value) for key, value in when.items())
+
+
+def _turns(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "assistant")
 
 
 class _Quotes(dict[str, str]):
@@ -190,15 +206,18 @@ class ScenarioSet:
 
     name: str
     choices: Sequence[Choice]
+    fallback: Scenario | None = None
+    examples: Sequence[str] = ()
 
     def pick(self, messages: list[dict[str, Any]]) -> Scenario:
-        """The scenario for a conversation: the first choice that matches, else the last."""
+        """The scenario for a conversation: the first choice that matches, else the fallback (or
+        the last choice when there is none)."""
         first = next((m for m in messages if m.get("role") == "user"), None)
         text = str(first.get("content") or "") if first else ""
         for choice in self.choices:
             if _first_message_matches(choice.when, text):
                 return choice.scenario
-        return self.choices[-1].scenario
+        return self.fallback or self.choices[-1].scenario
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         """The reply to one request body (an ``emulator.openai_server.ReplyFn``)."""
@@ -296,8 +315,9 @@ def parse_scenario(data: Any, source: str, variables: Mapping[str, str] | None =
         rule = _check_keys(where, raw, {"when", "reply"})
         when = _check_keys(f"{where}.when", rule.get("when"), _WHEN_KEYS)
         _check_regex(f"{where}.when", when)
-        if "turn_at_least" in when and not isinstance(when["turn_at_least"], int):
-            raise ScenarioError(f"{where}.when.turn_at_least: expected a whole number")
+        for key in _TURN_KEYS:
+            if key in when and not isinstance(when[key], int):
+                raise ScenarioError(f"{where}.when.{key}: expected a whole number")
         rules.append(
             Rule(when={k: str(v) for k, v in when.items()}, reply=reply(f"{where}.reply", rule.get("reply")))
         )
@@ -345,14 +365,16 @@ def parse_scenario_set(
     data: Any, source: str, variables: Mapping[str, str] | None = None, directory: Path | None = None
 ) -> ScenarioSet:
     """A scenario set from parsed YAML; named scenarios are looked up next to it, then in the package."""
-    top = _check_keys(source, data, {"name", "description", "latency", "pick"})
+    top = _check_keys(source, data, {"name", "description", "latency", "pick", "fallback"})
     entries = top.get("pick")
     if not isinstance(entries, list) or not entries:
         raise ScenarioError(f"{source}: pick: expected a list of {{when, scenario}}")
-    choices = []
+    choices, examples = [], []
     for index, raw in enumerate(entries):
         where = f"{source}: pick[{index}]"
-        entry = _check_keys(where, raw, {"when", "scenario"})
+        entry = _check_keys(where, raw, {"when", "scenario", "example"})
+        if "example" in entry:
+            examples.append(str(entry["example"]))
         when = _check_keys(f"{where}.when", entry.get("when") or {}, _PICK_KEYS)
         _check_regex(f"{where}.when", when)
         spec = entry.get("scenario")
@@ -366,7 +388,24 @@ def parse_scenario_set(
         if "latency" in top:
             scenario.latency = float(top["latency"])
         choices.append(Choice(when={k: str(v) for k, v in when.items()}, scenario=scenario))
-    return ScenarioSet(name=str(top.get("name", source)), choices=choices)
+    fallback = _fallback(top.get("fallback"), examples, source, top.get("latency"))
+    return ScenarioSet(
+        name=str(top.get("name", source)), choices=choices, fallback=fallback, examples=examples
+    )
+
+
+def _fallback(text: Any, examples: Sequence[str], source: str, latency: Any) -> Scenario | None:
+    """The scenario answering a conversation no choice is about: ``text``, with ``{examples}``."""
+    if text is None:
+        return None
+    if not isinstance(text, str) or not text.strip():
+        raise ScenarioError(f"{source}: fallback: expected the text of the answer")
+    listed = "\n".join(f"• {example}" for example in examples).replace("{", "{{").replace("}", "}}")
+    return Scenario(
+        name="fallback",
+        turns=[{"text": text.replace("{examples}", listed)}],
+        latency=float(latency or 0.0),
+    )
 
 
 def load_script(

@@ -216,6 +216,10 @@ class SlackEmulatorClient:
         ]
         return result
 
+    def press(self, button: str, user: str) -> str:
+        """Press a page button (``emulator.slack.page_buttons``) as ``user``; what it says."""
+        return str(self._post(f"/page_buttons/{button}", {"user": user})["text"])
+
     def statuses(self) -> list[dict[str, Any]]:
         """Assistant statuses shown now."""
         result: list[dict[str, Any]] = self._request("GET", "/statuses")["statuses"]

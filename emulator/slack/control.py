@@ -48,6 +48,13 @@ class Control:
                     return 400, {"ok": False, "error": f"bad_request: {exc}"}
         return 404, {"ok": False, "error": "no_such_route"}
 
+    def press(self, p: dict[str, str], body: dict[str, Any], _a: dict[str, str]) -> Any:
+        """A page button (``emulator.slack.page_buttons``) pressed by ``body["user"]``."""
+        text = self.core.page_buttons.press(p["button"], str(body.get("user") or ""))
+        if text is None:
+            raise ControlError(404, "no_such_button")
+        return {"ok": True, "text": text}
+
     # --- reading -------------------------------------------------------------------------------
 
     def entry(self, msg: Message, viewer: str | None, with_replies: bool) -> dict[str, Any]:
@@ -148,6 +155,7 @@ class Control:
                     {"id": c.id, "name": c.name, "bot_member": cfg.bot_user_id in c.members}
                     for c in self.ws.channels.values()
                 ],
+                "page_buttons": self.core.page_buttons.listed(),
                 "usergroups": [
                     {"id": g.id, "handle": g.handle, "users": list(g.users)} for g in self.ws.groups.values()
                 ],
@@ -354,4 +362,5 @@ ROUTES: list[tuple[str, re.Pattern[str], Route]] = [
     _route("POST", "/commands", commands.run_command),
     _route("POST", "/reset", Control.reset),
     _route("POST", "/url_verification", Control.verify_url),
+    _route("POST", r"/page_buttons/(?P<button>[A-Za-z0-9_-]+)", Control.press),
 ]

@@ -26,6 +26,7 @@ from emulator.slack.interactivity import (
     view_submission_payload,
 )
 from emulator.slack.model import Message, User, View
+from emulator.slack.page_buttons import PageButtons
 from emulator.slack.scopes import method_scopes
 from emulator.slack.state import Workspace
 from emulator.slack.text import escape_user_text, rich_text_block, translate_mentions
@@ -76,6 +77,7 @@ class Core:
         self.ws = Workspace(config, publish=hub.publish)
         self.deliverer = Deliverer(self.ws)
         self.webapi = web_api(self.ws)
+        self.page_buttons = PageButtons()
 
     @property
     def base_url(self) -> str:

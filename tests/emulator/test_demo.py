@@ -1,7 +1,7 @@
 """The local demo: its scenarios, its two simulated hosts, and ``python -m emulator.demo`` from start to Ctrl-C.
 
-The launcher tests are what ``make demo`` does on a fresh machine: no Redis answering at
-``REDIS_URL`` and no settings in the environment. One demo process serves the module (started by
+The launcher tests are what ``make demo`` does: no settings in the environment, and a Redis
+answering at ``REDIS_URL`` that the demo must leave alone (it embeds its own). One demo process serves the module (started by
 the first test that needs it, stopped with Ctrl-C at the end, when every process it started must
 be gone); each test drives one incident through the emulator's control API, the way a user does
 on the page, and checks what happened on each simulated host's files.
@@ -13,24 +13,31 @@ import io
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+import redis
 import yaml
 
-from emulator.demo import Demo, DemoError
+from emulator.demo import RETRY_DELAYS, Demo, DemoError
+from emulator.demo_commands import percent_used
 from emulator.demo_env import common_env, runner_env
 from emulator.demo_fleet import scenario_variables
 from emulator.demo_host import DemoHost, build_host
 from emulator.demo_options import Options
+from emulator.demo_processes import free_port
+from emulator.demo_system import HostSystem
 from emulator.demo_systemctl import systemctl_main
+from emulator.embedded_redis import RedisServer
 from emulator.openai_server import OpenAIServer
 from emulator.scenario import ScenarioError, ScenarioSet, load_script, parse_scenario, parse_scenario_set
 from emulator.slack import SlackEmulatorClient
@@ -79,7 +86,8 @@ def test_the_demo_set_picks_a_scenario_by_the_first_user_message(demo_script: Sc
         ("@ops restart the api on web-03", "restart-api"),
         ("@ops check db-01's load", "db-load"),  # "load" is a high-cpu word: the host decides first
         ("@ops what about WEB-99?", "unknown-target"),
-        ("hello", "disk-full"),  # the default is the last choice
+        ("the disk on web-03 is full", "disk-full"),
+        ("hello", "fallback"),  # nothing it knows: the honest list, not an incident
     ]:
         assert demo_script.pick([user(text)]).name == name, text
     # Later messages do not move a conversation to another scenario.
@@ -115,10 +123,53 @@ def test_host_variables_fill_tool_arguments_and_texts(demo_script: ScenarioSet) 
         ]
     answer = demo_script({"messages": conversation}).text or ""
     assert "[web-03] clean_old_logs said {this}" in answer  # tool results are quoted as they are
-    assert "its logs are in `/srv/web-03/var/log` on your machine" in answer
+    assert "its logs are real files in `/srv/web-03/var/log`" in answer
     [load, top] = demo_script({"messages": [user("check db-01's load")]}).tool_calls
     assert (load.name, load.arguments) == ("cpu_load", {"target": "db-01"})
-    assert (top.name, top.arguments) == ("top_processes", {"target": "db-01", "sort_by": "cpu", "limit": 5})
+    assert (top.name, top.arguments) == ("top_processes", {"target": "db-01", "sort_by": "pcpu", "limit": 5})
+
+
+@pytest.mark.parametrize(
+    "text", ["@ops helo", "@ops " + "please look into the thing from yesterday " * 20, ""]
+)
+def test_an_unrecognised_request_gets_the_list_of_scenarios_and_no_tool_call(
+    demo_script: ScenarioSet, text: str
+) -> None:
+    reply = demo_script({"messages": [user(text)]})
+    assert not reply.tool_calls  # no clean-up, no restart: nothing runs for what it does not know
+    assert reply.text is not None and reply.text.startswith("This demo model only knows these scenarios:\n")
+    listed = [line.removeprefix("• ") for line in reply.text.splitlines() if line.startswith("• ")]
+    assert listed == list(demo_script.examples) and len(listed) == len(demo_script.scenarios)
+
+
+def test_a_disk_check_that_finds_no_full_disk_cleans_nothing(demo_script: ScenarioSet) -> None:
+    df = "Filesystem     Type   Size  Used Avail Use% Mounted on\n/dev/vdb       ext4    55M   24M   31M  {}% /var/log"
+    started = [user("web-03 is out of disk"), assistant_call("disk_usage", "c1")]
+    calm = demo_script({"messages": [*started, tool("c1", "[web-03] " + df.format(43))]})
+    assert not calm.tool_calls and calm.text is not None
+    assert (
+        calm.text.startswith("web-03 is not out of disk, so I cleaned nothing")
+        and " 43% /var/log" in calm.text
+    )
+    [call] = demo_script({"messages": [*started, tool("c1", "[web-03] " + df.format(98))]}).tool_calls
+    assert call.name == "largest_files"  # full: on with the story
+    [call] = demo_script({"messages": [*started, tool("c1", "Error: the runner is gone")]}).tool_calls
+    assert call.name == "largest_files"  # no df table: it does not claim the disk is fine
+    nothing = demo_script(
+        {
+            "messages": [
+                *started,
+                tool("c1", df.format(98)),
+                assistant_call("largest_files", "c2"),
+                tool("c2", "..."),
+                assistant_call("clean_old_logs", "c3"),
+                tool("c3", "Nothing to do: no file matched"),
+            ]
+        }
+    )
+    assert (
+        nothing.text is not None and nothing.text.startswith("I deleted nothing") and not nothing.tool_calls
+    )
 
 
 def test_a_reply_while_the_restart_waits_turns_to_the_log(demo_script: ScenarioSet) -> None:
@@ -341,11 +392,11 @@ def test_a_typo_in_a_scenario_file_stops_the_demo_before_it_starts_any_process(t
 class DemoProcess:
     """``python -m emulator.demo`` in a fresh folder, its output in a file."""
 
-    def __init__(self, directory: Path, *extra: str) -> None:
+    def __init__(self, directory: Path, *extra: str, shell_redis: str = "redis://127.0.0.1:1/0") -> None:
         self.directory = directory
         self.output = directory.parent / "demo-output.txt"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "CHATOPS_", "LLM_"))}
-        env["REDIS_URL"] = "redis://127.0.0.1:1/0"  # nothing answers there: the demo embeds its own
+        env["REDIS_URL"] = shell_redis  # answering or not, the demo embeds its own unless --redis-url
         with open(self.output, "wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "emulator.demo", "--dir", str(directory), "--no-browser", *extra],
@@ -354,6 +405,8 @@ class DemoProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        self.early = ""  # the ts of the mention posted as soon as the page answered
+        self.output_when_served = ""
         self.started: list[psutil.Process] = []  # every process it started (their children too)
         self.direct: list[psutil.Process] = []  # the ones it started itself
         self.control: SlackEmulatorClient | None = None
@@ -386,19 +439,39 @@ class DemoProcess:
                 self.process.wait()
 
 
+EARLY_MENTION = "@ops check db-01's load"
+
+
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoProcess]:
-    """One demo for the module; at the end, Ctrl-C must stop every process it started."""
-    process = DemoProcess(tmp_path_factory.mktemp("demo") / "demo", "--port", "0", "--latency", "0")
+def demo(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[DemoProcess]:
+    """One demo for the module; at the end, Ctrl-C must stop every process it started.
+
+    A mention is posted the moment the page answers, long before the bot can take it (the web
+    process starts after the runners): ``early`` is its ts, ``output_when_served`` what the
+    console said then.
+    """
+    port = free_port()
+    process = DemoProcess(
+        tmp_path_factory.mktemp("demo") / "demo",
+        "--port",
+        str(port),
+        "--latency",
+        "0",
+        shell_redis=redis_server.url,  # the machine's Redis answers, and is not used
+    )
     try:
+        page = f"http://127.0.0.1:{port}/"
+        wait_for(lambda: page_answers(process, page), 90, "the page to answer")
+        process.control = SlackEmulatorClient(page)
+        process.early = mention(process, EARLY_MENTION)
+        process.output_when_served = process.text()
         redis_pid = int(process.wait_for_line(r"embedded redis-server \(pid (\d+)").group(1))
-        page = process.wait_for_line(r"Open (http://127\.0\.0\.1:\d+/) ").group(1)
+        assert process.wait_for_line(r"Open (http://127\.0\.0\.1:\d+/) ", 180).group(1) == page
         process.direct = psutil.Process(process.process.pid).children()
         process.started = [
             *psutil.Process(process.process.pid).children(recursive=True),
             psutil.Process(redis_pid),
         ]
-        process.control = SlackEmulatorClient(page)
         yield process
         process.process.send_signal(signal.SIGINT)
         assert process.process.wait(timeout=40) == 0
@@ -409,6 +482,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoProcess]:
     finally:
         process.close()
         sys.stderr.write(f"--- demo output ---\n{process.text()[-4000:]}\n")
+
+
+def page_answers(process: DemoProcess, url: str) -> bool:
+    if process.process.poll() is not None:
+        raise AssertionError(f"the demo exited with {process.process.returncode}:\n{process.text()}")
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=2) as answer:
+            return int(answer.status) == 200
+    except OSError:
+        return False
 
 
 def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -503,6 +586,20 @@ def test_web_03_out_of_disk_cleans_web_03_only_after_the_approval(demo: DemoProc
     assert not any(path.exists() for path in old_logs)
     assert (log_dir / "api" / "api.log").exists()
     assert files(demo.host("db-01")) == db_before  # db-01: not a file deleted, touched or added
+    # "Disk now" is web-03's simulated /var/log volume, as its state says after the clean-up.
+    web = HostSystem(demo.host("web-03"))
+    [volume] = [disk for disk in web.machine.disks if disk.mount == "/var/log"]
+    now = answer["text"].split("Disk now:", 1)[1]
+    [row] = re.findall(r"^/dev/vdb .* (\d+)% /var/log$", now, re.MULTILINE)
+    assert int(row) == percent_used(web.used(volume), volume.size) < 50
+
+    # Asked again, the disk is not full: it says so, asks nobody and deletes nothing.
+    before = files(demo.host("web-03"))
+    again = mention(demo, "@ops web-03 is out of disk, deal with it")
+    calm = reply(demo, again, "web-03 is not out of disk, so I cleaned nothing")
+    assert f" {row}% /var/log" in calm["text"]
+    assert not any(has_approve(m) for m in demo.control.thread("incident", again))
+    assert files(demo.host("web-03")) == before
 
 
 @pytest.mark.slow
@@ -534,7 +631,8 @@ def test_check_db_01s_load_answers_with_db_01s_data(demo: DemoProcess) -> None:
     ts = mention(demo, "@ops check db-01's load")
     answer = reply(demo, ts, "db-01 is busy")
     text = answer["text"]
-    assert "[db-01] CPU:" in text and "[db-01] Top 5 of" in text
+    assert "[db-01] `uptime` succeeded" in text and "load average: 11.64, 10.92, 9.85  (8 CPUs)" in text
+    assert re.search(r"31877 postgres +99\.1 .* postgres: reporting orders", text)  # the report query, in ps
     assert "[db-01] postgresql.service: active (running)" in text and "main PID 1187" in text
     assert (
         str(demo.host("db-01") / "var" / "log" / "postgresql") in text
@@ -542,6 +640,100 @@ def test_check_db_01s_load_answers_with_db_01s_data(demo: DemoProcess) -> None:
     assert "reporting@orders" in text and "remaining connection slots are reserved" in text
     assert "[web-03]" not in text
     assert not any(has_approve(m) for m in demo.control.thread("incident", ts))  # read-only: nobody asked
+
+
+@pytest.mark.slow
+def test_a_mention_typed_as_soon_as_the_page_answers_is_answered_after_a_retry(demo: DemoProcess) -> None:
+    assert demo.control is not None
+    # The page was served before the bot could take a mention, and not announced then.
+    served = demo.output_when_served
+    assert "Open http" not in served and not re.search(re.escape(demo.control.base_url) + r"/[\s,]", served)
+    answer = early_answer(demo)  # answered, not lost
+    assert "31877 postgres" in answer["text"]
+    [root] = [m for m in demo.control.messages("incident") if m["ts"] == demo.early]
+    assert any(r["name"] == "eyes" for r in root.get("reactions") or [])
+    deliveries = [
+        d for d in demo.control.deliveries() if d["type"] == "app_mention" and d["time"] < time.time()
+    ]
+    mine = [d for d in deliveries if d["event_id"] == deliveries[0]["event_id"]]
+    assert mine[0]["retry_num"] == 0 and mine[0]["outcome"] == "connection_failed"  # the web was not up
+    assert mine[-1]["outcome"] == "ok" and mine[-1]["retry_num"] >= 1  # Slack's retry delivered it
+    assert [d["retry_num"] for d in mine] == list(range(len(mine)))
+    assert all(d["retry_reason"] in ("connection_failed", "http_error", "http_timeout") for d in mine[1:])
+
+
+def early_answer(demo: DemoProcess) -> dict[str, Any]:
+    """The answer to the mention posted as the page first answered: after the retry that reached
+    the bot (at most ``emulator.demo.RETRY_DELAYS`` after it, plus the run)."""
+    assert demo.control is not None
+    return demo.control.wait_for_reply(
+        "incident",
+        demo.early,
+        lambda m: m["text"].startswith("db-01 is busy"),
+        sum(RETRY_DELAYS) + ANSWER_TIMEOUT,
+    )
+
+
+@pytest.mark.slow
+def test_an_unrecognised_request_gets_the_honest_answer_and_nothing_runs(demo: DemoProcess) -> None:
+    assert demo.control is not None
+    before = {name: files(demo.host(name)) for name in ("web-03", "db-01")}
+    ts = mention(demo, "@ops cna you hlep wiht teh thnig from yesterady")
+    answer = reply(demo, ts, "This demo model only knows these scenarios:")
+    assert "web-03 is out of disk, deal with it" in answer["text"] and "check db-01's load" in answer["text"]
+    assert not any(has_approve(m) for m in demo.control.thread("incident", ts))
+    assert {name: files(demo.host(name)) for name in before} == before
+
+
+@pytest.mark.slow
+def test_the_alert_button_starts_an_alert_thread_with_a_run(
+    demo: DemoProcess, redis_server: RedisServer
+) -> None:
+    assert demo.control is not None
+    [button] = demo.control.state()["page_buttons"]
+    roots_before = {m["ts"] for m in demo.control.messages("incident")}
+    said = demo.control.press(button["id"], "U_ALICE")
+    assert "the bot answered 200" in said
+
+    def alert_root() -> dict[str, Any] | None:
+        new = [
+            m for m in demo.control.messages("incident") if m["ts"] not in roots_before and m.get("bot_id")
+        ]
+        return next((m for m in new if "PostgresHighLoad" in json.dumps(m)), None)
+
+    root = wait_for(alert_root, ANSWER_TIMEOUT, "the alert's thread")
+    answer = reply(demo, root["ts"], "db-01 is busy")  # a run, investigating db-01 as the alert says
+    assert "load average: 11.64" in answer["text"] and "[web-03]" not in answer["text"]
+    # A second press is a new delivery: a second thread, not a replay of the first.
+    assert "the bot answered 200" in demo.control.press(button["id"], "U_BOB")
+    roots_before.add(root["ts"])
+    second = wait_for(alert_root, ANSWER_TIMEOUT, "the second alert's thread")
+    assert second["ts"] != root["ts"]
+    # All of it in the demo's embedded Redis: the machine's Redis holds nothing of this demo.
+    prefix = demo.wait_for_line(r"CHATOPS_REDIS_PREFIX=(chatops-demo:[0-9a-f]+:)").group(1)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        assert not list(client.scan_iter(match=f"{prefix}*", count=1000))
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_the_printed_variables_point_the_cli_at_the_demo(demo: DemoProcess, tmp_path: Path) -> None:
+    early_answer(demo)
+    line = demo.wait_for_line(r"\n    export (.+)\n").group(1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "CHATOPS_", "LLM_", "REDIS_"))}
+    env.update(dict(part.split("=", 1) for part in shlex.split(line)))
+    listed = subprocess.run(
+        [sys.executable, "-m", "bot.ops.cli", "runs", "list"],
+        cwd=tmp_path,  # no .env here
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "check db-01's load" in listed.stdout  # the early mention's run, from the demo's Redis
 
 
 @pytest.mark.slow

@@ -68,6 +68,28 @@
       app.channel = first.id;
     }
     renderChannels();
+    renderPageButtons();
+  }
+
+  // Buttons of whoever runs the emulator (the demo's "Fire an alert"): not Slack's.
+  function renderPageButtons() {
+    const buttons = app.state.page_buttons || [];
+    $("#page-buttons-heading").hidden = buttons.length === 0;
+    $("#page-buttons").replaceChildren(...buttons.map((b) => {
+      const button = el("button", { type: "button", class: "page-button", title: b.title, "data-button-id": b.id }, SlackText.esc(b.label));
+      button.addEventListener("click", async () => {
+        button.disabled = true;
+        try {
+          const answer = await api("POST", `/page_buttons/${encodeURIComponent(b.id)}`, { user: app.user });
+          toast(answer.text);
+        } catch (err) {
+          toast(`${b.label} failed: ${err.message}`);
+        } finally {
+          button.disabled = false;
+        }
+      });
+      return button;
+    }));
   }
 
   function renderChannels() {
