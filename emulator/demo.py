@@ -305,7 +305,7 @@ class Demo:
             f"Open {self.page_url} and try, in #incident:",
             *(f"    {text}" for text in TRY_THESE),
             '  Click Approve, or reply in the thread ("don\'t restart it, show me the logs first") while',
-            "  the approval card waits. Anyone may approve; switch between alice and bob at the top.",
+            "  the approval card waits. A clean-up needs someone other than who asked: bob, say (switch at the top).",
             "web-03 and db-01 are simulated (their files are in the demo folder), each served by a runner of",
             "its own; the bot, the runners, their tools and Redis are real.",
             "Ctrl-C stops everything.",
