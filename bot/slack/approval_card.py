@@ -42,7 +42,7 @@ from bot.slack.blockkit import (
     slack_date,
     texts,
 )
-from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, truncate
+from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, plural, truncate
 from bot.slack.people import name_people, run_people
 from bot.slack.policy_clicks import approvers_field, requirement_of
 from bot.slack.verbatim import FENCE, code_block, code_pieces, slack_length, visible_json, visible_text
@@ -396,4 +396,4 @@ def _age(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min" if hours < 24 else f"{hours // 24} days"
+    return f"{hours} h {minutes} min" if hours < 24 else plural(hours // 24, "day")

@@ -357,3 +357,10 @@ def test_the_requester_is_told_before_confirming_that_someone_else_must_approve(
         {"path": "/x"}, category=ToolCategory.DESTRUCTIVE, status=ApprovalStatus.APPROVED, decided_by="U_BOB"
     )
     assert "someone other than" not in json.dumps(render.approval_blocks(decided))
+
+
+def test_a_dry_run_a_day_old_reads_one_day() -> None:
+    card = approval(
+        {"path": "/x"}, category=ToolCategory.DESTRUCTIVE, preview="1 file", plan_created_at=CREATED - 86_460
+    )
+    assert "1 day before this request" in json.dumps(render.approval_blocks(card))
