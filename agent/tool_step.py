@@ -43,6 +43,7 @@ from agent.types import DecisionStatus, DryRun, Message, MessageMeta, ToolCall
 OUTCOME_UNKNOWN = (
     "Error: outcome unknown: the worker stopped while {tool} was running; verify the state before retrying"
 )
+DECLINED = "Error: declined: "  # the result of a call nobody approved (declined, expired, superseded)
 NO_APPROVER = "Error: {tool} needs human approval and no approver is configured; it was not run"
 # A tool is given its own timeout; the loop waits a little longer so the tool can report it itself.
 TIMEOUT_GRACE_SECONDS = 1.0
@@ -239,7 +240,7 @@ class ToolStep:
         if decision.status is DecisionStatus.USED:
             return self._refused(call, category, OUTCOME_UNKNOWN.format(tool=call.name))
         if decision.status is DecisionStatus.DECLINED:
-            return self._refused(call, category, f"Error: declined: {decision.reason or 'no reason given'}")
+            return self._refused(call, category, f"{DECLINED}{decision.reason or 'no reason given'}")
         # confirmed_by (and the plan) come from the decision, never from the model.
         arguments[CONFIRMED_BY] = decision.confirmed_by
         if category is ToolCategory.DESTRUCTIVE:
@@ -403,6 +404,8 @@ class ToolStep:
             meta["target"] = item.result.target
         if item.category is not None:
             meta["category"] = item.category.value
+        if not item.executed:  # the run card, rebuilt from history, must not show it as having run
+            meta["refused"] = True
         if item.executed and item.category is not None and item.category.requires_confirmation:
             # History keeps the call as it ran, confirmed_by included, next to its result.
             meta["arguments"] = item.call.arguments

@@ -85,6 +85,8 @@ class MessageMeta(TypedDict, total=False):
     """The inventory target the call ran on (only with an inventory)."""
     category: str
     """The call's ``ToolCategory`` value."""
+    refused: bool
+    """Nothing ran (refused, declined, an unknown tool): set only then."""
     arguments: str
     """A call that needed a person: its arguments as it ran, ``confirmed_by`` included."""
     confirmed_by: str | None

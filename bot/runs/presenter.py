@@ -23,6 +23,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agent.events import ToolEnd, ToolStart
+from agent.tool_step import DECLINED
+from agent.tooling import ToolCategory
 from agent.types import Message, RunStatus
 from bot.errors import BotError
 from bot.runs.approvals import Approval
@@ -72,6 +74,28 @@ class Step:
     result: str = ""  # the tool's output text, once it ended
     target: str | None = None  # the inventory target it ran on
 
+    @property
+    def declined(self) -> bool:
+        """Nobody approved it (declined, expired, superseded): nothing ran. Only a call that did not
+        run is asked, so a tool's own output starting with the same words cannot pass for it."""
+        return self.status is StepStatus.REFUSED and self.result.startswith(DECLINED)
+
+    @property
+    def changes(self) -> bool:
+        """A mutating or destructive call (one a person approves)."""
+        return self.category in (ToolCategory.MUTATING.value, ToolCategory.DESTRUCTIVE.value)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a finished run did, counted from its steps: what its card says instead of "Done"."""
+
+    changed: int  # mutating or destructive calls that ran and succeeded
+    failed_changes: int  # ... that ran and failed
+    declined: int  # calls nobody approved
+    refused: int  # other calls that did not run (a policy, an unknown tool or target)
+    looked: int  # read-only calls that ran
+
 
 @dataclass(frozen=True)
 class CardView:
@@ -86,6 +110,19 @@ class CardView:
     def targets(self) -> list[str]:
         """The inventory targets the run's calls ran on, in the order first touched."""
         return list(dict.fromkeys(step.target for step in self.steps if step.target))
+
+    @property
+    def outcome(self) -> Outcome:
+        steps = [step for step in self.steps if step.status is not StepStatus.RUNNING]
+        ran = [step for step in steps if step.status is not StepStatus.REFUSED]
+        declined = sum(1 for step in steps if step.declined)
+        return Outcome(
+            changed=sum(1 for step in ran if step.changes and step.status is StepStatus.OK),
+            failed_changes=sum(1 for step in ran if step.changes and step.status is StepStatus.ERROR),
+            declined=declined,
+            refused=len(steps) - len(ran) - declined,
+            looked=sum(1 for step in ran if not step.changes),
+        )
 
 
 @dataclass(frozen=True)
@@ -149,11 +186,12 @@ class CardTracker:
         for message in history:
             if message.role == "tool" and message.tool_call_id in calls:
                 failed = (message.content or "").startswith("Error")
+                status = StepStatus.ERROR if failed else StepStatus.OK
                 self.steps.append(
                     Step(
                         call_id=message.tool_call_id,
                         tool=calls[message.tool_call_id],
-                        status=StepStatus.ERROR if failed else StepStatus.OK,
+                        status=StepStatus.REFUSED if message.meta.get("refused") else status,
                         category=message.meta.get("category"),
                         duration_seconds=message.meta.get("duration"),
                         confirmed_by=message.meta.get("confirmed_by"),

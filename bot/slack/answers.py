@@ -23,7 +23,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackRequestError
 
 from bot.runs.presenter import RunRef, Undeliverable
-from bot.slack.mrkdwn import escape, split_mrkdwn
+from bot.slack.mrkdwn import escape, plural, split_mrkdwn
 from bot.slack.sender import is_transient
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,7 @@ def _attach(client: WebClient, run: RunRef, chunks: list[str], whole: str, post_
     rest = len(chunks) - ANSWER_MESSAGES
     for chunk in chunks[: ANSWER_MESSAGES - 1]:
         post_text(run, chunk)
-    tail = (
-        f"\n_… {rest} more message{'s' if rest != 1 else ''} not posted here: {show_hint(run)} shows them._"
-    )
+    tail = f"\n_… {plural(rest, 'more message')} not posted here: {show_hint(run)} shows them._"
     post_text(run, _beginning(chunks[ANSWER_MESSAGES - 1], COMMENT_TEXT) + tail)
 
 

@@ -42,9 +42,9 @@ from bot.slack.blockkit import (
     slack_date,
     texts,
 )
-from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, truncate
+from bot.slack.mrkdwn import escape, inert, inline_code, mention, one_line, plural, truncate
 from bot.slack.people import name_people, run_people
-from bot.slack.policy_clicks import approvers_field
+from bot.slack.policy_clicks import approvers_field, requirement_of
 from bot.slack.verbatim import FENCE, code_block, code_pieces, slack_length, visible_json, visible_text
 
 NOTIFICATION_TEXT = 300
@@ -100,6 +100,9 @@ def approval_card(approval: Approval) -> ApprovalCard:
     head = [section(_headline(approval))]
     facts, target_problem = _facts(approval)
     head.append(facts)
+    others = others_line(approval)
+    if others is not None:  # said before anyone clicks: the requester is not told only after confirming
+        head.append(context(others))
     why, why_problem = _why(approval)
     if why is not None:
         head.append(why)
@@ -156,6 +159,25 @@ def decision_line(approval: Approval) -> str:
 
 
 # -- the parts ----------------------------------------------------------------------------------
+
+
+def needs_someone_else(approval: Approval) -> bool:
+    """Whether the requester (and whoever's thread message led to the call) may not approve it: a
+    destructive call always (four-eyes), a call whose sealed policy rule says so."""
+    if approval.category is ToolCategory.DESTRUCTIVE:
+        return True
+    requirement = requirement_of(approval)
+    return requirement is not None and not requirement.requester_may_approve
+
+
+def others_line(approval: Approval) -> str | None:
+    """The line "Needs approval by someone other than @alice", on a pending card where that holds."""
+    if approval.status is not ApprovalStatus.PENDING or not needs_someone_else(approval):
+        return None
+    people = list(dict.fromkeys([approval.requester, *approval.involved]))
+    names = " or ".join(mention(person) for person in people)
+    glass = "" if approval.category is ToolCategory.DESTRUCTIVE else " (or one who declared break-glass)"
+    return f":busts_in_silhouette: *Needs approval by someone other than {names}*{glass}"
 
 
 def _headline(approval: Approval) -> str:
@@ -347,7 +369,8 @@ def _approve_button(approval: Approval, destructive: bool) -> Block:
         approve["confirm"] = {
             "title": plain("Run a destructive tool?", CONFIRM_TITLE),
             "text": plain(
-                f"{one_line(approval.tool, 60)} may not be undone. Check the command and the dry run first.",
+                f"{one_line(approval.tool, 60)} may not be undone. Check the command and the dry run first. "
+                "Only someone other than the person who asked for it may approve it.",
                 CONFIRM_TEXT,
             ),
             "confirm": plain("Approve", CONFIRM_BUTTON),
@@ -373,4 +396,4 @@ def _age(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min" if hours < 24 else f"{hours // 24} days"
+    return f"{hours} h {minutes} min" if hours < 24 else plural(hours // 24, "day")

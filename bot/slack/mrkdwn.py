@@ -85,6 +85,13 @@ def link(url: str) -> str:
     return f"<{escape(url)}>"
 
 
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``count`` and ``noun`` as a person writes them: "1 iteration", "2 iterations", "1,791 tokens".
+
+    The one rule for every count the bot shows; ``many`` where adding an "s" is wrong ("1 person")."""
+    return f"{count:,} {noun if count == 1 else (many or noun + 's')}"
+
+
 def truncate(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
     if limit <= 0:

@@ -13,7 +13,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
+from agent.tool_step import RESERVED_ARGUMENTS
+from agent.types import RunStatus
+from bot.runs.presenter import CardView, Outcome, Step, StepStatus, StopNotice
 
 # The approval card lives in its own module; these names are part of ``render``'s interface.
 from bot.slack.approval_card import (
@@ -62,11 +64,12 @@ from bot.slack.mrkdwn import (
     link,
     mention,
     one_line,
+    plural,
     split_mrkdwn,
     to_mrkdwn,
     truncate,
 )
-from bot.slack.people import name_people
+from bot.slack.people import name_people, step_people
 
 __all__ = [
     "ACTION_APPROVE",
@@ -134,13 +137,15 @@ _STEP_ICON = {
 
 
 def short_arguments(arguments: str, limit: int = STEP_ARGS) -> str:
-    """``key=value, ...`` on one line, for a run card step."""
+    """``key=value, ...`` on one line, for a run card step. What the approval gate added to the call
+    (``confirmed_by``, the plan, the grant) is left out: the step names its approver itself."""
     try:
         parsed = json.loads(arguments or "{}")
     except ValueError:
         return one_line(arguments, limit)
     if isinstance(parsed, dict):
-        text = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in parsed.items())
+        shown = {key: value for key, value in parsed.items() if key not in RESERVED_ARGUMENTS}
+        text = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in shown.items())
         return one_line(text, limit)
     return one_line(arguments, limit)
 
@@ -150,8 +155,43 @@ def short_arguments(arguments: str, limit: int = STEP_ARGS) -> str:
 
 def card_text(run_id: str, requester: str, card: CardView) -> str:
     """The notification fallback for the card."""
-    _, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
-    return truncate(f"{label}: run for {mention(requester)} ({len(card.steps)} steps)", NOTIFICATION_TEXT)
+    _, label, detail = status_label(card)
+    said = f"{label} ({detail})" if detail else label
+    return truncate(
+        f"{said}: run for {mention(requester)} ({plural(len(card.steps), 'step')})", NOTIFICATION_TEXT
+    )
+
+
+def status_label(card: CardView) -> tuple[str, str, str]:
+    """The card's icon, status word and what it did: a finished run says what happened, not "Done"."""
+    if card.status is RunStatus.COMPLETED:
+        return outcome_label(card.outcome)
+    icon, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
+    return icon, label, ""
+
+
+def outcome_label(outcome: Outcome) -> tuple[str, str, str]:
+    """A completed run: changes made, declined, only looked, or answered without running a tool."""
+    others = [
+        plural(count, noun) + " " + verb
+        for count, noun, verb in (
+            (outcome.failed_changes, "change", "failed"),
+            (outcome.declined, "call", "declined"),
+            (outcome.refused, "call", "refused"),
+        )
+        if count
+    ]
+    if outcome.changed:
+        return ":white_check_mark:", "Done", ", ".join([plural(outcome.changed, "change") + " made", *others])
+    if outcome.declined:
+        return ":no_entry:", "Declined", "nothing was changed"
+    if outcome.failed_changes:
+        return ":warning:", "Finished", ", ".join(others)
+    if outcome.looked:
+        return ":white_check_mark:", "Done", "looked only, nothing was changed"
+    if outcome.refused:
+        return ":no_entry_sign:", "Answered", f"no tool ran ({', '.join(others)})"
+    return ":speech_balloon:", "Answered", "no tool ran"
 
 
 def source_line(url: str) -> str:
@@ -168,12 +208,13 @@ def card_blocks(
     run_id: str, requester: str, card: CardView, source_url: str = "", follows: str = ""
 ) -> list[Block]:
     """Status, steps, usage, and a Stop button while the run is not finished."""
-    icon, label = _STATUS.get(card.status.value, (":grey_question:", card.status.value))
-    head: list[Block] = [section(f"{icon} *{label}* · requested by {mention(requester)}")]
+    icon, label, detail = status_label(card)
+    said = f"*{label}* · {detail}" if detail else f"*{label}*"
+    head: list[Block] = [section(f"{icon} {said} · requested by {mention(requester)}")]
     blocks: list[Block] = []
-    usage = [f"{card.iterations} iterations"]
+    usage = [plural(card.iterations, "iteration")]
     if card.tokens or card.status.terminal:  # the worker counts tokens when a segment ends
-        usage.append(f"{card.tokens:,} tokens")
+        usage.append(plural(card.tokens, "token"))
     usage.append(f"run `{escape(run_id[:12])}`")
     if card.targets:  # the inventory's names (validated), never the model's text
         usage.insert(0, "targets " + ", ".join(f"`{escape(name)}`" for name in card.targets))
@@ -189,8 +230,9 @@ def card_blocks(
     # Slack refuses blocks holding more than about 12,000 characters in all (msg_blocks_too_long,
     # blockkit.CARD_TEXT): the newest steps that fit are shown, the others counted.
     room = CARD_TEXT - text_length([*head, *blocks])
+    people = step_people(requester, card.steps)
     for shown in range(min(CARD_STEPS, len(card.steps)), -1, -1):
-        steps = [section(chunk) for chunk in _step_chunks(card.steps, shown)]
+        steps = [section(chunk) for chunk in _step_chunks(card.steps, shown, people)]
         if text_length(steps) <= room:
             break
     return [*head, *steps, *blocks][:MAX_BLOCKS]
@@ -201,17 +243,19 @@ def text_length(blocks: list[Block]) -> int:
     return sum(len(text) for text in texts(blocks))
 
 
-def step_line(step: Step) -> str:
+def step_line(step: Step, people: frozenset[str] = frozenset()) -> str:
     """``:icon: `tool` args → result (1.2s) · approved by @x``, one line.
 
-    Arguments and results are the model's and the tools' (log lines): inert (``mrkdwn.inert``).
+    Arguments and results are the model's and the tools' (log lines): inert (``mrkdwn.inert``), but
+    for the IDs of the run's ``people`` (``bot.slack.people``), named.
     """
     line = f"{_STEP_ICON[step.status]} {inline_code(step.tool, 60)}"
     args = short_arguments(step.arguments)
     if args:
-        line += f" {inert(args)}"
-    if step.result:
-        line += f" → {inert(one_line(step.result, STEP_RESULT))}"
+        line += f" {name_people(inert(args), people)}"
+    result = step_result(step)
+    if result:
+        line += f" → {name_people(inert(one_line(result, STEP_RESULT)), people)}"
     if step.duration_seconds is not None:
         line += f" _({step.duration_seconds:.1f}s)_"
     if step.confirmed_by:
@@ -219,12 +263,20 @@ def step_line(step: Step) -> str:
     return line
 
 
-def _step_chunks(steps: Sequence[Step], shown: int = CARD_STEPS) -> list[str]:
+def step_result(step: Step) -> str:
+    """The tool's output without the "(approved by U…)" line the tool adds for the model: the step
+    names its approver itself, as a mention."""
+    note = f"(approved by {step.confirmed_by})" if step.confirmed_by else ""
+    result = step.result.rstrip()
+    return result.removesuffix(note).rstrip() if note and result.endswith(note) else step.result
+
+
+def _step_chunks(steps: Sequence[Step], shown: int, people: frozenset[str]) -> list[str]:
     """The newest ``shown`` step lines packed into section-sized chunks; older ones are counted."""
-    lines = [step_line(step) for step in steps[len(steps) - shown :]] if shown > 0 else []
+    lines = [step_line(step, people) for step in steps[len(steps) - shown :]] if shown > 0 else []
     hidden = len(steps) - len(lines)
     if hidden > 0:
-        lines.insert(0, f"_… {hidden} earlier step{'s' if hidden != 1 else ''}_")
+        lines.insert(0, f"_… {plural(hidden, 'earlier step')}_")
     return split_mrkdwn("\n".join(lines), SECTION_TEXT) if lines else []
 
 
@@ -244,13 +296,14 @@ def stop_notice_text(notice: StopNotice, last_step: Step | None = None) -> str:
     """
     icon, label = _STATUS.get(notice.status.value, (":warning:", notice.status.value))
     lines = [f"{icon} *{label}*"]
+    people = step_people("", [last_step] if last_step is not None else [])
     if notice.reason:
         lines.append(f"Why: {inert(one_line(notice.reason, 500))}")
     names = dict.fromkeys(notice.tools_used)
     used = ", ".join(inline_code(name, 60) for name in names) or "none"
     lines.append(f"Iterations: {notice.iterations} · Tokens: {notice.tokens:,} · Tools called: {used}")
     if last_step is not None:
-        lines.append(f"Last state: {step_line(last_step)}")
+        lines.append(f"Last state: {step_line(last_step, people)}")
     return truncate("\n".join(lines), ANSWER_CHUNK)
 
 

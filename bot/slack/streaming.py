@@ -61,7 +61,8 @@ from bot.keys import Keys
 from bot.runs.presenter import CardView, RunRef, Step, StepStatus
 from bot.slack.feedback import feedback_blocks
 from bot.slack.mrkdwn import mention
-from bot.slack.render import short_arguments
+from bot.slack.people import step_people
+from bot.slack.render import short_arguments, step_result
 from bot.slack.sender import is_transient
 from bot.slack.stream_text import inert_markdown, plain_markdown
 
@@ -276,16 +277,17 @@ class AnswerStreams:
         if view is None:
             return []
         chunks = []
+        people = step_people(stream.run.requester, view.steps)
         for step in view.steps:
             if step.call_id in stream.baseline:
                 continue
-            chunk = self._task(step)
+            chunk = self._task(step, people)
             shown = f"{chunk['status']}|{chunk.get('output', '')}"
             if stream.shown.get(chunk["id"]) != shown:
                 chunks.append(chunk)
         return chunks
 
-    def _task(self, step: Step) -> dict[str, Any]:
+    def _task(self, step: Step, people: frozenset[str]) -> dict[str, Any]:
         title = self._redact(step.tool) + (f" on {self._redact(step.target)}" if step.target else "")
         chunk: dict[str, Any] = {
             "type": "task_update",
@@ -300,7 +302,7 @@ class AnswerStreams:
         if step.status is StepStatus.REFUSED:
             output = "not run"
         elif step.result and step.status is not StepStatus.RUNNING:
-            output = plain_markdown(self._redact(step.result), OUTPUT_CHARS)
+            output = plain_markdown(self._redact(step_result(step)), OUTPUT_CHARS, people)
         if step.confirmed_by:  # written by the approval gate, as on the card: a mention of the approver
             output += f"{' · ' if output else ''}approved by {mention(step.confirmed_by)}"
         if output:

@@ -38,6 +38,33 @@ def mention(page: Page, text: str) -> Locator:
     return entry
 
 
+def raw_ids_shown(entry: Locator) -> list[str]:
+    """The people's raw IDs the bot's messages show as prose (code is verbatim, so left out)."""
+    texts: list[str] = entry.locator(".message.from-bot").evaluate_all(
+        """(nodes) => nodes.map((node) => {
+             const copy = node.cloneNode(true);
+             for (const code of copy.querySelectorAll("code, pre")) code.remove();
+             return copy.innerText;
+           })"""
+    )
+    return [
+        f"{person}: {text}" for text in texts for person in ("U_ALICE", "U_BOB", "U_OPS") if person in text
+    ]
+
+
+def whole_thread_screenshot(page: Page, entry: Locator, path: Path) -> None:
+    """``entry`` whole: the page never scrolls (its message list does), so it is made tall enough
+    for the thread first, and given back its size afterwards."""
+    size = page.viewport_size
+    assert size is not None
+    box = entry.bounding_box()
+    assert box is not None
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], int(box["height"]) + 600)})
+    entry.scroll_into_view_if_needed()
+    entry.screenshot(path=str(path), animations="disabled")
+    page.set_viewport_size(size)
+
+
 def screenshot_path(tmp_path: Path) -> Path:
     if os.environ.get("CHATOPS_UPDATE_SCREENSHOT"):
         return ROOT / "docs" / "demo.png"
@@ -58,20 +85,27 @@ def test_the_seed_incident_and_a_redirect_through_the_page(page: Page, demo: Dem
     old_log = sorted((demo.host.log_dir / "api").glob("api.log-*"))[0]
     assert old_log.exists()
 
+    # Alice, who asked, reads before any click that someone else must approve it.
+    expect(disk).to_contain_text("Needs approval by someone other than @alice")
     page.locator("#user-picker").select_option("U_BOB")  # someone else approves
     disk.locator(APPROVE).click()
     expect(page.locator("#confirm-dialog")).to_be_visible()
     expect(page.locator("#confirm-title")).to_contain_text("destructive")
+    expect(page.locator("#confirm-text")).to_contain_text("Only someone other than the person who asked")
     page.locator("#confirm-yes").click()
 
     answer = disk.locator(".message.from-bot").filter(has_text="Cleaned up")
     expect(answer).to_be_visible()
     expect(answer).to_contain_text("Deleted 6 of 6 planned files")
-    # The bot names the approver as a mention (the run card's step), not as a raw ID.
-    expect(disk.locator(".message.from-bot").first).to_contain_text("approved by @bob")
+    # The run card says what happened, and names the approver as a mention, never as a raw ID.
+    run_card = disk.locator(".message.from-bot").first
+    expect(run_card).to_contain_text("Done · 1 change made")
+    expect(run_card).to_contain_text("approved by @bob")
+    expect(run_card).to_contain_text("5 iterations")
+    assert raw_ids_shown(disk) == []
     expect(disk.locator(APPROVE)).to_have_count(0)
     assert not old_log.exists()
-    disk.screenshot(path=str(screenshot_path(tmp_path)), animations="disabled")
+    whole_thread_screenshot(page, disk, screenshot_path(tmp_path))
 
     # A reply while the restart waits for approval supersedes it: the model reads the log instead.
     page.locator("#user-picker").select_option("U_ALICE")

@@ -13,7 +13,7 @@ const SlackText = (() => {
     arrows_counterclockwise: "🔄", clock1: "🕐", stopwatch: "⏱️", zap: "⚡", bulb: "💡",
     speech_balloon: "💬", raised_hand: "✋", wave: "👋", scroll: "📜", octagonal_sign: "🛑",
     no_entry_sign: "🚫", globe_with_meridians: "🌐", leftwards_arrow_with_hook: "↩️", link: "🔗",
-    hourglass_done: "⌛", grey_question: "❔",
+    hourglass_done: "⌛", grey_question: "❔", busts_in_silhouette: "👥",
   };
 
   let names = { users: {}, channels: {}, groups: {} };
@@ -108,36 +108,57 @@ const SlackText = (() => {
     return esc(unesc(String(text || ""))).replace(/:([a-z0-9_+-]+):/g, (m, name) => emoji(name));
   }
 
-  // Markdown's text as Slack shows it: entities decoded for display, raw <…> tokens (mentions) parsed.
-  function markdownText(text) {
-    let out = "";
-    let last = 0;
-    const re = /<([^<>\s][^<>]*)>/g;
-    for (let m = re.exec(text); m; m = re.exec(text)) {
-      out += esc(unesc(text.slice(last, m.index))) + token(m[1]);
-      last = re.lastIndex;
-    }
-    return out + esc(unesc(text.slice(last)));
+  // Markdown's emphasis, strike, emoji and links on already-escaped text, as Slack's markdown block
+  // shows them (docs.slack.dev/reference/block-kit/blocks/markdown-block): **b**, __b__, *i*, _i_,
+  // ~~s~~, :emoji:, [label](url), and a bare URL as a link showing itself (Slack links those).
+  // Edges as in mrkdwn's styles(): no emphasis inside words or URLs.
+  function markdownStyles(html) {
+    const edge = "(^|[\\s(\\[>])";
+    const end = "(?=$|[\\s).,!?:;\\]<])";
+    return html
+      .replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>")
+      .replace(new RegExp(`${edge}__([^_\\n]+?)__${end}`, "g"), "$1<b>$2</b>")
+      .replace(new RegExp(`${edge}\\*([^*\\n]+?)\\*${end}`, "g"), "$1<i>$2</i>")
+      .replace(new RegExp(`${edge}_([^_\\n]+?)_${end}`, "g"), "$1<i>$2</i>")
+      .replace(/~~([^~\n]+?)~~/g, "<s>$1</s>")
+      .replace(/:([a-z0-9_+-]+):/g, (m, name) => emoji(name))
+      .replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (m, label, url) =>
+        `<a href="${esc(safeUrl(unesc(url)))}" target="_blank" rel="noopener">${label}</a>`)
+      .replace(/(^|[\s(])(https?:\/\/[^\s<>()"]+)/g, (m, before, url) =>
+        `${before}<a href="${esc(safeUrl(unesc(url)))}" target="_blank" rel="noopener">${url}</a>`);
   }
 
-  // The markdown block: standard Markdown (headings, lists, **bold**, [label](url), code).
+  // One line of Markdown outside code blocks: code spans verbatim; raw <…> tokens (mentions) parsed;
+  // entities decoded for display (Slack stores &, < and > escaped) and everything else escaped.
+  function markdownLine(text) {
+    return text.split(/(`[^`\n]+`)/).map((seg) => {
+      if (seg.length > 1 && seg.startsWith("`") && seg.endsWith("`")) return `<code>${esc(unesc(seg.slice(1, -1)))}</code>`;
+      let out = "";
+      let last = 0;
+      const re = /<([^<>\s][^<>]*)>/g;
+      for (let m = re.exec(seg); m; m = re.exec(seg)) {
+        out += markdownStyles(esc(unesc(seg.slice(last, m.index)))) + token(m[1]);
+        last = re.lastIndex;
+      }
+      return out + markdownStyles(esc(unesc(seg.slice(last))));
+    }).join("");
+  }
+
+  // The markdown block: standard Markdown (headings, lists, quotes, emphasis, emoji, links, code).
+  // A quote starts with the character ">" (an entity &gt; is text, as in CommonMark).
   function markdown(text) {
     const parts = String(text || "").split("```");
     return parts.map((part, i) => {
-      if (i % 2) return `<pre class="code-block">${esc(part.replace(/^[a-z]*\n/, ""))}</pre>`;
+      if (i % 2) return `<pre class="code-block">${esc(unesc(part.replace(/^[a-z]*\n/, "")))}</pre>`;
       return part.split("\n").map((raw) => {
-        let html = markdownText(raw)
-          .replace(/\*\*([^*]+)\*\*/g, "<b>$1</b>")
-          .replace(/(^|\s)\*([^*]+)\*/g, "$1<i>$2</i>")
-          .replace(/`([^`]+)`/g, "<code>$1</code>")
-          .replace(/\[([^\]]+)\]\(([^)\s]+)\)/g, (m, label, url) =>
-            `<a href="${esc(safeUrl(url))}" target="_blank" rel="noopener">${label}</a>`);
-        const heading = html.match(/^(#{1,6})\s+(.*)$/);
-        if (heading) return `<div class="md-h${heading[1].length}">${heading[2]}</div>`;
-        const item = html.match(/^\s*(?:[-*]|\d+\.)\s+(.*)$/);
-        if (item) return `<div class="md-li">• ${item[1]}</div>`;
-        return `${html}<br>`;
-      }).join("");
+        const quote = raw.match(/^ {0,3}> ?(.*)$/);
+        if (quote) return `<blockquote>${markdownLine(quote[1])}</blockquote>`;
+        const heading = raw.match(/^ {0,3}(#{1,6})\s+(.*)$/);
+        if (heading) return `<div class="md-h${heading[1].length}">${markdownLine(heading[2])}</div>`;
+        const item = raw.match(/^\s*(?:[-*+]|\d+\.)\s+(.*)$/);
+        if (item) return `<div class="md-li">• ${markdownLine(item[1])}</div>`;
+        return `${markdownLine(raw)}<br>`;
+      }).join("").replace(/<br>$/, "");
     }).join("");
   }
 

@@ -329,3 +329,38 @@ def test_a_staging_target_is_not_marked_production() -> None:
     card = approval({"target": "stg-1"}, target="stg-1", target_via="ssh", target_labels="env=staging")
     text = json.dumps(render.approval_blocks(card))
     assert "`stg-1` via ssh\\nenv=staging" in text and "PRODUCTION" not in text
+
+
+def test_the_requester_is_told_before_confirming_that_someone_else_must_approve() -> None:
+    """A destructive call: the card says who may not approve it, and the confirm dialog everyone
+    sees before the click is sent says so too. A mutating call the requester may approve says nothing."""
+    card = render.approval_blocks(
+        approval(
+            {"path": "/var/log"},
+            category=ToolCategory.DESTRUCTIVE,
+            preview="1 file",
+            involved=["U_ALICE", "U_CAROL"],
+        )
+    )
+    text = json.dumps(card)
+    assert "Needs approval by someone other than <@U_ALICE> or <@U_CAROL>" in text
+    (approve,) = [
+        e
+        for b in card
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == render.ACTION_APPROVE
+    ]
+    assert "someone other than the person who asked" in approve["confirm"]["text"]["text"]
+    assert "someone other than" not in json.dumps(render.approval_blocks(approval({"replicas": 2})))
+    decided = approval(
+        {"path": "/x"}, category=ToolCategory.DESTRUCTIVE, status=ApprovalStatus.APPROVED, decided_by="U_BOB"
+    )
+    assert "someone other than" not in json.dumps(render.approval_blocks(decided))
+
+
+def test_a_dry_run_a_day_old_reads_one_day() -> None:
+    card = approval(
+        {"path": "/x"}, category=ToolCategory.DESTRUCTIVE, preview="1 file", plan_created_at=CREATED - 86_460
+    )
+    assert "1 day before this request" in json.dumps(render.approval_blocks(card))

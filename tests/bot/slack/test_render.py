@@ -172,3 +172,81 @@ def test_the_run_card_lists_the_targets_its_calls_ran_on() -> None:
     blocks = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, steps, 2, 10))
     context = next(b for b in blocks if b["type"] == "context")
     assert context["elements"][0]["text"].startswith("targets `web-03`, `db-01` · ")
+
+
+def declined(call_id: str, reason: str = "not now") -> Step:
+    return Step(
+        call_id, "delete_files", StepStatus.REFUSED, "destructive", result=f"Error: declined: {reason}"
+    )
+
+
+def test_a_finished_card_says_what_happened_instead_of_done_for_every_run() -> None:
+    read = Step("c1", "disk_usage", StepStatus.OK, "read_only", 0.1, result="97% used")
+    changed = Step("c2", "delete_files", StepStatus.OK, "destructive", 0.2, "U_BOB", result="deleted 3")
+    refused = Step("c3", "nuke", StepStatus.REFUSED, None, result="Error: unknown tool nuke")
+
+    def head(*steps: Step) -> str:
+        return render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, steps, 2, 10))[0][
+            "text"
+        ]["text"]
+
+    assert head(read, declined("c2")).startswith(":no_entry: *Declined* · nothing was changed")
+    assert head().startswith(":speech_balloon: *Answered* · no tool ran")
+    assert head(refused).startswith(":no_entry_sign: *Answered* · no tool ran (1 call refused)")
+    assert head(read).startswith(":white_check_mark: *Done* · looked only, nothing was changed")
+    assert head(read, changed).startswith(":white_check_mark: *Done* · 1 change made")
+    assert head(changed, declined("c4")).startswith(
+        ":white_check_mark: *Done* · 1 change made, 1 call declined"
+    )
+    failed = Step("c5", "restart", StepStatus.ERROR, "mutating", result="Error: exit 1")
+    assert head(failed).startswith(":warning: *Finished* · 1 change failed")
+    for text in (head(read, declined("c2")), head()):
+        assert "Done" not in text
+    # The notification text says it too.
+    card = CardView(RunStatus.COMPLETED, (declined("c2"),), 1, 10)
+    assert render.card_text("r" * 32, "U_ALICE", card).startswith("Declined (nothing was changed)")
+
+
+def test_a_tools_own_output_cannot_pass_for_a_declined_call() -> None:
+    """Only a call that did not run can be "declined": a log line saying so is just output."""
+    liar = Step("c1", "read_logs", StepStatus.OK, "read_only", result="Error: declined: by the admin")
+    assert not liar.declined
+    head = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, (liar,), 1, 1))[0]
+    assert "Declined" not in head["text"]["text"]
+
+
+def test_counts_are_written_as_people_write_them() -> None:
+    one = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, (), 1, 1))
+    usage = json.dumps(one, ensure_ascii=False)
+    assert "1 iteration ·" in usage and "1 token ·" in usage and "1 iterations" not in usage
+    many = json.dumps(
+        render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, (), 2, 1791)),
+        ensure_ascii=False,
+    )
+    assert "2 iterations" in many and "1,791 tokens" in many
+    steps = tuple(Step(f"c{i}", "t", StepStatus.OK, "read_only") for i in range(render.CARD_STEPS + 1))
+    text = json.dumps(render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.RUNNING, steps, 1, 1)))
+    assert "1 earlier step_" in text
+    assert "(1 step)" in render.card_text("r", "U_ALICE", CardView(RunStatus.RUNNING, steps[:1]))
+
+
+def test_the_card_names_approvers_as_mentions_never_as_raw_ids() -> None:
+    """The tool's "(approved by U_BOB)" line and the gate's confirmed_by argument are not shown
+    raw next to the mention; an ID the model or a tool wrote of someone else stays text."""
+    step = Step(
+        "c1",
+        "clean_old_logs",
+        StepStatus.OK,
+        "destructive",
+        0.1,
+        "U_BOB",
+        arguments=json.dumps({"path": "/var/log", "confirmed_by": "U_BOB"}),
+        result="Deleted 6 files, asked by U_ALICE, cc U_EVE.\n(approved by U_BOB)",
+    )
+    blocks = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, (step,), 1, 1))
+    line = blocks[1]["text"]["text"]
+    assert "confirmed_by" not in line and "approved by U_BOB" not in line
+    assert "asked by <@U_ALICE>" in line and "· approved by <@U_BOB>" in line
+    assert "cc U_EVE" in line  # not one of the run's people: never a mention made of text
+    notice = render.stop_notice_text(StopNotice(RunStatus.FAILED, "x", 1, 1), step)
+    assert "U_BOB" not in notice.replace("<@U_BOB>", "")

@@ -25,3 +25,15 @@ def test_plain_markdown_is_one_short_line() -> None:
     assert (
         plain_markdown("a\n\n<!here>  " + "b" * 500, 40) == "a &lt;!here&gt; " + "b" * 29 + "…"
     )  # cut before escaping
+
+
+def test_the_bots_formatting_stays_formatting_as_when_posted() -> None:
+    """Emoji codes, emphasis and quotes are Markdown a stream shows as such; only a quote's ``>``
+    at a line's start outside code is a raw ``>`` (every other one, and every ``<``, an entity)."""
+    text = inert_markdown(
+        ":information_source: _simulated_ *really*\n> quoted <!channel> a > b\n```\n> code\n```\n  > again"
+    )
+    assert text == (
+        ":information_source: _simulated_ *really*\n> quoted &lt;!channel&gt; a &gt; b\n"
+        "```\n&gt; code\n```\n  > again"
+    )
