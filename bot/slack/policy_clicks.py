@@ -148,12 +148,18 @@ class ClickPolicy:
         )
 
 
+def requirement_of(approval: Approval) -> Requirement | None:
+    """The requirement a card shows (posted with, or the one a click was judged by: ``Judged.shown``);
+    for display only, never for a decision (``ClickRules.judge`` computes that from the policy file)."""
+    return Requirement.from_json(approval.policy) if approval.policy else None
+
+
 def approvers_field(approval: Approval) -> str | None:
     """The card's "Who may approve" field: the requirement the card was posted with, or, on a
     redraw after a click, the one the click was judged by (``Judged.shown``)."""
-    if not approval.policy:
+    requirement = requirement_of(approval)
+    if requirement is None:
         return None
-    requirement = Requirement.from_json(approval.policy)
     who = ", ".join(
         [*(mention(u) for u in requirement.users), *(f"<!subteam^{g}>" for g in requirement.groups)]
     )
