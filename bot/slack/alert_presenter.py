@@ -25,7 +25,7 @@ from bot.slack.blockkit import (
     notification_text,
     section,
 )
-from bot.slack.mrkdwn import escape, inert, link, mention
+from bot.slack.mrkdwn import escape, inert, link, mention, to_mrkdwn
 
 _LABELS_SHOWN = 12
 Block = dict[str, Any]
@@ -80,7 +80,8 @@ def alert_blocks(view: AlertView) -> list[Block]:
     if view.links:
         blocks.append(context(" · ".join(f"{escape(what)}: {link(url)}" for what, url in view.links[:4])))
     if view.answer:
-        blocks.append(section(f"*What the investigation found*\n{inert(view.answer)}"))
+        # The model's Markdown as the thread's answer shows it (``to_mrkdwn``: inert, links as their URL).
+        blocks.append(section(f"*What the investigation found*\n{to_mrkdwn(view.answer)}"))
     when = time.strftime("%H:%M:%S UTC", time.gmtime(view.last_notified_at)) if view.last_notified_at else ""
     status = [f"{view.notifications} notification(s)"] + ([f"last notified {when}"] if when else [])
     if view.held and view.investigate_button:  # a run under way is not held back any more

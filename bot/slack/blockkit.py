@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +27,8 @@ MESSAGE_TEXT = 40_000
 # Slack refuses a message whose blocks hold more than about 12,000 characters of text in all;
 # cards stay below this, with room for redaction to lengthen a secret's placeholder.
 CARD_TEXT = 11_000
+_LEADING_EMOJI = re.compile(r"^(?::[a-z0-9_+-]+:\s*)+")
+_BOLD_MARKS = re.compile(r"\*([^*\n]+)\*")
 NOTIFICATION_TEXT = 300  # a message's ``text`` fallback, shown in notifications: short is better
 
 # action_id / callback_id values the app routes on.
@@ -54,7 +57,10 @@ def notification_text(blocks: list[Block], limit: int = NOTIFICATION_TEXT) -> st
     for block in blocks:
         for text in texts([block]):
             if text.strip():
-                return truncate(" ".join(text.split()), limit)
+                # A notification reads plainer without the block's leading emoji and bold marks;
+                # taking characters out of inert text cannot make anything live.
+                plain = _BOLD_MARKS.sub(r"\1", _LEADING_EMOJI.sub("", " ".join(text.split())))
+                return truncate(plain, limit)
     return " "
 
 

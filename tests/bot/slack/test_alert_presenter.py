@@ -54,3 +54,14 @@ def test_the_clicker_who_started_the_investigation_is_the_only_live_mention() ->
     # A value that is no Slack user ID (it never is: Slack's signed click names the clicker) is inert.
     forged = alert_blocks(replace(clicked, investigated_by="<!channel>"))
     assert [item for item in live_in_message({"text": "x", "blocks": forged}) if item.kind != "link"] == []
+
+
+def test_the_investigations_answer_on_the_root_reads_as_formatted_and_stays_inert() -> None:
+    answered = replace(
+        HOSTILE, answer="**Root cause**: the api's logs. See [grafana](https://evil.example/d) <!here>"
+    )
+    blocks = alert_blocks(answered)
+    shown = next(b["text"]["text"] for b in blocks if "What the investigation found" in str(b))
+    assert "**" not in shown and "*Root cause*" in shown  # Markdown bold became Slack's bold
+    live = live_in_message({"text": "x", "blocks": blocks})
+    assert [item for item in live if item.kind != "link"] == [] and not [i for i in live if i.disguised]
