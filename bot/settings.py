@@ -144,6 +144,9 @@ class Settings(BaseSettings):
     chatops_runner_secret: str = ""  # shared by web, workers and runners: signs approval grants
     chatops_runner_heartbeat_seconds: float = Field(default=15.0, gt=0)
     chatops_runner_target: str = ""  # ``chatops runner --target``: the target this runner serves
+    chatops_runner_state_dir: Path = Path(
+        "/var/lib/chatops-runner"
+    )  # a runner's spent grants (local, durable)
     chatops_ssh_user: str = ""  # defaults for Ansible hosts without ansible_user / a key file
     chatops_ssh_key_file: Path | None = None
     chatops_ssh_known_hosts: Path | None = None

@@ -7,8 +7,15 @@ dry run's plan and an expiry. The grant travels with the call (``agent.tooling.A
 to the runner, which recomputes every bound value from the call it was handed and refuses on any
 difference. Write access to Redis alone therefore cannot make a runner act: an approval record
 forged into Redis has no valid grant, and a grant cannot be moved to another call, target or
-approver. One grant authorises one execution: the runner's execution mark (``bot.fleet.executions``)
-refuses a second use of the same execution id.
+approver. One grant authorises one execution: the runner spends it in a file on its host before
+it runs (``bot.fleet.grant_ledger``: a Redis writer cannot undo that), then claims the execution's
+mark in Redis (``bot.fleet.executions``).
+
+A grant lives ``GRANT_LIFETIME_SECONDS`` from the click (or the approval timeout, if shorter): long
+enough for a worker to resume the run and the runner to pick the call up, short enough that the
+host's record of it is small and a captured grant soon useless. A runner down for longer than that
+(or than the call's own deadline) leaves the call refused: the dispatcher reports the target
+unreachable, or the runner, back up, refuses the expired grant, and the run needs a new approval.
 
 With an access policy (``CHATOPS_POLICY_FILE``) the grant also carries the policy's decision:
 every distinct approver, how many the sealed rule needed, the rule's name, and whether the
@@ -30,6 +37,7 @@ from dataclasses import asdict, dataclass
 from agent.arguments import canonical_arguments
 
 _VERSION = 1
+GRANT_LIFETIME_SECONDS = 300.0  # click -> resumed run -> the runner's pick-up, with room for a busy queue
 _RESERVED = ("confirmed_by", "approved_plan", "approval_grant")
 
 

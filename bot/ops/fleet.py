@@ -159,6 +159,7 @@ def build_runner_worker(
         secret=settings.chatops_runner_secret,
         heartbeat_seconds=settings.chatops_runner_heartbeat_seconds,
         output_filter=output_filter,
+        state_dir=settings.chatops_runner_state_dir,
         name=name,
         replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
         replica_wait_ms=settings.redis_replica_wait_ms,
