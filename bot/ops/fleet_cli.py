@@ -15,6 +15,7 @@ import time
 import redis
 
 from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats, redis_now
+from bot.fleet.runner_acl import runner_acl_command
 from bot.keys import Keys
 from bot.ops.fleet import build_runner_worker, load_fleet_inventory
 from bot.redis_connection import open_redis
@@ -27,6 +28,11 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", help="the inventory target this runner serves (CHATOPS_RUNNER_TARGET)")
     parser.add_argument("--name", help="worker name (default: random)")
     parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
+    parser.add_argument(
+        "--print-acl",
+        action="store_true",
+        help="print the ACL SETUSER line of this target's Redis user (docs/OPERATIONS.md) and exit",
+    )
 
 
 def run_cli(args: argparse.Namespace, settings: Settings) -> int:
@@ -34,6 +40,9 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     if not target:
         print("chatops runner: name the target with --target or CHATOPS_RUNNER_TARGET")
         return 2
+    if args.print_acl:
+        print(runner_acl_command(Keys(settings.chatops_redis_prefix), settings.chatops_queue, target))
+        return 0
     restarts = 0
     while True:
         # Behind sentinels its one blocking command is WAIT 1 on a changing call's mark.

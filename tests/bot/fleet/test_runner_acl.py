@@ -26,6 +26,7 @@ from bot.keys import Keys
 from tests.bot.fleet.test_runner_defences import restart_arguments
 from tests.bot.fleet.test_runners import harness_for
 from tests.support.runners import SECRET, FleetSite
+from tests.support.waiting import wait_for
 
 RunnerUrl = Callable[[str], str]
 
@@ -114,7 +115,8 @@ def test_one_targets_runner_credentials_reach_no_other_target(
     db_queue = Queue(
         target_queue_name(site.queue, "db-01"), connection=redis_client, serializer=JSONSerializer
     )
-    (db_job,) = db_queue.finished_job_registry.get_job_ids()
+    finished = db_queue.finished_job_registry.get_job_ids
+    (db_job,) = wait_for(finished, timeout=30, what="db-01's job to finish in RQ")
     db_mark = keys.execution("db-01", "ro-anything")
     attacker = redis.Redis.from_url(web_url)  # web-03's runner's credentials, off the host
     try:
@@ -142,8 +144,16 @@ def test_one_targets_runner_credentials_reach_no_other_target(
         attacker.close()
 
 
-def test_the_acl_line_operators_run_is_the_tested_rules(keys: Keys) -> None:
-    line = runner_acl_command(keys, "chatops", "web-03")
+def test_chatops_runner_print_acl_prints_the_tested_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.ops.cli import build_parser
+    from bot.ops.fleet_cli import run_cli
+    from bot.settings import Settings
+
+    settings = Settings(_env_file=None, chatops_queue="chatops", chatops_redis_prefix="chatops:")  # type: ignore[call-arg]
+    args = build_parser().parse_args(["runner", "--target", "web-03", "--print-acl"])
+    assert run_cli(args, settings) == 0
+    line = capsys.readouterr().out.strip()
+    assert line == runner_acl_command(Keys("chatops:"), "chatops", "web-03")
     assert line.startswith("ACL SETUSER chatops-runner-web-03 reset >RUNNER_PASSWORD on resetkeys ")
-    assert " ".join(runner_acl_rules(keys, "chatops", "web-03")) in line
-    assert "~rq:*:chatops_2etarget_2eweb-03__*" in line and "~rq:*:chatops.target.web-03" in line
+    assert " ".join(runner_acl_rules(Keys("chatops:"), "chatops", "web-03")) in line
+    assert "~rq:*:chatops_2etarget_2eweb-03__*" in line and "~chatops:fleet:exec:web-03:*" in line
