@@ -3,7 +3,7 @@
 ``RunnerTool`` is the route of one (tool, target) pair (``tools.targets.TargetedTool`` picks it).
 A call is a small JSON job (RQ's ``JSONSerializer``: nothing pickled crosses to a runner) naming
 the target, the tool, the arguments exactly as the model wrote them, the approval grant of an
-approved call and a deadline, signed as a whole with the runner secret (``bot.fleet.job_signing``);
+approved call and a deadline, signed as a whole with the target's key (``bot.fleet.job_signing``);
 the runner looks the tool up in its own registry and refuses anything else. Its RQ job id starts
 with the target's queue (``bot.fleet.runner_acl``), so a runner's Redis user reaches only its own. The
 dispatcher waits for the result on the execution's list, checking between short waits that the
@@ -30,6 +30,7 @@ from bot.fleet.grants import Grant
 from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.job_signing import sign_job
 from bot.fleet.runner_acl import new_job_id, target_queue_name
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 
 RUNNER_FUNCTION = "bot.fleet.runner_job.perform"  # the one function a runner runs
@@ -80,7 +81,7 @@ class Dispatcher:
         queue = self.queue(target)
         queue.enqueue_call(
             RUNNER_FUNCTION,
-            args=(sign_job(self.secret, payload),),
+            args=(sign_job(target_key(self.secret, target), payload),),
             job_id=new_job_id(queue.name),
             timeout=math.ceil(timeout + _GRACE_SECONDS),
             ttl=math.ceil(timeout + _GRACE_SECONDS),  # never started by then: dropped from the queue

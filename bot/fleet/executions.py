@@ -8,8 +8,8 @@ runner won, the outcome is unknown to the dispatcher, which says so. A retried j
 job whose runner died) finds its own ``executing`` mark and, for a call that changes something,
 reports "outcome unknown" instead of running it again.
 
-Results are sealed: the runner signs each with ``CHATOPS_RUNNER_SECRET`` (HMAC over the execution
-id and the result), and the dispatcher drops one that is not, so whoever can write to Redis cannot
+Results are sealed: the runner signs each with its target's key (``bot.fleet.target_keys``; HMAC
+over the target, the execution id and the result), and the dispatcher drops one that is not, so whoever can write to Redis cannot
 put words in a runner's mouth ("disk usage 12%") for the model to act on. The keys carry the
 target, so a runner's Redis user reaches its own target's executions only (``bot.fleet.runner_acl``).
 
@@ -30,6 +30,7 @@ import redis
 
 from agent.redis_util import as_text
 from agent.tooling import ToolResult
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 
 EXECUTING = "executing"
@@ -98,7 +99,8 @@ def _seal(secret: bytes, target: str, execution_id: str, body: str) -> str:
 
 
 class Executions:
-    """The executions on one target (``target``: its keys)."""
+    """The executions on one target (``target``: its keys). ``secret``: the master secret, or with
+    ``derived`` the target's own key already (a runner's)."""
 
     def __init__(
         self,
@@ -107,12 +109,13 @@ class Executions:
         secret: bytes,
         target: str,
         *,
+        derived: bool = False,
         replicas: int = 0,
         replica_wait_ms: int = 500,
     ) -> None:
         self._redis = client
         self._keys = keys
-        self._secret = secret
+        self._secret = secret if derived else target_key(secret, target)
         self.target = target
         self._claim = client.register_script(_CLAIM)
         self.replicas = replicas

@@ -1,7 +1,7 @@
 """Approval grants: what a runner checks before it executes a mutating or destructive call.
 
-When an approver clicks Approve, the web process signs a grant (HMAC-SHA256 with
-``CHATOPS_RUNNER_SECRET``) over exactly what the card showed: the approval and execution ids, the
+When an approver clicks Approve, the web process signs a grant (HMAC-SHA256 with the target's
+key, derived from ``CHATOPS_RUNNER_SECRET``: ``bot.fleet.target_keys``) over exactly what the card showed: the approval and execution ids, the
 tool, the SHA-256 of the call's canonical arguments (its target among them), the approver, the
 dry run's plan and an expiry. The grant travels with the call (``agent.tooling.APPROVAL_GRANT``)
 to the runner, which recomputes every bound value from the call it was handed and refuses on any
@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from agent.arguments import canonical_arguments
+from bot.fleet.target_keys import target_key
 
 _VERSION = 1
 GRANT_LIFETIME_SECONDS = 300.0  # click -> resumed run -> the runner's pick-up, with room for a busy queue
@@ -143,12 +144,15 @@ def arguments_sha256(arguments: dict[str, object]) -> str:
 
 @dataclass(frozen=True)
 class GrantSigner:
-    """Signs and checks grants with the shared secret; ``lifetime``: how long a grant is valid
-    after the click (the run must be resumed and the call executed within it)."""
+    """Signs and checks grants with the shared secret, under each grant's target's key;
+    ``lifetime``: how long a grant is valid after the click (the run must be resumed and the call
+    executed within it). ``own_target``: ``secret`` is already that one target's key (a runner's),
+    and grants for any other target are refused."""
 
     secret: bytes
     lifetime: float
     clock: Callable[[], float] = time.time
+    own_target: str | None = None
 
     def sign(
         self,
@@ -197,6 +201,8 @@ class GrantSigner:
         grant = Grant.decode(text) if text else None
         if grant is None:
             return "it carries no approval grant"
+        if self.own_target is not None and grant.target != self.own_target:
+            return "its approval grant is for another target"
         if not hmac.compare_digest(grant.mac, self._mac(grant)):
             return "its approval grant is not signed with this runner's secret"
         plan = arguments.get("approved_plan")
@@ -220,4 +226,5 @@ class GrantSigner:
         return None
 
     def _mac(self, grant: Grant) -> str:
-        return hmac.new(self.secret, grant.payload(), hashlib.sha256).hexdigest()
+        key = self.secret if self.own_target is not None else target_key(self.secret, grant.target)
+        return hmac.new(key, grant.payload(), hashlib.sha256).hexdigest()

@@ -4,7 +4,7 @@ A grant authorises one approved call; but read-only calls, previews and descript
 and anyone able to push into a runner's queue could otherwise make it read its host for them. The
 dispatcher therefore signs each job's whole content (target, op, tool, the arguments verbatim, the
 execution id, the deadline and the timeout; the grant, if any, is inside the arguments) with
-HMAC-SHA256 under ``CHATOPS_RUNNER_SECRET``, in a domain of its own so a job's signature can never
+HMAC-SHA256 under the target's key (``bot.fleet.target_keys``), in a domain of its own so a job's signature can never
 pass for a grant's or a result's seal. The job's deadline is its signature's expiry: a replay of a
 captured job is refused once it passed (within it, a read-only execution already done is not run
 again: ``bot.fleet.runner_job``).
@@ -35,7 +35,8 @@ def _mac(secret: bytes, payload: Mapping[str, Any]) -> str:
 
 
 def sign_job(secret: bytes, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """``payload`` with its signature (the dispatcher, just before it enqueues it)."""
+    """``payload`` with its signature under ``secret``, its target's key (the dispatcher, just
+    before it enqueues it)."""
     return {**payload, SIGNATURE: _mac(secret, payload)}
 
 

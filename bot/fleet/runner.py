@@ -34,6 +34,7 @@ from bot.fleet.grants import GrantSigner, PolicyNeed
 from bot.fleet.heartbeats import Heartbeats, HeartbeatThread, redis_clock
 from bot.fleet.runner_acl import runner_worker_name, target_queue_name
 from bot.fleet.runner_job import RunnerContext, bound, perform
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -98,25 +99,29 @@ def build_runner(
     replicas: int = 0,
     replica_wait_ms: int = 500,
     policy: Callable[[str, ToolCategory], PolicyNeed] | None = None,
+    key: bytes = b"",
 ) -> RunnerWorker:
     """A runner worker for ``target`` with ``tools`` (its own registry, by name); ``state_dir``:
     ``CHATOPS_RUNNER_STATE_DIR``, where it records the grants it spent (``grants/{target}``)."""
-    if not secret:
-        raise BotConfigurationError("a runner needs CHATOPS_RUNNER_SECRET to verify approvals")
+    if not secret and not key:
+        raise BotConfigurationError(
+            "a runner needs its key (CHATOPS_RUNNER_KEY) or CHATOPS_RUNNER_SECRET to verify jobs and approvals"
+        )
+    own = key or target_key(secret.encode(), target)  # the one key it uses: its target's
     executor = executor_name()
     context = RunnerContext(
         target=target,
         executor=executor,
         tools=tools,
         executions=Executions(
-            connection, keys, secret.encode(), target, replicas=replicas, replica_wait_ms=replica_wait_ms
+            connection, keys, own, target, derived=True, replicas=replicas, replica_wait_ms=replica_wait_ms
         ),
-        signer=GrantSigner(secret.encode(), 0.0, clock=redis_clock(connection)),
+        signer=GrantSigner(own, 0.0, clock=redis_clock(connection), own_target=target),
         output_filter=output_filter,
         now=redis_clock(connection),
         policy=policy,
         ledger=GrantLedger(state_dir / "grants" / target),
-        secret=secret.encode(),
+        key=own,
     )
     heartbeats = Heartbeats(connection, keys, heartbeat_seconds)
     heartbeat = HeartbeatThread(heartbeats, target, executor, tuple(sorted(tools)))

@@ -56,7 +56,7 @@ class RunnerContext:
     output_filter: Callable[[str], str]
     now: Callable[[], float]
     ledger: GrantLedger  # the grants spent on this host (``CHATOPS_RUNNER_STATE_DIR``)
-    secret: bytes  # ``CHATOPS_RUNNER_SECRET``: every job is signed with it
+    key: bytes  # its target's key (``bot.fleet.target_keys``): every job is signed with it
     policy: Callable[[str, ToolCategory], PolicyNeed] | None = None  # its own CHATOPS_POLICY_FILE
 
 
@@ -236,7 +236,7 @@ def _job_problem(context: RunnerContext, payload: Any) -> str | None:
     if not isinstance(payload, dict):
         return "the payload is not an object"
     return (
-        signature_problem(context.secret, payload)
+        signature_problem(context.key, payload)
         or _payload_problem(payload)
         or freshness_problem(payload, target=context.target, now=context.now())
     )

@@ -26,6 +26,7 @@ from bot.fleet.executions import RemoteResult
 from bot.fleet.grants import GRANT_LIFETIME_SECONDS, Grant, GrantSigner, arguments_sha256, execution_id
 from bot.fleet.heartbeats import Heartbeats, redis_now
 from bot.fleet.job_signing import sign_job
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.service import RunService
@@ -163,9 +164,8 @@ def test_a_mutating_call_killed_mid_run_runs_at_most_once(
     queue = Queue(target_queue_name(site.queue, "web-03"), connection=redis_client, serializer=JSONSerializer)
     payload = {"target": "web-03", "execution": execution, "op": "execute", "tool": "restart_app"}
     payload.update(arguments=arguments, deadline=redis_client.time()[0] + 60.0, timeout=20.0)
-    queue.enqueue_call(
-        "bot.fleet.runner_job.perform", args=(sign_job(SECRET.encode(), payload),), result_ttl=0
-    )
+    signed = sign_job(target_key(SECRET.encode(), "web-03"), payload)  # as its dispatcher signed it
+    queue.enqueue_call("bot.fleet.runner_job.perform", args=(signed,), result_ttl=0)
     result_key = keys.execution_result("web-03", execution)
     retried = wait_for(lambda: redis_client.lpop(result_key), timeout=20, what="the retried job's answer")
     sealed = json.loads(retried if isinstance(retried, bytes) else b"{}")

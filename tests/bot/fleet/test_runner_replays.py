@@ -24,6 +24,7 @@ from bot.fleet.grants import execution_id
 from bot.fleet.heartbeats import Heartbeats, redis_now
 from bot.fleet.job_signing import sign_job
 from bot.fleet.runner_acl import target_queue_name
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from tests.bot.fleet.test_runner_defences import restart_arguments
 from tests.support.runners import SECRET, FleetSite
@@ -118,8 +119,9 @@ def refusals(site: FleetSite, target: str, job: Job) -> list[str]:
     return [line for line in site.output(target).splitlines() if f"refused runner job {job.id}" in line]
 
 
-def signed(payload: dict[str, Any]) -> dict[str, Any]:
-    return sign_job(SECRET.encode(), payload)
+def signed(payload: dict[str, Any], key_of: str | None = None) -> dict[str, Any]:
+    """Signed as a dispatcher signs it: with the key of its target (or of ``key_of``)."""
+    return sign_job(target_key(SECRET.encode(), key_of or payload["target"]), payload)
 
 
 def altered(payload: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +139,14 @@ def altered(payload: dict[str, Any]) -> dict[str, Any]:
         (lambda rc: {**signed(read_job(rc)), "signature": "0" * 64}, "its signature does not match"),
         (lambda rc: altered(read_job(rc)), "its signature does not match"),
         (lambda rc: sign_job(b"not-the-secret", read_job(rc)), "its signature does not match"),
-        (lambda rc: signed(read_job(rc, target="web-03")), "it is signed for target 'web-03', not db-01"),
+        # web-03's genuine job pushed into db-01's queue: signed with web-03's key.
+        (lambda rc: signed(read_job(rc, target="web-03")), "its signature does not match"),
+        # A compromised web-03 holds web-03's key only: what it signs is no job for db-01.
+        (lambda rc: signed(read_job(rc), key_of="web-03"), "its signature does not match"),
+        (
+            lambda rc: signed(read_job(rc, target="web-03"), key_of="db-01"),
+            "it is signed for target 'web-03'",
+        ),
         (lambda rc: signed(read_job(rc, deadline=redis_now(rc) - 1)), "its signature has expired"),
     ],
     ids=[
@@ -146,7 +155,9 @@ def altered(payload: dict[str, Any]) -> dict[str, Any]:
         "forged signature",
         "altered",
         "other secret",
-        "other target",
+        "a web-03 job",
+        "web-03's key",
+        "db-01's key for web-03",
         "expired",
     ],
 )
