@@ -53,7 +53,8 @@ RUN set -eu; \
     fi; \
     groupadd --system --gid 10001 chatops; \
     useradd --system --uid 10001 --gid chatops --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin chatops
+        --shell /usr/sbin/nologin chatops; \
+    install -d -m 0700 -o 10001 -g 10001 /var/lib/chatops-runner  # a runner's spent grants (a volume)
 COPY --from=build /opt/chatops /opt/chatops
 COPY --chmod=0755 deploy/docker/healthcheck.py /opt/chatops/bin/chatops-healthcheck
 COPY manifest.json /app/manifest.json

@@ -91,6 +91,7 @@ def start_runners(bench: BenchRedis, queue: str, directory: Path, names: Sequenc
             "CHATOPS_TOOLS_FILE": str(directory / f"tools-{name}.yaml"),
             "CHATOPS_RUNNER_SECRET": SECRET,
             "CHATOPS_RUNNER_HEARTBEAT_SECONDS": "5",
+            "CHATOPS_RUNNER_STATE_DIR": str(directory / "state" / name),
         }
         command = [*chatops_command(), "--log-level", "WARNING", "runner", "--target", name]
         started.append(start_process(f"runner-{name}", command, env, directory / "logs"))

@@ -34,12 +34,13 @@ Shared:
 * ``{p}lost:scan``          string: the lock of the one worker scanning Slack for lost cards (PX)
 * ``{p}lost:notice:{channel}:{thread_ts}``  string: the thread was told its run was lost (EX 2 days)
 
-The fleet's (``bot.fleet``; a runner's Redis ACL user may touch only these and RQ's ``rq:*``):
+The fleet's (``bot.fleet``; a runner's Redis ACL user may touch only its own target's, and RQ's
+keys of its own queue and jobs: ``bot.fleet.runner_acl``):
 
 * ``{p}fleet:runner:{target}``   string: the target runner's last heartbeat, JSON (``bot.fleet.heartbeats``)
-* ``{p}fleet:exec:{id}``         string: one remote execution's mark, ``executing`` or ``abandoned``
+* ``{p}fleet:exec:{target}:{id}``  string: one remote execution's mark, ``executing`` or ``abandoned``
   (``SET NX``: exactly one of the runner and the dispatcher who gave up wins; ``bot.fleet.executions``)
-* ``{p}fleet:exec:{id}:result``  list: its result, pushed once by the runner, popped by the dispatcher
+* ``{p}fleet:exec:{target}:{id}:result``  list: its result, pushed once by the runner, popped by the dispatcher
 
 The alerts' (``bot.alerts.store``, their one owner):
 
@@ -74,20 +75,24 @@ class Keys(MemoryKeys):
     def approvals(self, run_id: str) -> str:
         return f"{self.run(run_id)}:approvals"
 
-    # -- the fleet (a runner's ACL: ``fleet_pattern``) ------------------------------------------
+    # -- the fleet (a runner's ACL: ``bot.fleet.runner_acl``) -----------------------------------
 
     def fleet_pattern(self) -> str:
-        """Every fleet key: what a runner's Redis ACL user may read and write besides RQ's."""
+        """Every fleet key (what ``chatops doctor`` and operators look at; no runner holds it)."""
         return f"{self.prefix}fleet:*"
 
     def runner_heartbeat(self, target: str) -> str:
         return f"{self.prefix}fleet:runner:{key_part(target, 'target')}"
 
-    def execution(self, execution_id: str) -> str:
-        return f"{self.prefix}fleet:exec:{key_part(execution_id, 'execution id')}"
+    def executions_of(self, target: str) -> str:
+        """The common start of one target's execution keys: its runner's ACL pattern ends here."""
+        return f"{self.prefix}fleet:exec:{key_part(target, 'target')}:"
 
-    def execution_result(self, execution_id: str) -> str:
-        return f"{self.execution(execution_id)}:result"
+    def execution(self, target: str, execution_id: str) -> str:
+        return f"{self.executions_of(target)}{key_part(execution_id, 'execution id')}"
+
+    def execution_result(self, target: str, execution_id: str) -> str:
+        return f"{self.execution(target, execution_id)}:result"
 
     # -- alerts ---------------------------------------------------------------------------------
 

@@ -199,6 +199,10 @@ class Settings(BaseSettings):
     chatops_runner_secret: str = ""  # shared by web, workers and runners: signs grants, seals approvals
     chatops_runner_heartbeat_seconds: float = Field(default=15.0, gt=0)
     chatops_runner_target: str = ""  # ``chatops runner --target``: the target this runner serves
+    chatops_runner_key: str = ""  # a runner's own target's key, instead of the secret (--print-key)
+    chatops_runner_state_dir: Path = Path(
+        "/var/lib/chatops-runner"
+    )  # a runner's spent grants (local, durable)
     chatops_ssh_user: str = ""  # defaults for Ansible hosts without ansible_user / a key file
     chatops_ssh_key_file: Path | None = None
     chatops_ssh_known_hosts: Path | None = None
@@ -328,7 +332,7 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """The bot's own secrets, redacted everywhere whatever ``CHATOPS_REDACT_ENV`` says: the Slack
-        tokens and signing secret, the LLM key, the metrics token, the alert webhooks' token and
+        tokens and signing secret, the LLM key, the metrics token, the runner secret and key, the alert webhooks' token and
         PagerDuty signing secrets, the Redis and Sentinel passwords, and the Prometheus and Alertmanager header
         values written out (``${NAME}`` ones: see above)."""
         values = [
@@ -338,6 +342,7 @@ class Settings(BaseSettings):
             self.llm_api_key,
             self.chatops_metrics_token,
             self.chatops_runner_secret,
+            self.chatops_runner_key,
             self.chatops_alerts_token,
             *self.chatops_pagerduty_secret,
         ]

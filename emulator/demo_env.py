@@ -94,5 +94,6 @@ def runner_env(common: Mapping[str, str], host: DemoHost) -> dict[str, str]:
     }
     env["CHATOPS_LOG_DIRS"] = str(host.log_dir)
     env["CHATOPS_SERVICE_BACKEND"] = "systemd"
+    env["CHATOPS_RUNNER_STATE_DIR"] = str(host.root / "var" / "lib" / "chatops-runner")  # its spent grants
     env["PATH"] = os.pathsep.join([str(host.bin_dir), common.get("PATH", os.defpath)])
     return env

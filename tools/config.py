@@ -20,12 +20,13 @@ SERVICE_BACKEND = "systemd"
 LOG_DIRS = ("/var/log",)
 KUBE_NAMESPACE = "default"
 BOT_SECRET_ENV = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "LLM_API_KEY")
-# Never in a command's environment, whatever CHATOPS_REDACT_ENV says: the runner secret (it signs
-# approvals), the metrics token, the Redis URL (its password; a runner's Redis user), the alert
+# Never in a command's environment, whatever CHATOPS_REDACT_ENV says: the runner secret and a
+# runner's key (they sign approvals and jobs), the metrics token, the Redis URL (its password; a runner's Redis user), the alert
 # webhooks' token and PagerDuty's signing secrets.
 ALWAYS_HIDDEN_ENV = (
     *BOT_SECRET_ENV,
     "CHATOPS_RUNNER_SECRET",
+    "CHATOPS_RUNNER_KEY",
     "CHATOPS_METRICS_TOKEN",
     "REDIS_URL",
     "CHATOPS_ALERTS_TOKEN",

@@ -2,8 +2,10 @@
 
 ``RunnerTool`` is the route of one (tool, target) pair (``tools.targets.TargetedTool`` picks it).
 A call is a small JSON job (RQ's ``JSONSerializer``: nothing pickled crosses to a runner) naming
-the tool, the arguments exactly as the model wrote them, the approval grant of an approved call
-and a deadline; the runner looks the tool up in its own registry and refuses anything else. The
+the target, the tool, the arguments exactly as the model wrote them, the approval grant of an
+approved call and a deadline, signed as a whole with the target's key (``bot.fleet.job_signing``);
+the runner looks the tool up in its own registry and refuses anything else. Its RQ job id starts
+with the target's queue (``bot.fleet.runner_acl``), so a runner's Redis user reaches only its own. The
 dispatcher waits for the result on the execution's list, checking between short waits that the
 runner is still alive; when it is not, or the deadline passes, it abandons the execution (one
 ``SET NX`` against the runner's own claim, ``bot.fleet.executions``) and says whether the call ran.
@@ -26,16 +28,14 @@ from agent.types import ToolDef
 from bot.fleet.executions import Executions, RemoteResult
 from bot.fleet.grants import Grant
 from bot.fleet.heartbeats import Heartbeats
+from bot.fleet.job_signing import sign_job
+from bot.fleet.runner_acl import new_job_id, target_queue_name
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 
 RUNNER_FUNCTION = "bot.fleet.runner_job.perform"  # the one function a runner runs
 _WAIT_SLICE_SECONDS = 1.0  # how often a waiting dispatcher checks the runner's heartbeat
 _GRACE_SECONDS = 2.0  # past the tool's own timeout, for the runner to report it itself
-
-
-def target_queue_name(base: str, target: str) -> str:
-    """The RQ queue of one target's runner: ``chatops.target.web-03``."""
-    return f"{base}.target.{target}"
 
 
 @dataclass
@@ -49,9 +49,8 @@ class Dispatcher:
     secret: bytes  # ``CHATOPS_RUNNER_SECRET``: results are sealed with it (``bot.fleet.executions``)
     queues: dict[str, Queue] = field(default_factory=dict)
 
-    @property
-    def executions(self) -> Executions:
-        return Executions(self.redis, self.keys, self.secret)
+    def executions(self, target: str) -> Executions:
+        return Executions(self.redis, self.keys, self.secret, target)
 
     def queue(self, target: str) -> Queue:
         if target not in self.queues:
@@ -71,6 +70,7 @@ class Dispatcher:
         execution = execution or f"ro-{uuid.uuid4().hex}"
         deadline = now + timeout
         payload = {
+            "target": target,
             "execution": execution,
             "op": op,
             "tool": tool,
@@ -78,9 +78,11 @@ class Dispatcher:
             "deadline": deadline,
             "timeout": timeout,
         }
-        self.queue(target).enqueue_call(
+        queue = self.queue(target)
+        queue.enqueue_call(
             RUNNER_FUNCTION,
-            args=(payload,),
+            args=(sign_job(target_key(self.secret, target), payload),),
+            job_id=new_job_id(queue.name),
             timeout=math.ceil(timeout + _GRACE_SECONDS),
             ttl=math.ceil(timeout + _GRACE_SECONDS),  # never started by then: dropped from the queue
             result_ttl=60,  # expired by Redis: deleting at once costs the runner a dozen round trips
@@ -89,7 +91,7 @@ class Dispatcher:
         return self._wait(target, tool, execution, timeout + _GRACE_SECONDS, mutating)
 
     def _wait(self, target: str, tool: str, execution: str, budget: float, mutating: bool) -> RemoteResult:
-        executions = self.executions
+        executions = self.executions(target)
         started = time.monotonic()
         while True:
             left = budget - (time.monotonic() - started)

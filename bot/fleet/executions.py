@@ -1,4 +1,4 @@
-"""Remote executions: the one owner of ``{p}fleet:exec:{id}`` and its result list.
+"""Remote executions: the one owner of ``{p}fleet:exec:{target}:{id}`` and its result list.
 
 At most once across runner crashes and give-ups: before a runner runs a call it claims the
 execution's mark with ``SET NX`` (``executing``); a dispatcher that stops waiting (the runner went
@@ -8,9 +8,10 @@ runner won, the outcome is unknown to the dispatcher, which says so. A retried j
 job whose runner died) finds its own ``executing`` mark and, for a call that changes something,
 reports "outcome unknown" instead of running it again.
 
-Results are sealed: the runner signs each with ``CHATOPS_RUNNER_SECRET`` (HMAC over the execution
-id and the result), and the dispatcher drops one that is not, so whoever can write to Redis cannot
-put words in a runner's mouth ("disk usage 12%") for the model to act on.
+Results are sealed: the runner signs each with its target's key (``bot.fleet.target_keys``; HMAC
+over the target, the execution id and the result), and the dispatcher drops one that is not, so whoever can write to Redis cannot
+put words in a runner's mouth ("disk usage 12%") for the model to act on. The keys carry the
+target, so a runner's Redis user reaches its own target's executions only (``bot.fleet.runner_acl``).
 
 Behind Redis Sentinel (``replicas=1``) the mark of a call that changes something must be on a
 replica before the call runs, or a failover could lose it and a retried job run the call again:
@@ -29,6 +30,7 @@ import redis
 
 from agent.redis_util import as_text
 from agent.tooling import ToolResult
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 
 EXECUTING = "executing"
@@ -92,17 +94,29 @@ class RemoteResult:
             return cls(output="Error: the runner sent a result that cannot be read", is_error=True)
 
 
-def _seal(secret: bytes, execution_id: str, body: str) -> str:
-    return hmac.new(secret, f"{execution_id}\n{body}".encode(), hashlib.sha256).hexdigest()
+def _seal(secret: bytes, target: str, execution_id: str, body: str) -> str:
+    return hmac.new(secret, f"{target}\n{execution_id}\n{body}".encode(), hashlib.sha256).hexdigest()
 
 
 class Executions:
+    """The executions on one target (``target``: its keys). ``secret``: the master secret, or with
+    ``derived`` the target's own key already (a runner's)."""
+
     def __init__(
-        self, client: redis.Redis, keys: Keys, secret: bytes, *, replicas: int = 0, replica_wait_ms: int = 500
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        secret: bytes,
+        target: str,
+        *,
+        derived: bool = False,
+        replicas: int = 0,
+        replica_wait_ms: int = 500,
     ) -> None:
         self._redis = client
         self._keys = keys
-        self._secret = secret
+        self._secret = secret if derived else target_key(secret, target)
+        self.target = target
         self._claim = client.register_script(_CLAIM)
         self.replicas = replicas
         self.replica_wait_ms = replica_wait_ms
@@ -114,7 +128,7 @@ class Executions:
         deadline passed), the state of whoever claimed it first (``executing``, ``done``,
         ``abandoned``), or ``unreplicated`` (``replicated``, behind sentinels: no replica confirmed
         the mark in time; it is ``abandoned`` now, so the call never runs)."""
-        key = self._keys.execution(execution_id)
+        key = self._keys.execution(self.target, execution_id)
         args: list[str | int] = [executor, repr(deadline), _TTL_SECONDS]
         if not (replicated and self.replicas):
             answer = as_text(self._claim(keys=[key], args=args))
@@ -133,28 +147,32 @@ class Executions:
 
     def abandon(self, execution_id: str) -> bool:
         """The dispatcher gives up: True if the call never started (and now never will)."""
-        return bool(self._redis.set(self._keys.execution(execution_id), ABANDONED, nx=True, ex=_TTL_SECONDS))
+        return bool(
+            self._redis.set(
+                self._keys.execution(self.target, execution_id), ABANDONED, nx=True, ex=_TTL_SECONDS
+            )
+        )
 
     def state(self, execution_id: str) -> str | None:
-        raw = as_text(self._redis.get(self._keys.execution(execution_id)))
+        raw = as_text(self._redis.get(self._keys.execution(self.target, execution_id)))
         return raw.split(" ", 1)[0] if raw else None
 
     def _sealed(self, execution_id: str, result: RemoteResult) -> str:
         body = result.encode()
-        return json.dumps({"result": body, "seal": _seal(self._secret, execution_id, body)})
+        return json.dumps({"result": body, "seal": _seal(self._secret, self.target, execution_id, body)})
 
     def finish(self, execution_id: str, result: RemoteResult) -> None:
         """The runner: push the result for the dispatcher (and mark the execution done)."""
-        key = self._keys.execution_result(execution_id)
+        key = self._keys.execution_result(self.target, execution_id)
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.rpush(key, self._sealed(execution_id, result))
             pipe.expire(key, _TTL_SECONDS)
-            pipe.set(self._keys.execution(execution_id), DONE, xx=True, keepttl=True)
+            pipe.set(self._keys.execution(self.target, execution_id), DONE, xx=True, keepttl=True)
             pipe.execute()
 
     def answer(self, execution_id: str, result: RemoteResult) -> None:
         """Push a result without touching the mark (a refusal, an "outcome unknown")."""
-        key = self._keys.execution_result(execution_id)
+        key = self._keys.execution_result(self.target, execution_id)
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.rpush(key, self._sealed(execution_id, result))
             pipe.expire(key, _TTL_SECONDS)
@@ -162,7 +180,9 @@ class Executions:
 
     def wait(self, execution_id: str, timeout: float) -> RemoteResult | None:
         """The dispatcher: the result, if it arrives within ``timeout`` seconds."""
-        found = self._redis.blpop([self._keys.execution_result(execution_id)], timeout=max(0.05, timeout))
+        found = self._redis.blpop(
+            [self._keys.execution_result(self.target, execution_id)], timeout=max(0.05, timeout)
+        )
         if found is None:
             return None
         return self._opened(execution_id, as_text(found[1]) or "")
@@ -176,7 +196,7 @@ class Executions:
         if (
             not isinstance(body, str)
             or not isinstance(seal, str)
-            or not hmac.compare_digest(seal, _seal(self._secret, execution_id, body))
+            or not hmac.compare_digest(seal, _seal(self._secret, self.target, execution_id, body))
         ):
             return RemoteResult(
                 "Error: a result for this call was not sealed by a runner holding the runner secret; it was "

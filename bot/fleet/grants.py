@@ -1,14 +1,21 @@
 """Approval grants: what a runner checks before it executes a mutating or destructive call.
 
-When an approver clicks Approve, the web process signs a grant (HMAC-SHA256 with
-``CHATOPS_RUNNER_SECRET``) over exactly what the card showed: the approval and execution ids, the
+When an approver clicks Approve, the web process signs a grant (HMAC-SHA256 with the target's
+key, derived from ``CHATOPS_RUNNER_SECRET``: ``bot.fleet.target_keys``) over exactly what the card showed: the approval and execution ids, the
 tool, the SHA-256 of the call's canonical arguments (its target among them), the approver, the
 dry run's plan and an expiry. The grant travels with the call (``agent.tooling.APPROVAL_GRANT``)
 to the runner, which recomputes every bound value from the call it was handed and refuses on any
 difference. Write access to Redis alone therefore cannot make a runner act: an approval record
 forged into Redis has no valid grant, and a grant cannot be moved to another call, target or
-approver. One grant authorises one execution: the runner's execution mark (``bot.fleet.executions``)
-refuses a second use of the same execution id.
+approver. One grant authorises one execution: the runner spends it in a file on its host before
+it runs (``bot.fleet.grant_ledger``: a Redis writer cannot undo that), then claims the execution's
+mark in Redis (``bot.fleet.executions``).
+
+A grant lives ``GRANT_LIFETIME_SECONDS`` from the click (or the approval timeout, if shorter): long
+enough for a worker to resume the run and the runner to pick the call up, short enough that the
+host's record of it is small and a captured grant soon useless. A runner down for longer than that
+(or than the call's own deadline) leaves the call refused: the dispatcher reports the target
+unreachable, or the runner, back up, refuses the expired grant, and the run needs a new approval.
 
 With an access policy (``CHATOPS_POLICY_FILE``) the grant also carries the policy's decision:
 every distinct approver, how many the sealed rule needed, the rule's name, and whether the
@@ -28,8 +35,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from agent.arguments import canonical_arguments
+from bot.fleet.target_keys import target_key
 
 _VERSION = 1
+GRANT_LIFETIME_SECONDS = 300.0  # click -> resumed run -> the runner's pick-up, with room for a busy queue
 _RESERVED = ("confirmed_by", "approved_plan", "approval_grant")
 
 
@@ -135,12 +144,15 @@ def arguments_sha256(arguments: dict[str, object]) -> str:
 
 @dataclass(frozen=True)
 class GrantSigner:
-    """Signs and checks grants with the shared secret; ``lifetime``: how long a grant is valid
-    after the click (the run must be resumed and the call executed within it)."""
+    """Signs and checks grants with the shared secret, under each grant's target's key;
+    ``lifetime``: how long a grant is valid after the click (the run must be resumed and the call
+    executed within it). ``own_target``: ``secret`` is already that one target's key (a runner's),
+    and grants for any other target are refused."""
 
     secret: bytes
     lifetime: float
     clock: Callable[[], float] = time.time
+    own_target: str | None = None
 
     def sign(
         self,
@@ -189,6 +201,8 @@ class GrantSigner:
         grant = Grant.decode(text) if text else None
         if grant is None:
             return "it carries no approval grant"
+        if self.own_target is not None and grant.target != self.own_target:
+            return "its approval grant is for another target"
         if not hmac.compare_digest(grant.mac, self._mac(grant)):
             return "its approval grant is not signed with this runner's secret"
         plan = arguments.get("approved_plan")
@@ -212,4 +226,5 @@ class GrantSigner:
         return None
 
     def _mac(self, grant: Grant) -> str:
-        return hmac.new(self.secret, grant.payload(), hashlib.sha256).hexdigest()
+        key = self.secret if self.own_target is not None else target_key(self.secret, grant.target)
+        return hmac.new(key, grant.payload(), hashlib.sha256).hexdigest()

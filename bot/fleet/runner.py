@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -26,11 +27,14 @@ from rq.worker import SimpleWorker
 
 from agent.tooling import ToolCategory
 from bot.errors import BotConfigurationError
-from bot.fleet.dispatch import RUNNER_FUNCTION, target_queue_name
+from bot.fleet.dispatch import RUNNER_FUNCTION
 from bot.fleet.executions import Executions
+from bot.fleet.grant_ledger import GrantLedger
 from bot.fleet.grants import GrantSigner, PolicyNeed
 from bot.fleet.heartbeats import Heartbeats, HeartbeatThread, redis_clock
+from bot.fleet.runner_acl import runner_worker_name, target_queue_name
 from bot.fleet.runner_job import RunnerContext, bound, perform
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,10 @@ class RunnerWorker(SimpleWorker):
         with bound(self.context):
             return super().perform_job(job, queue, execution)
 
+    def clean_group_registries(self) -> None:
+        """RQ's groups are shared by every queue, out of a runner's Redis user's reach
+        (``bot.fleet.runner_acl``); chatops uses none, and the workers clean them."""
+
     def work(self, *args: Any, **kwargs: Any) -> bool:
         self.fleet_heartbeat.start()
         try:
@@ -86,28 +94,38 @@ def build_runner(
     secret: str,
     heartbeat_seconds: float,
     output_filter: Any,
+    state_dir: Path,
     name: str | None = None,
     replicas: int = 0,
     replica_wait_ms: int = 500,
     policy: Callable[[str, ToolCategory], PolicyNeed] | None = None,
+    key: bytes = b"",
 ) -> RunnerWorker:
-    """A runner worker for ``target`` with ``tools`` (its own registry, by name)."""
-    if not secret:
-        raise BotConfigurationError("a runner needs CHATOPS_RUNNER_SECRET to verify approvals")
+    """A runner worker for ``target`` with ``tools`` (its own registry, by name); ``state_dir``:
+    ``CHATOPS_RUNNER_STATE_DIR``, where it records the grants it spent (``grants/{target}``)."""
+    if not secret and not key:
+        raise BotConfigurationError(
+            "a runner needs its key (CHATOPS_RUNNER_KEY) or CHATOPS_RUNNER_SECRET to verify jobs and approvals"
+        )
+    own = key or target_key(secret.encode(), target)  # the one key it uses: its target's
     executor = executor_name()
     context = RunnerContext(
         target=target,
         executor=executor,
         tools=tools,
         executions=Executions(
-            connection, keys, secret.encode(), replicas=replicas, replica_wait_ms=replica_wait_ms
+            connection, keys, own, target, derived=True, replicas=replicas, replica_wait_ms=replica_wait_ms
         ),
-        signer=GrantSigner(secret.encode(), 0.0, clock=redis_clock(connection)),
+        signer=GrantSigner(own, 0.0, clock=redis_clock(connection), own_target=target),
         output_filter=output_filter,
         now=redis_clock(connection),
         policy=policy,
+        ledger=GrantLedger(state_dir / "grants" / target),
+        key=own,
     )
     heartbeats = Heartbeats(connection, keys, heartbeat_seconds)
     heartbeat = HeartbeatThread(heartbeats, target, executor, tuple(sorted(tools)))
     queue = Queue(target_queue_name(queue_base, target), connection=connection, serializer=JSONSerializer)
-    return RunnerWorker([queue], connection=connection, name=name, context=context, heartbeat=heartbeat)
+    # Its worker's keys start with its queue's prefix: its Redis user reaches no other (``runner_acl``).
+    worker = runner_worker_name(queue.name, name)
+    return RunnerWorker([queue], connection=connection, name=worker, context=context, heartbeat=heartbeat)

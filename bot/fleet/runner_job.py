@@ -1,11 +1,17 @@
 """The one job a runner runs: a call of a tool in its own registry, checked as if hostile.
 
 Anything in Redis may have been written by someone who should not command this host, so the job
-trusts nothing it is handed: the payload's shape is checked, the tool must be in the runner's own
+trusts nothing it is handed: the payload's shape is checked, its signature must be the runner
+secret's over its whole content, for this target, unexpired (``bot.fleet.job_signing``; a job
+that fails it gets no answer at all, only a WARNING line in the runner's log naming the RQ job:
+answering would let a Redis writer have the runner seal text for any execution, and the runner's
+Redis user cannot write the audit stream), the tool must be in the runner's own
 registry (built from its own settings; no code or command ever comes through Redis), the call
 must be for this runner's target, the deadline must not have passed, and a call that changes
-something needs a grant this runner verifies itself (``bot.fleet.grants``). The execution is
-claimed before it starts (``bot.fleet.executions``): a retried job never runs a side effect twice.
+something needs a grant this runner verifies itself (``bot.fleet.grants``) and spends on the host
+(``bot.fleet.grant_ledger``) before it claims the execution in Redis (``bot.fleet.executions``): a
+retried or replayed job never runs a side effect twice, even with its Redis mark deleted. A
+read-only execution already done is not run again either (a replay within the job's deadline).
 Results pass through the runner's own output filter (redaction, size cap) before they leave.
 """
 
@@ -19,13 +25,17 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from rq import get_current_job
+
 from agent.arguments import parse_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVAL_GRANT, Tool, ToolCategory, ToolResult, call_category, describe_call
 from agent.types import TRUSTED_ARGUMENTS
 from bot.errors import BotConfigurationError
 from bot.fleet.executions import DONE, EXECUTING, LATE, UNREPLICATED, Executions, RemoteResult
-from bot.fleet.grants import GrantSigner, PolicyNeed, policy_problem
+from bot.fleet.grant_ledger import GrantLedger
+from bot.fleet.grants import Grant, GrantSigner, PolicyNeed, policy_problem
+from bot.fleet.job_signing import EXPIRED, SIGNATURE, freshness_problem, signature_problem
 
 log = logging.getLogger(__name__)
 TARGET_ARGUMENT = "target"
@@ -45,6 +55,8 @@ class RunnerContext:
     signer: GrantSigner
     output_filter: Callable[[str], str]
     now: Callable[[], float]
+    ledger: GrantLedger  # the grants spent on this host (``CHATOPS_RUNNER_STATE_DIR``)
+    key: bytes  # its target's key (``bot.fleet.target_keys``): every job is signed with it
     policy: Callable[[str, ToolCategory], PolicyNeed] | None = None  # its own CHATOPS_POLICY_FILE
 
 
@@ -65,11 +77,21 @@ def perform(payload: Any) -> str:
     context = _current.get()
     if context is None:
         raise BotConfigurationError("runner jobs run only inside chatops runner")
-    problem = _payload_problem(payload)
+    problem = _job_problem(context, payload)
     if problem is not None:
-        log.error("refused a malformed runner job: %s", problem)
-        if isinstance(payload, dict) and isinstance(payload.get("execution"), str):
-            context.executions.answer(payload["execution"], _refused(context, problem))
+        job = get_current_job()
+        fields = payload if isinstance(payload, dict) else {}
+        # Whoever wrote the job chose these: quoted and cut, so they cannot forge log lines.
+        log.warning(
+            "refused runner job %s (op %.40r, tool %.60r, execution %.120r): %s",
+            job.id if job is not None else "?",
+            fields.get("op"),
+            fields.get("tool"),
+            fields.get("execution"),
+            problem,
+        )
+        if problem == EXPIRED:  # signed by a dispatcher, who may still wait: tell it (sealed)
+            context.executions.answer(payload["execution"], _refused(context, LATE_REASON))
         return "refused"
     _run(context, payload)
     return "done"
@@ -94,9 +116,7 @@ def _run(context: RunnerContext, payload: dict[str, Any]) -> RemoteResult:
             context, execution, _refused(context, f"this call is for target {named!r}, not {context.target}")
         )
     local = json.dumps({k: v for k, v in arguments.items() if k not in (TARGET_ARGUMENT, APPROVAL_GRANT)})
-    op = payload["op"]
-    if op != "execute" and context.now() > float(payload["deadline"]):
-        return _answer(context, execution, _refused(context, LATE_REASON))
+    op = payload["op"]  # its deadline has not passed: ``job_problem``
     if op == "describe":
         return _answer(context, execution, _result(context, ToolResult(describe_call(tool, local) or "")))
     if op == "preview":
@@ -130,6 +150,19 @@ def _execute(
                 execution,
                 _refused(context, f"the runner of {context.target} refused {payload['tool']}: {problem}"),
             )
+    if changes and not _spend(context, arguments, execution):
+        log.warning(
+            "did not run %s (%s): its grant was already spent on this host", payload["tool"], execution
+        )
+        return _answer(
+            context,
+            execution,
+            _refused(
+                context,
+                f"outcome unknown: {payload['tool']} was not run again on {context.target}: "
+                "its approval grant was already spent on this host",
+            ),
+        )
     taken = context.executions.claim(
         execution, context.executor, float(payload["deadline"]), replicated=changes
     )
@@ -138,6 +171,10 @@ def _execute(
     if taken == UNREPLICATED:
         log.warning("did not run %s (%s): no Redis replica confirmed its mark", payload["tool"], execution)
         return _answer(context, execution, _refused(context, UNREPLICATED_REASON))
+    if taken == DONE and not changes:
+        # Answered already: a replay of a signed read-only job within its deadline reads nothing.
+        log.warning("did not run %s (%s) again: it was answered already", payload["tool"], execution)
+        return _refused(context, "it was answered already")
     if taken is not None and (taken not in (EXECUTING, DONE) or changes):
         # Abandoned by its dispatcher (nobody waits), or a side effect that may already have run.
         reason = "it already started once" if taken in (EXECUTING, DONE) else "its dispatcher gave up on it"
@@ -164,6 +201,12 @@ def _execute(
     return remote
 
 
+def _spend(context: RunnerContext, arguments: dict[str, Any], execution: str) -> bool:
+    """Spend the (verified) grant of this execution on the host: ``False`` if it was spent already."""
+    grant = Grant.decode(str(arguments.get(APPROVAL_GRANT)))  # verified by ``GrantSigner.problem``
+    return grant is not None and context.ledger.spend(execution, grant.expires_at, context.now())
+
+
 def _answer(context: RunnerContext, execution: str, result: RemoteResult) -> RemoteResult:
     context.executions.answer(execution, result)
     return result
@@ -188,10 +231,20 @@ def _refused(context: RunnerContext, why: str) -> RemoteResult:
     return RemoteResult(f"Error: {why}", is_error=True, executor=context.executor)
 
 
-def _payload_problem(payload: Any) -> str | None:
+def _job_problem(context: RunnerContext, payload: Any) -> str | None:
+    """Why this job must not be acted on at all: not a signed job for this target, now."""
     if not isinstance(payload, dict):
         return "the payload is not an object"
+    return (
+        signature_problem(context.key, payload)
+        or _payload_problem(payload)
+        or freshness_problem(payload, target=context.target, now=context.now())
+    )
+
+
+def _payload_problem(payload: dict[str, Any]) -> str | None:
     expected: dict[str, type | tuple[type, ...]] = {
+        "target": str,
         "execution": str,
         "op": str,
         "tool": str,
@@ -204,8 +257,8 @@ def _payload_problem(payload: Any) -> str | None:
             return f"{key} is missing or has the wrong type"
     if payload["op"] not in _OPS:
         return f"unknown op {payload['op']!r}"
-    if set(payload) - set(expected):
-        return f"unknown fields {sorted(set(payload) - set(expected))}"
+    if set(payload) - set(expected) - {SIGNATURE}:
+        return f"unknown fields {sorted(set(payload) - set(expected) - {SIGNATURE})}"
     if not 0 < float(payload["timeout"]) <= 3600:
         return "timeout out of range"
     return None

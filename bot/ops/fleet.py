@@ -35,8 +35,9 @@ from tools.safety import OutputFilter
 VERIFIED_VIAS = frozenset({"runner", "ssh", "kubernetes"})  # a changing call there needs a signed grant
 
 
-def load_fleet_inventory(settings: Settings) -> Inventory:
-    """``CHATOPS_INVENTORY_FILE`` (or the implicit local target); a mistake stops start-up."""
+def load_fleet_inventory(settings: Settings, *, runner: bool = False) -> Inventory:
+    """``CHATOPS_INVENTORY_FILE`` (or the implicit local target); a mistake stops start-up.
+    ``runner``: for ``chatops runner``, which may hold only its target's key (``CHATOPS_RUNNER_KEY``)."""
     defaults = SshDefaults(
         user=settings.chatops_ssh_user or None,
         key_file=settings.chatops_ssh_key_file,
@@ -47,7 +48,8 @@ def load_fleet_inventory(settings: Settings) -> Inventory:
     except ToolConfigError as error:
         raise BotConfigurationError(str(error)) from error
     remote = sorted({target.via for target in inventory if target.via in VERIFIED_VIAS})
-    if remote and not settings.chatops_runner_secret:
+    has_key = runner and bool(settings.chatops_runner_key)  # a runner may hold only its target's key
+    if remote and not (settings.chatops_runner_secret or has_key):
         raise BotConfigurationError(
             f"the inventory has {' and '.join(remote)} targets: set CHATOPS_RUNNER_SECRET (the same value "
             "for the web process, the workers and the runners) so runners, and workers before an SSH or "
@@ -156,7 +158,7 @@ def build_runner_worker(
     settings: Settings, connection: redis.Redis, target_name: str, name: str | None = None
 ) -> RunnerWorker:
     """``chatops runner --target NAME``: its own registry, for that target's queue only."""
-    inventory = load_fleet_inventory(settings)
+    inventory = load_fleet_inventory(settings, runner=True)
     target = inventory.get(target_name)
     if target is None:
         raise BotConfigurationError(
@@ -173,13 +175,28 @@ def build_runner_worker(
         target=target.name,
         tools={tool.definition.name: tool for tool in registry.tools()},
         secret=settings.chatops_runner_secret,
+        key=runner_key(settings),
         heartbeat_seconds=settings.chatops_runner_heartbeat_seconds,
         output_filter=output_filter,
+        state_dir=settings.chatops_runner_state_dir,
         name=name,
         replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
         replica_wait_ms=settings.redis_replica_wait_ms,
         policy=runner_policy(settings, target),
     )
+
+
+def runner_key(settings: Settings) -> bytes:
+    """``CHATOPS_RUNNER_KEY``: the runner's own target's key, hex (empty: derive it from the secret)."""
+    try:
+        key = bytes.fromhex(settings.chatops_runner_key)
+    except ValueError as error:
+        raise BotConfigurationError(
+            "CHATOPS_RUNNER_KEY is not hex (chatops runner --print-key prints it)"
+        ) from error
+    if key and len(key) != 32:
+        raise BotConfigurationError("CHATOPS_RUNNER_KEY must be 64 hex digits (chatops runner --print-key)")
+    return key
 
 
 def runner_policy(settings: Settings, target: Target) -> PolicyNeeds | None:

@@ -15,6 +15,8 @@ import time
 import redis
 
 from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats, redis_now
+from bot.fleet.runner_acl import runner_acl_command
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.ops.fleet import build_runner_worker, load_fleet_inventory
 from bot.redis_connection import open_redis
@@ -27,6 +29,16 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", help="the inventory target this runner serves (CHATOPS_RUNNER_TARGET)")
     parser.add_argument("--name", help="worker name (default: random)")
     parser.add_argument("--burst", action="store_true", help="quit when the queue is empty")
+    parser.add_argument(
+        "--print-key",
+        action="store_true",
+        help="print this target's key (CHATOPS_RUNNER_KEY), derived from CHATOPS_RUNNER_SECRET, and exit",
+    )
+    parser.add_argument(
+        "--print-acl",
+        action="store_true",
+        help="print the ACL SETUSER line of this target's Redis user (docs/OPERATIONS.md) and exit",
+    )
 
 
 def run_cli(args: argparse.Namespace, settings: Settings) -> int:
@@ -34,6 +46,17 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     if not target:
         print("chatops runner: name the target with --target or CHATOPS_RUNNER_TARGET")
         return 2
+    if args.print_key:
+        if not settings.chatops_runner_secret:
+            print(
+                "chatops runner --print-key: set CHATOPS_RUNNER_SECRET (where it is kept) to derive the key"
+            )
+            return 2
+        print(target_key(settings.chatops_runner_secret.encode(), target).hex())
+        return 0
+    if args.print_acl:
+        print(runner_acl_command(Keys(settings.chatops_redis_prefix), settings.chatops_queue, target))
+        return 0
     restarts = 0
     while True:
         # Behind sentinels its one blocking command is WAIT 1 on a changing call's mark.

@@ -30,7 +30,7 @@ from rq.job import Job, JobStatus
 
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory
 from agent.types import Limits, Message, RunStatus
-from bot.fleet.grants import GrantSigner
+from bot.fleet.grants import GRANT_LIFETIME_SECONDS, GrantSigner
 from bot.fleet.heartbeats import redis_clock
 from bot.keys import Keys
 from bot.logs import redactor_for
@@ -163,10 +163,11 @@ class RunService:
     def _grant_signer(self) -> GrantSigner | None:
         if not self.options.runner_secret:
             return None
-        # A grant outlives the click by the approval timeout: the resumed run executes well within it.
+        # A grant lives from the click to the runner's pick-up (``GRANT_LIFETIME_SECONDS``), not the
+        # approval timeout: the host keeps a record of each spent grant until it expires.
         # Its expiry is on Redis's clock, the one the runner checks it against: a web host whose
         # clock is off can neither stretch a grant's life nor sign grants that are already stale.
-        lifetime = self.options.approval_timeout_seconds
+        lifetime = min(self.options.approval_timeout_seconds, GRANT_LIFETIME_SECONDS)
         return GrantSigner(self.options.runner_secret.encode(), lifetime, clock=redis_clock(self.redis))
 
     # -- reading --------------------------------------------------------------------------------

@@ -140,8 +140,10 @@ def test_chatops_containers_are_locked_down() -> None:
         assert not service["user"].startswith("0") and service["user"].split(":")[0] != "root"
         assert any(t.startswith("/tmp") for t in service["tmpfs"])
         for volume in service.get("volumes", []):
-            source, _target, *mode = volume.split(":")
+            source, target, *mode = volume.split(":")
             assert "docker.sock" not in source
+            if (name, source, target) == ("runner", "runner-state", "/var/lib/chatops-runner"):
+                continue  # its one writable place: a named volume for the grants it spent
             assert mode == ["ro"], f"{name}: {volume} must be read-only"
 
 

@@ -127,6 +127,15 @@ def test_the_runner_reads_only_its_own_settings() -> None:
         assert service_section(SYSTEMD / unit)["EnvironmentFile"] == ["/etc/chatops/chatops.env"]
 
 
+def test_the_runner_may_write_its_state_directory_and_nothing_else() -> None:
+    from bot.settings import Settings
+
+    runner = service_section(SYSTEMD / "chatops-runner@.service")
+    assert runner["ProtectSystem"] == ["strict"] and runner["StateDirectory"] == ["chatops-runner"]
+    default = Settings(_env_file=None).chatops_runner_state_dir  # type: ignore[call-arg]
+    assert str(default) == "/var/lib/" + runner["StateDirectory"][0]  # where systemd makes it writable
+
+
 def test_the_sudo_drop_in_gives_up_only_what_sudo_needs() -> None:
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]

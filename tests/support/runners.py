@@ -116,6 +116,10 @@ class FleetSite:
     def root(self, name: str) -> Path:
         return self.directory / "hosts" / name
 
+    def state_dir(self, name: str) -> Path:
+        """The runner's ``CHATOPS_RUNNER_STATE_DIR``: kept across its restarts, like a host's disk."""
+        return self.directory / "state" / name
+
     def catalog_file(self, name: str) -> Path:
         return self.directory / f"tools-{name}.yaml"
 
@@ -137,6 +141,7 @@ class FleetSite:
             CHATOPS_TOOLS_FILE=str(self.catalog_file(name)),
             CHATOPS_RUNNER_SECRET=SECRET,
             CHATOPS_RUNNER_HEARTBEAT_SECONDS=str(HEARTBEAT_SECONDS),
+            CHATOPS_RUNNER_STATE_DIR=str(self.state_dir(name)),
             CHATOPS_LOG_FORMAT="text",
             PYTHONPATH=str(ROOT),
         )

@@ -25,14 +25,18 @@ def group(tmp_path: Path) -> Iterator[SentinelGroup]:
 
 def test_a_changing_calls_mark_is_on_the_replica_when_the_claim_returns(group: SentinelGroup) -> None:
     keys = Keys(f"test:{uuid.uuid4().hex[:8]}:")
-    executions = Executions(group.master.client(), keys, b"secret", replicas=1, replica_wait_ms=WAIT_MS)
+    executions = Executions(
+        group.master.client(), keys, b"secret", "web-03", replicas=1, replica_wait_ms=WAIT_MS
+    )
     assert executions.claim("e1", "runner:1", time.time() + 60, replicated=True) is None
-    assert (as_text(group.replica.client().get(keys.execution("e1"))) or "").startswith("executing")
+    assert (as_text(group.replica.client().get(keys.execution("web-03", "e1"))) or "").startswith("executing")
 
 
 def test_with_no_replica_the_mark_is_abandoned_and_the_call_never_runs(group: SentinelGroup) -> None:
     keys = Keys(f"test:{uuid.uuid4().hex[:8]}:")
-    executions = Executions(group.master.client(), keys, b"secret", replicas=1, replica_wait_ms=WAIT_MS)
+    executions = Executions(
+        group.master.client(), keys, b"secret", "web-03", replicas=1, replica_wait_ms=WAIT_MS
+    )
     group.replica.kill()
     group.wait_replicas(group.master, 0)
     assert executions.claim("e2", "runner:1", time.time() + 60, replicated=True) == UNREPLICATED
@@ -44,7 +48,9 @@ def test_with_no_replica_the_mark_is_abandoned_and_the_call_never_runs(group: Se
 
 
 def test_without_sentinels_nothing_is_waited_for(redis_url: str, key_prefix: str) -> None:
-    executions = Executions(redis.Redis.from_url(redis_url), Keys(key_prefix), b"secret")  # replicas=0
+    executions = Executions(
+        redis.Redis.from_url(redis_url), Keys(key_prefix), b"secret", "web-03"
+    )  # replicas=0
     assert (
         executions.claim("e4", "runner:1", time.time() + 60, replicated=True) is None
     )  # no replica asked for

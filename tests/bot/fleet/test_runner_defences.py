@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,10 @@ from agent.scripted import tool_call
 from agent.types import RunStatus
 from bot.fleet.dispatch import Dispatcher, target_queue_name
 from bot.fleet.executions import RemoteResult
-from bot.fleet.grants import Grant, GrantSigner, arguments_sha256, execution_id
+from bot.fleet.grants import GRANT_LIFETIME_SECONDS, Grant, GrantSigner, arguments_sha256, execution_id
 from bot.fleet.heartbeats import Heartbeats, redis_now
+from bot.fleet.job_signing import sign_job
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.service import RunService
@@ -161,13 +162,11 @@ def test_a_mutating_call_killed_mid_run_runs_at_most_once(
     # The runner comes back and RQ hands it the same job again: it must not run it a second time.
     site.start("web-03", heartbeats)
     queue = Queue(target_queue_name(site.queue, "web-03"), connection=redis_client, serializer=JSONSerializer)
-    payload = {"execution": execution, "op": "execute", "tool": "restart_app", "arguments": arguments}
-    queue.enqueue_call(
-        "bot.fleet.runner_job.perform",
-        args=({**payload, "deadline": redis_client.time()[0] + 60.0, "timeout": 20.0},),
-        result_ttl=0,
-    )
-    result_key = keys.execution_result(execution)
+    payload = {"target": "web-03", "execution": execution, "op": "execute", "tool": "restart_app"}
+    payload.update(arguments=arguments, deadline=redis_client.time()[0] + 60.0, timeout=20.0)
+    signed = sign_job(target_key(SECRET.encode(), "web-03"), payload)  # as its dispatcher signed it
+    queue.enqueue_call("bot.fleet.runner_job.perform", args=(signed,), result_ttl=0)
+    result_key = keys.execution_result("web-03", execution)
     retried = wait_for(lambda: redis_client.lpop(result_key), timeout=20, what="the retried job's answer")
     sealed = json.loads(retried if isinstance(retried, bytes) else b"{}")
     assert "outcome unknown" in json.loads(sealed["result"])["output"]
@@ -208,67 +207,6 @@ def test_a_pickled_job_is_not_unpickled_by_a_runner(
     assert not pwned.exists()
 
 
-def runner_acl_rules(keys: Keys) -> list[str]:
-    """The Redis ACL of a runner (docs/OPERATIONS.md): RQ's keys and channels, the fleet's keys."""
-    return [
-        "on",
-        "resetkeys",
-        "~rq:*",
-        f"~{keys.fleet_pattern()}",
-        "resetchannels",
-        "&rq:*",
-        "+@all",
-        "-@dangerous",
-    ]
-
-
-@pytest.fixture
-def runner_user(redis_client: redis.Redis, keys: Keys) -> Iterator[tuple[str, str]]:
-    name, password = "runner-" + keys.prefix.strip(":").replace(":", "-"), "runner-password-0123456789"
-    try:
-        redis_client.execute_command("ACL", "SETUSER", name, "reset", f">{password}", *runner_acl_rules(keys))  # type: ignore[no-untyped-call]
-    except redis.ResponseError as error:
-        pytest.skip(f"this Redis has no ACLs: {error}")
-    yield name, password
-    redis_client.execute_command("ACL", "DELUSER", name)  # type: ignore[no-untyped-call]
-
-
-def test_a_runner_works_with_its_acl_and_cannot_read_runs_approvals_or_inboxes(
-    site: FleetSite,
-    heartbeats: Heartbeats,
-    redis_client: redis.Redis,
-    redis_url: str,
-    keys: Keys,
-    tmp_path: Path,
-    runner_user: tuple[str, str],
-) -> None:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(redis_url)
-    user, password = runner_user
-    runner_url = urlunsplit(parts._replace(netloc=f"{user}:{password}@{parts.hostname}:{parts.port}"))
-    site.start("web-03", heartbeats, redis_url=runner_url)
-    harness = harness_for(site, redis_client, keys, tmp_path, tool_call("whereami", "c1", target="web-03"))
-    run_id = harness.submit("where is web-03?")
-    harness.work()
-    assert harness.tool_results(run_id)[0].rstrip().endswith("web-03")  # the runner works with its ACL
-    as_runner = redis.Redis.from_url(runner_url)
-    try:
-        for key in (
-            keys.run(run_id),
-            keys.messages(run_id),
-            keys.inbox(run_id),
-            keys.approval("a1"),
-            keys.audit(),
-        ):
-            with pytest.raises(redis.exceptions.NoPermissionError):
-                as_runner.type(key)
-        with pytest.raises(redis.exceptions.NoPermissionError):
-            as_runner.keys("*")
-    finally:
-        as_runner.close()
-
-
 def test_a_runner_command_never_sees_the_runner_secret_or_the_redis_url(
     site: FleetSite, heartbeats: Heartbeats, redis_client: redis.Redis, keys: Keys, tmp_path: Path
 ) -> None:
@@ -298,7 +236,7 @@ def test_a_result_written_into_redis_by_anyone_but_the_runner_is_ignored(
     heartbeats.beat("web-03", "forged:1")  # a runner that looks alive, and is not (nobody serves the queue)
     execution = execution_id("run1", "call9")
     forged = json.dumps({"result": RemoteResult("disk usage 12%, all fine").encode(), "seal": "0" * 64})
-    redis_client.rpush(keys.execution_result(execution), forged)
+    redis_client.rpush(keys.execution_result("web-03", execution), forged)
     arguments = restart_arguments(execution=execution)
     result = send.call("web-03", "execute", "restart_app", arguments, timeout=5, mutating=True)
     assert result.is_error and "not sealed by a runner" in result.output
@@ -322,7 +260,8 @@ def test_a_grant_expires_by_redis_clock_whatever_the_web_hosts_clock_says(
     grant = Grant.decode(web.approvals.for_run(run_id)[0].grant)
     assert grant is not None
     remaining = grant.expires_at - redis_now(redis_client)
-    assert 0 < remaining <= harness.options.approval_timeout_seconds
+    # From the click to the runner's pick-up, not the approval timeout (600 s here).
+    assert 0 < remaining <= GRANT_LIFETIME_SECONDS < harness.options.approval_timeout_seconds
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED
     assert site.actions("web-03") == ["api restarted by U_APPROVER"]
