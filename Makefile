@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test lint typecheck demo browser sshd observability sentinel clean lock
+.PHONY: test check lint typecheck demo browser sshd observability sentinel clean lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ test: $(STAMP) browser sshd observability sentinel deploy-tools
 	$(BIN)/mypy
 	PYTHONPATH=. $(BIN)/lint-imports
 	$(BIN)/pytest -n 2 -q
+
+## The edit loop: lint, types, import directions and the tests not marked slow (`make test` stays the CI gate).
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	PYTHONPATH=. $(BIN)/lint-imports
+	$(BIN)/pytest -n 2 -q -m "not slow"
 
 ## Debian's Chromium (and an emoji font) for the browser test, installed with apt when missing and
 ## possible (root, or passwordless sudo); otherwise the browser test is skipped and says why.

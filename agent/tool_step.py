@@ -40,8 +40,9 @@ from agent.tooling import (
 )
 from agent.types import DecisionStatus, DryRun, Message, MessageMeta, ToolCall
 
+OUTCOME_UNKNOWN_PREFIX = "Error: outcome unknown"  # a change that may or may not have happened
 OUTCOME_UNKNOWN = (
-    "Error: outcome unknown: the worker stopped while {tool} was running; verify the state before retrying"
+    OUTCOME_UNKNOWN_PREFIX + ": the worker stopped while {tool} was running; verify the state before retrying"
 )
 DECLINED = "Error: declined: "  # the result of a call nobody approved (declined, expired, superseded)
 NO_APPROVER = "Error: {tool} needs human approval and no approver is configured; it was not run"

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agent.events import ToolEnd, ToolStart
-from agent.tool_step import DECLINED
+from agent.tool_step import DECLINED, OUTCOME_UNKNOWN_PREFIX
 from agent.tooling import ToolCategory
 from agent.types import Message, RunStatus
 from bot.errors import BotError
@@ -85,6 +85,17 @@ class Step:
         """A mutating or destructive call (one a person approves)."""
         return self.category in (ToolCategory.MUTATING.value, ToolCategory.DESTRUCTIVE.value)
 
+    @property
+    def unknown(self) -> bool:
+        """A change that may or may not have happened (its worker or runner died while it ran): the
+        runtime's own words, "Error: outcome unknown", whether it answered for the call or the
+        dispatcher did. A read-only call's output cannot make a card say so."""
+        return (
+            self.changes
+            and self.status is not StepStatus.OK
+            and self.result.startswith(OUTCOME_UNKNOWN_PREFIX)
+        )
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -95,6 +106,7 @@ class Outcome:
     declined: int  # calls nobody approved
     refused: int  # other calls that did not run (a policy, an unknown tool or target)
     looked: int  # read-only calls that ran
+    unknown: int = 0  # changes that may or may not have happened
 
 
 @dataclass(frozen=True)
@@ -113,7 +125,9 @@ class CardView:
 
     @property
     def outcome(self) -> Outcome:
-        steps = [step for step in self.steps if step.status is not StepStatus.RUNNING]
+        ended = [step for step in self.steps if step.status is not StepStatus.RUNNING]
+        unknown = sum(1 for step in ended if step.unknown)
+        steps = [step for step in ended if not step.unknown]
         ran = [step for step in steps if step.status is not StepStatus.REFUSED]
         declined = sum(1 for step in steps if step.declined)
         return Outcome(
@@ -122,6 +136,7 @@ class CardView:
             declined=declined,
             refused=len(steps) - len(ran) - declined,
             looked=sum(1 for step in ran if not step.changes),
+            unknown=unknown,
         )
 
 

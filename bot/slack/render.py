@@ -175,6 +175,7 @@ def outcome_label(outcome: Outcome) -> tuple[str, str, str]:
     others = [
         plural(count, noun) + " " + verb
         for count, noun, verb in (
+            (outcome.unknown, "change", "of unknown outcome: check the target"),
             (outcome.failed_changes, "change", "failed"),
             (outcome.declined, "call", "declined"),
             (outcome.refused, "call", "refused"),
@@ -183,6 +184,8 @@ def outcome_label(outcome: Outcome) -> tuple[str, str, str]:
     ]
     if outcome.changed:
         return ":white_check_mark:", "Done", ", ".join([plural(outcome.changed, "change") + " made", *others])
+    if outcome.unknown:  # never "nothing was changed": it may have been
+        return ":warning:", "Finished", ", ".join(others)
     if outcome.declined:
         return ":no_entry:", "Declined", "nothing was changed"
     if outcome.failed_changes:

@@ -582,7 +582,8 @@ def test_web_03_out_of_disk_cleans_web_03_only_after_the_approval(demo: DemoProc
     assert demo.control.click(card["ts"], "bob", action_id="chatops_approve")["ok"]
     answer = reply(demo, ts, "Done.")
     assert "[web-03] Deleted 6 of 6 planned files" in answer["text"]
-    assert "approved by U_BOB" in answer["text"]  # confirmed_by, written into the call
+    # confirmed_by, written into the call, shown as the approver's mention (not a raw id)
+    assert "approved by <@U_BOB>" in answer["text"] and "U_BOB)" not in answer["text"].replace("<@U_BOB>", "")
     assert not any(path.exists() for path in old_logs)
     assert (log_dir / "api" / "api.log").exists()
     assert files(demo.host("db-01")) == db_before  # db-01: not a file deleted, touched or added

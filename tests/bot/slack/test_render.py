@@ -215,6 +215,22 @@ def test_a_tools_own_output_cannot_pass_for_a_declined_call() -> None:
     assert "Declined" not in head["text"]["text"]
 
 
+def test_a_change_of_unknown_outcome_is_never_shown_as_nothing_changed() -> None:
+    """A restart its worker died in: the card says its outcome is unknown, not "no tool ran" nor
+    "nothing was changed"; a read-only tool's output with the same words is just output."""
+    unknown = "Error: outcome unknown: the worker stopped while restart_service was running"
+    restart = Step("c1", "restart_service", StepStatus.REFUSED, "mutating", result=unknown)
+    head = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, (restart,), 1, 1))[0]
+    shown = head["text"]["text"]
+    assert (
+        "Finished" in shown and "1 change of unknown outcome" in shown and "nothing was changed" not in shown
+    )
+    via_runner = Step("c2", "restart_service", StepStatus.ERROR, "mutating", result=unknown)
+    assert CardView(RunStatus.COMPLETED, (via_runner,)).outcome.unknown == 1
+    liar = Step("c3", "read_logs", StepStatus.ERROR, "read_only", result=unknown)
+    assert CardView(RunStatus.COMPLETED, (liar,)).outcome.unknown == 0
+
+
 def test_counts_are_written_as_people_write_them() -> None:
     one = render.card_blocks("r" * 32, "U_ALICE", CardView(RunStatus.COMPLETED, (), 1, 1))
     usage = json.dumps(one, ensure_ascii=False)
