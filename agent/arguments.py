@@ -83,7 +83,9 @@ def parse_arguments(
     if not isinstance(value, dict):
         raise ArgumentsRejected(f"the arguments must be a JSON object, not {_json_type(value)}")
     checked = {key: item for key, item in value.items() if key not in trusted}
-    if trusted and _size(canonical_arguments(checked)) > max_bytes:
+    if trusted and len(checked) == len(value) and size > max_bytes:
+        raise _too_large(size, max_bytes)  # no key of the runtime's: the text itself is bounded
+    if len(checked) < len(value) and _size(canonical_arguments(checked)) > max_bytes:
         raise _too_large(_size(canonical_arguments(checked)), max_bytes)
     _check_strings(checked, "", max_string)
     return value

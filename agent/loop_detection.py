@@ -12,12 +12,19 @@ second approver or a fresh plan does not make the same call look new.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import deque
 from collections.abc import Iterable
 from enum import StrEnum
 
-from agent.arguments import CONFIRMED_BY, TRUSTED_ARGUMENTS, canonical_arguments, checked_arguments
+from agent.arguments import (
+    CONFIRMED_BY,
+    MAX_ARGUMENTS_BYTES,
+    TRUSTED_ARGUMENTS,
+    canonical_arguments,
+    checked_arguments,
+)
 from agent.defaults import LOOP_STOP_AT, LOOP_WARN_AT, LOOP_WINDOW
 from agent.errors import ConfigurationError
 from agent.tooling import APPROVED_PLAN
@@ -40,18 +47,28 @@ class LoopVerdict(StrEnum):
 def call_signature(name: str, arguments: str, output: str) -> str:
     """SHA-256 over the tool name, the canonical arguments (without the runtime's) and the output."""
     try:
-        # The call's own check (the gate read it already): the runtime's keys are dropped below.
-        parsed = checked_arguments(arguments, TRUSTED_ARGUMENTS)
+        # A dry run's plan can make the text megabytes long: only ordinary calls are kept.
+        canonical = (
+            _canonical_call(arguments) if len(arguments) <= MAX_ARGUMENTS_BYTES else _canonical(arguments)
+        )
     except ValueError:  # refused arguments (too deep, too large...): the text itself is the signature
         canonical = arguments
-    else:
-        kept = {key: value for key, value in parsed.items() if key not in _RUNTIME_ARGUMENTS}
-        canonical = canonical_arguments(kept)
     digest = hashlib.sha256()
     for part in (name, canonical, output):
         digest.update(part.encode())
         digest.update(b"\x00")  # a separator no part can forge by concatenation
     return digest.hexdigest()
+
+
+def _canonical(arguments: str) -> str:
+    """The canonical arguments without the runtime's; raises ``ArgumentsRejected`` (a
+    ``ValueError``) as the call's own check does."""
+    # The call's own check (the gate read it already): the runtime's keys are dropped.
+    parsed = checked_arguments(arguments, TRUSTED_ARGUMENTS)
+    return canonical_arguments({key: value for key, value in parsed.items() if key not in _RUNTIME_ARGUMENTS})
+
+
+_canonical_call = functools.lru_cache(maxsize=64)(_canonical)  # a pure function of the text
 
 
 class LoopDetector:

@@ -238,10 +238,13 @@ class Run:
         empty_retries = 0
         while True:
             model = self._current_model(ctx)
-            request = Request(
+            # Built from values already typed (the history's messages, the run's tool list):
+            # validating them again walked the whole history on every request. A copy of each
+            # list: the request keeps the history as it was sent.
+            request = Request.model_construct(
                 model=model.model,
-                messages=ctx.messages,
-                tools=self._tool_defs,
+                messages=list(ctx.messages),
+                tools=list(self._tool_defs),
                 time_left=ctx.remaining_seconds(),  # the client's retries end by the deadline
             )
             try:
