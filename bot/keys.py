@@ -88,6 +88,10 @@ class Keys(MemoryKeys):
         """The common start of one target's execution keys: its runner's ACL pattern ends here."""
         return f"{self.prefix}fleet:exec:{key_part(target, 'target')}:"
 
+    def runner_refusals(self, target: str) -> str:
+        """The jobs ``target``'s runner refused (a stream under its own ACL pattern; ids are hex)."""
+        return f"{self.executions_of(target)}refusals"
+
     def execution(self, target: str, execution_id: str) -> str:
         return f"{self.executions_of(target)}{key_part(execution_id, 'execution id')}"
 

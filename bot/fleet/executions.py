@@ -30,6 +30,7 @@ import redis
 
 from agent.redis_util import as_text
 from agent.tooling import ToolResult
+from bot.fleet.refusals import record_refusal
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 
@@ -120,6 +121,10 @@ class Executions:
         self._claim = client.register_script(_CLAIM)
         self.replicas = replicas
         self.replica_wait_ms = replica_wait_ms
+
+    def record_refusal(self, **fields: object) -> None:
+        """A job this target's runner refused, for the audit (``bot.fleet.refusals``)."""
+        record_refusal(self._redis, self._keys, self.target, **fields)
 
     def claim(
         self, execution_id: str, executor: str, deadline: float, *, replicated: bool = False

@@ -90,6 +90,14 @@ def perform(payload: Any) -> str:
             fields.get("execution"),
             problem,
         )
+        context.executions.record_refusal(
+            job=job.id if job is not None else "?",
+            op=fields.get("op"),
+            tool=fields.get("tool"),
+            execution=fields.get("execution"),
+            problem=problem,
+            executor=context.executor,
+        )
         if problem == EXPIRED:  # signed by a dispatcher, who may still wait: tell it (sealed)
             context.executions.answer(payload["execution"], _refused(context, LATE_REASON))
         return "refused"

@@ -22,8 +22,10 @@ from bot.alerts.jobs import PRESENTER as ALERT_PRESENTER
 from bot.alerts.jobs import announce_answer
 from bot.alerts.presenter import AlertPresenter, LoggingAlertPresenter
 from bot.errors import BotConfigurationError
+from bot.fleet.refusals import drain_refusals
 from bot.keys import Keys
 from bot.redis_connection import open_redis
+from bot.runs.audit import AuditKind
 from bot.runs.durability import Durability
 from bot.runs.lost_runs import LossDetector
 from bot.runs.metrics import RunMetrics
@@ -270,9 +272,16 @@ def _wait_for_redis(settings: Settings, poll_seconds: float) -> None:
 def recovery_sweep(settings: Settings, client: redis.Redis, service: RunService) -> Sweep:
     """The worker's sweep: ``RunService.recover``, then the lost-card check (with a Slack token)."""
     detector = _detector(settings, client, service)
+    refusals = refusal_mover(settings, client, service)
 
     def sweep() -> list[str]:
         resumed = service.recover()
+        try:
+            refusals()
+        except redis.RedisError:
+            log.exception(
+                "moving the runners' refusals into the audit failed; trying again at the next sweep"
+            )
         if detector is not None:
             try:
                 detector()
@@ -281,6 +290,23 @@ def recovery_sweep(settings: Settings, client: redis.Redis, service: RunService)
         return resumed
 
     return sweep
+
+
+def refusal_mover(settings: Settings, client: redis.Redis, service: RunService) -> Callable[[], int]:
+    """Move the jobs the inventory's runners refused into the audit stream (``bot.fleet.refusals``);
+    returns how many it moved."""
+    from bot.ops.fleet import load_fleet_inventory
+
+    targets = [target.name for target in load_fleet_inventory(settings) if target.via == "runner"]
+
+    def move() -> int:
+        moved = 0
+        for refusal in drain_refusals(client, service.keys, targets):
+            service.audit.record(AuditKind.RUNNER_REFUSED, "-", target=refusal.target, **refusal.fields)
+            moved += 1
+        return moved
+
+    return move
 
 
 def _detector(settings: Settings, client: redis.Redis, service: RunService) -> LossDetector | None:

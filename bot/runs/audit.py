@@ -50,6 +50,7 @@ class AuditKind(StrEnum):
     STOP_REQUESTED = "stop_requested"  # someone pressed Stop (``stopped_by``)
     BREAK_GLASS = "break_glass"  # someone declared break-glass (``user``, ``until``)
     ANSWER_FEEDBACK = "answer_feedback"  # a feedback button under a streamed answer (``user``, ``value``)
+    RUNNER_REFUSED = "runner_refused"  # a runner refused a job nobody may send it (``target``, ``problem``)
 
 
 @dataclass(frozen=True)

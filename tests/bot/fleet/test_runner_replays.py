@@ -26,6 +26,10 @@ from bot.fleet.job_signing import sign_job
 from bot.fleet.runner_acl import target_queue_name
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
+from bot.ops.worker import refusal_mover
+from bot.runs.audit import AuditKind
+from bot.runs.service import RunOptions, RunService
+from bot.settings import Settings
 from tests.bot.fleet.test_runner_defences import restart_arguments
 from tests.support.runners import SECRET, FleetSite
 from tests.support.waiting import wait_for, wait_until
@@ -180,6 +184,25 @@ def test_a_runner_refuses_a_job_not_signed_for_it_now_and_runs_nothing(
     assert "hunter2" not in json.dumps(
         Job.fetch(job.id, connection=redis_client, serializer=JSONSerializer).return_value()
     )
+    # Audited: the worker's maintenance moves the runner's record into the audit stream, once.
+    audited = moved_refusals(site, redis_client, keys)
+    assert [(e.fields["target"], e.fields["job"]) for e in audited] == [("db-01", job.id)]
+    assert why in audited[0].fields["problem"] and audited[0].fields["tool"] == "tail_log"
+    assert moved_refusals(site, redis_client, keys) == []  # a second sweep reports nothing again
+
+
+def moved_refusals(site: FleetSite, client: redis.Redis, keys: Keys) -> list[Any]:
+    """What one worker sweep's refusal mover puts into the audit stream."""
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        chatops_redis_prefix=site.prefix,
+        chatops_inventory_file=site.inventory_file,
+        chatops_runner_secret=SECRET,
+    )
+    service = RunService(client, keys, RunOptions(queue_name=f"{site.prefix}unused"))
+    before = {entry.id for entry in service.audit.entries()}
+    refusal_mover(settings, client, service)()
+    return [e for e in service.audit.entries() if e.id not in before and e.kind is AuditKind.RUNNER_REFUSED]
 
 
 def test_a_signed_read_only_job_replayed_within_its_deadline_is_not_run_again(
