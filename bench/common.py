@@ -14,8 +14,10 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -66,6 +68,9 @@ def parse_options(
         help="wait up to this many seconds for the 1-minute load average to drop below 0.5 (BENCH_SETTLE)",
     )
     args = parser.parse_args(argv)
+    # A SIGTERM (the smoke test giving up, Ctrl-C's cousin) unwinds like an exception, so every
+    # ``finally`` stops the processes this benchmark started and deletes its Redis keys.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     out = args.out or RESULTS_DIR
     plots = None if args.no_plots or args.quick else PLOTS_DIR
     options = Options(args.quick, out, plots, 0.0 if args.quick else args.settle)
