@@ -156,24 +156,32 @@ def langgraph(checkpointer: bool) -> Runner:
     return run
 
 
+TOOLS: dict[str, Callable[..., str]] = {"echo": lambda i: "ok"}  # the floors' tool table
+
+
+def dict_model(k: int) -> tuple[Callable[[list[dict[str, Any]]], dict[str, Any]], list[int]]:
+    """The floors' model: a call to ``echo`` for requests 1..K-1, the answer on request K; and the
+    count of requests so far (a one-item list the model updates)."""
+    asked = [0]
+
+    def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        asked[0] += 1
+        if asked[0] < k:
+            call = {"id": f"call_{asked[0]}", "name": "echo", "arguments": json.dumps({"i": asked[0]})}
+            return {"role": "assistant", "tool_calls": [call]}
+        return {"role": "assistant", "content": "done"}
+
+    return model, asked
+
+
 def hand_written_durable(client: Any, prefix: str) -> Runner:
     """The durable floor: the hand-written loop that also persists each iteration, its two new
     messages and the loop's state, in one pipelined Redis round trip (RPUSH + HSET), as a loop
     must to be resumed by another worker. What persistence costs at the least, in the same run."""
 
     def run(k: int) -> float:
-        count = 0
         key = f"{prefix}floor:{uuid.uuid4().hex}"
-
-        def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
-            nonlocal count
-            count += 1
-            if count < k:
-                call = {"id": f"call_{count}", "name": "echo", "arguments": json.dumps({"i": count})}
-                return {"role": "assistant", "tool_calls": [call]}
-            return {"role": "assistant", "content": "done"}
-
-        tools: dict[str, Callable[..., str]] = {"echo": lambda i: "ok"}
+        model, asked = dict_model(k)
         started = time.perf_counter()
         messages: list[dict[str, Any]] = [{"role": "user", "content": "check web-03"}]
         client.rpush(f"{key}:messages", json.dumps(messages[0]))
@@ -182,17 +190,17 @@ def hand_written_durable(client: Any, prefix: str) -> Runner:
             new = [reply]
             if reply.get("tool_calls"):
                 for call in reply["tool_calls"]:
-                    output = tools[call["name"]](**json.loads(call["arguments"]))
+                    output = TOOLS[call["name"]](**json.loads(call["arguments"]))
                     new.append({"role": "tool", "tool_call_id": call["id"], "content": output})
             messages.extend(new)
             pipe = client.pipeline(transaction=False)
             pipe.rpush(f"{key}:messages", *[json.dumps(m) for m in new])
-            pipe.hset(key, mapping={"iteration": count, "status": "running" if len(new) > 1 else "done"})
+            pipe.hset(key, mapping={"iteration": asked[0], "status": "running" if len(new) > 1 else "done"})
             pipe.execute()
             if len(new) == 1:
                 break
         elapsed = time.perf_counter() - started
-        assert messages[-1]["content"] == "done" and count == k
+        assert messages[-1]["content"] == "done" and asked[0] == k
         assert client.llen(f"{key}:messages") == 2 * k
         client.delete(key, f"{key}:messages")
         return elapsed
@@ -204,17 +212,7 @@ def hand_written() -> Runner:
     """The floor: a 20-line loop with dicts, a function model and a tool table."""
 
     def run(k: int) -> float:
-        count = 0
-
-        def model(messages: list[dict[str, Any]]) -> dict[str, Any]:
-            nonlocal count
-            count += 1
-            if count < k:
-                call = {"id": f"call_{count}", "name": "echo", "arguments": json.dumps({"i": count})}
-                return {"role": "assistant", "tool_calls": [call]}
-            return {"role": "assistant", "content": "done"}
-
-        tools: dict[str, Callable[..., str]] = {"echo": lambda i: "ok"}
+        model, asked = dict_model(k)
         started = time.perf_counter()
         messages: list[dict[str, Any]] = [{"role": "user", "content": "check web-03"}]
         while True:
@@ -223,10 +221,10 @@ def hand_written() -> Runner:
             if not reply.get("tool_calls"):
                 break
             for call in reply["tool_calls"]:
-                output = tools[call["name"]](**json.loads(call["arguments"]))
+                output = TOOLS[call["name"]](**json.loads(call["arguments"]))
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
         elapsed = time.perf_counter() - started
-        assert messages[-1]["content"] == "done" and count == k
+        assert messages[-1]["content"] == "done" and asked[0] == k
         return elapsed
 
     return run
