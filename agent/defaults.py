@@ -18,8 +18,8 @@ LOOP_WINDOW = 10
 LOOP_WARN_AT = 3
 LOOP_STOP_AT = 6
 
-# -- model clients (``agent.llm``, ``agent.anthropic_client``, ``agent.endpoints.ClientOptions``,
-# ``agent.retry.RetryPolicy``; LLM_MAX_TOKENS, LLM_CONNECT_TIMEOUT, LLM_READ_TIMEOUT,
+# -- model clients (``agent.models.openai_client``, ``agent.models.anthropic_client``, ``agent.models.endpoints.ClientOptions``,
+# ``agent.models.retry.RetryPolicy``; LLM_MAX_TOKENS, LLM_CONNECT_TIMEOUT, LLM_READ_TIMEOUT,
 # LLM_MAX_ATTEMPTS, LLM_RETRY_MAX_WAIT_SECONDS) ---------------------------------------------------
 MAX_TOKENS = 4096
 CONNECT_TIMEOUT_SECONDS = 5.0

@@ -1,7 +1,7 @@
 """Neutral message and result types shared by the runtime, the tools and the bot.
 
 They mirror the OpenAI Chat Completions shapes closely enough that converting to and
-from the wire is a field-by-field copy (see ``agent.wire``), but carry no transport.
+from the wire is a field-by-field copy (see ``agent.models.openai_wire``), but carry no transport.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class Message(BaseModel):
     name: str | None = None
     meta: MessageMeta = Field(default_factory=lambda: MessageMeta())
     provider_source: str | None = None
-    """The endpoint an assistant message came from (``agent.endpoints``), for ``provider_fields``."""
+    """The endpoint an assistant message came from (``agent.models.endpoints``), for ``provider_fields``."""
     provider_fields: dict[str, Any] = Field(default_factory=dict)
     """Fields of an assistant message that its provider needs back in later requests (DeepSeek's
     ``reasoning_content``, Anthropic's thinking blocks); sent only to ``provider_source``, never shown."""

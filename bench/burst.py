@@ -55,7 +55,7 @@ from bench.processes import (
 )
 from bench.slack_events import BOT_USER, SECRET, TOKEN, mention_request
 from bot.keys import Keys
-from bot.runs.metrics import RUNS_FINISHED, metric_key
+from bot.observability.metrics import RUNS_FINISHED, metric_key
 from emulator.slack import SlackEmulatorClient
 
 RATE = 300

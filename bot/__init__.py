@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from bot.runs.runtime import Runtime, RuntimeFactory
     from bot.runs.service import RunOptions, RunService
     from bot.settings import Settings
-    from bot.slack.web import create_app
+    from bot.web.server import create_app
 
 _HOME = {
     "BotError": "bot.errors",
@@ -37,7 +37,7 @@ _HOME = {
     "RuntimeFactory": "bot.runs.runtime",
     "Settings": "bot.settings",
     "build_worker": "bot.ops.worker",
-    "create_app": "bot.slack.web",
+    "create_app": "bot.web.server",
     "default_runtime": "bot.ops.worker",
     "open_redis": "bot.redis_connection",
     "run_worker": "bot.ops.worker",

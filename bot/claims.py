@@ -1,6 +1,6 @@
 """Two-phase dedupe claims in Redis: ``pending`` while an event is being stored, ``done`` after.
 
-Used by Slack's events (``bot.slack.events``: event ids, message timestamps) and the alert
+Used by Slack's events (``bot.slack.handlers.events``: event ids, message timestamps) and the alert
 webhooks (``bot.alerts.store``: one claim per delivery); the key is the caller's, and so is its
 owner in the key table.
 

@@ -1,6 +1,6 @@
 """The run's chain of models, from the settings: the primary (``LLM_*``), then ``LLM_FALLBACKS``.
 
-Each model has its own endpoint (``agent.endpoints``); keys come from the environment variables
+Each model has its own endpoint (``agent.models.endpoints``); keys come from the environment variables
 the endpoints name, read from the process environment and the ``.env`` file alike.
 """
 
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from dotenv import dotenv_values
 
 from agent.chat import ChatModel
-from agent.endpoints import PRIMARY_KEY_ENV, ClientOptions, ModelEndpoint, build_model, parse_fallbacks
-from agent.http_model import RetryNotice
+from agent.models.endpoints import PRIMARY_KEY_ENV, ClientOptions, ModelEndpoint, build_model, parse_fallbacks
+from agent.models.http_model import RetryNotice
 
 if TYPE_CHECKING:
     from bot.settings import Settings

@@ -153,7 +153,7 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_api_version: str = ""  # azure: the api-version query parameter
     llm_extra_headers: dict[str, str] = Field(default_factory=dict)  # JSON object
-    # JSON list or [provider:]model[@url], ... (agent.endpoints); LLM_FALLBACK_MODELS until 0.3.0
+    # JSON list or [provider:]model[@url], ... (agent.models.endpoints); LLM_FALLBACK_MODELS until 0.3.0
     llm_fallbacks: str = Field(default="", validation_alias=_names("llm_fallbacks"))
     llm_max_tokens: int = Field(default=agent_defaults.MAX_TOKENS, ge=1)
     llm_connect_timeout: float = agent_defaults.CONNECT_TIMEOUT_SECONDS
@@ -166,7 +166,7 @@ class Settings(BaseSettings):
     chatops_tools_file: Path | None = None
     chatops_approvers: CsvList = Field(default_factory=list)
     chatops_approver_cache_seconds: float = Field(default=60.0, ge=0)
-    chatops_policy_file: Path | None = None  # YAML access policy (bot/runs/policy_file.py, docs/POLICY.md)
+    chatops_policy_file: Path | None = None  # YAML access policy (bot/policy/file.py, docs/POLICY.md)
     chatops_channels: CsvList = Field(default_factory=list)
     chatops_approval_timeout_seconds: int = Field(default=agent_defaults.APPROVAL_TIMEOUT_SECONDS, ge=10)
     chatops_log_dirs: CsvList = Field(default_factory=lambda: list(LOG_DIRS))

@@ -46,12 +46,12 @@ from rq import Queue, Worker
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent.endpoints import ClientOptions, ModelEndpoint, build_model
 from agent.errors import ConfigurationError, EmptyResponseError, LLMError, RetriesExhaustedError
+from agent.models.endpoints import ClientOptions, ModelEndpoint, build_model
 from agent.types import Message, Request
 from bot.errors import BotConfigurationError
-from bot.logs import redactor_for
 from bot.models import client_options, endpoints, model_keys
+from bot.observability.logs import redactor_for
 from bot.ops.runs_cli import Progress
 from bot.ops.tools_cli import BUILT_IN, tool_rows
 from bot.ops.worker import load_runtime_factory
@@ -59,7 +59,7 @@ from bot.redis_connection import RedisTarget, open_redis
 from bot.runs.durability import DurabilityMode, findings, read_persistence
 from bot.settings import Settings
 from bot.settings_load import SettingProblem
-from bot.slack.client import api_base_url
+from bot.slack.delivery.client import api_base_url
 from tools.errors import ToolConfigError
 from tools.safety import Redactor
 
@@ -359,8 +359,8 @@ def _check_sentinel(settings: Settings) -> Check:
 def _check_policy(settings: Settings) -> Check:
     """``CHATOPS_POLICY_FILE`` reads without a mistake (each one names the rule and field)."""
     from bot.errors import PolicyConfigError
+    from bot.policy.file import load_policy
     from bot.runs.approval_seal import NEEDS_SECRET
-    from bot.runs.policy_file import load_policy
 
     if not settings.chatops_runner_secret:
         return Check("policy", Outcome.FAIL, NEEDS_SECRET, "set CHATOPS_RUNNER_SECRET to a long random value")

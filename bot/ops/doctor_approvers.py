@@ -15,7 +15,7 @@ from slack_sdk.errors import SlackApiError
 from bot.ops.doctor import TIMEOUT, Check, Outcome
 from bot.settings import Settings
 from bot.slack.approvers import Account, full_member
-from bot.slack.client import api_base_url
+from bot.slack.delivery.client import api_base_url
 
 HANDFUL = 5  # more full members than this, and "anyone may approve" is a warning
 SLACKBOT = "USLACKBOT"  # Slack's own account: not a bot by users.list, never a person

@@ -23,8 +23,8 @@ from bot.fleet.heartbeats import Heartbeats, redis_clock
 from bot.fleet.routing import Fleet, builtin_kinds
 from bot.fleet.runner import RunnerWorker, build_runner
 from bot.keys import Keys
-from bot.runs.policy import Policy, Subject
-from bot.runs.policy_file import current_policy, load_policy
+from bot.policy.file import current_policy, load_policy
+from bot.policy.rules import Policy, Subject
 from bot.settings import Settings
 from tools.config import ToolsConfig
 from tools.errors import ToolConfigError, ToolError

@@ -24,11 +24,11 @@ from bot.alerts.presenter import AlertPresenter, LoggingAlertPresenter
 from bot.errors import BotConfigurationError
 from bot.fleet.refusals import drain_refusals
 from bot.keys import Keys
+from bot.observability.audit import AuditKind
+from bot.observability.metrics import RunMetrics
 from bot.redis_connection import open_redis
-from bot.runs.audit import AuditKind
 from bot.runs.durability import Durability
 from bot.runs.lost_runs import LossDetector
-from bot.runs.metrics import RunMetrics
 from bot.runs.presenter import LoggingPresenter, Presenter
 from bot.runs.queueing import worker_queue_names
 from bot.runs.runtime import Runtime, RuntimeFactory
@@ -37,7 +37,7 @@ from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker, Sweep
 from bot.settings import Settings
 
 if TYPE_CHECKING:
-    from bot.slack.presenter import SlackPresenter
+    from bot.slack.delivery.presenter import SlackPresenter
 
 log = logging.getLogger(__name__)
 # RQ blocks this long less than ``worker_ttl`` waiting for a job before it runs maintenance again.
@@ -61,7 +61,7 @@ def load_runtime_factory(path: str) -> Callable[[Settings], Runtime]:
 def default_runtime(settings: Settings) -> Runtime:
     """The production runtime: the configured models, the tool registry, Slack (or the log), and the
     system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one)."""
-    from agent.endpoints import secret_values
+    from agent.models.endpoints import secret_values
     from bot.models import build_models, endpoints, model_keys
     from bot.ops.system_prompt import system_prompt
     from tools.registry import build_registry_from_settings
@@ -111,8 +111,8 @@ def _alert_presenter(settings: Settings, secrets: Sequence[str]) -> AlertPresent
     """Alert threads in Slack with a token, else in the log (``bot.alerts.presenter``)."""
     if not settings.slack_bot_token:
         return LoggingAlertPresenter()
-    from bot.slack.alert_presenter import SlackAlertPresenter
-    from bot.slack.client import make_client
+    from bot.slack.delivery.alert_presenter import SlackAlertPresenter
+    from bot.slack.delivery.client import make_client
     from tools.safety import Redactor
 
     return SlackAlertPresenter(
@@ -131,8 +131,8 @@ def slack_presenter(
 ) -> SlackPresenter:
     """The worker's Slack presenter: every text it posts is redacted like tool output (the
     configured secrets, ``secrets`` such as the tool catalog's, and the built-in patterns)."""
-    from bot.slack.client import make_client
-    from bot.slack.presenter import SlackPresenter
+    from bot.slack.delivery.client import make_client
+    from bot.slack.delivery.presenter import SlackPresenter
     from tools.safety import Redactor
 
     redactor = Redactor.from_settings(settings, extra_secrets=secrets)
@@ -312,6 +312,6 @@ def refusal_mover(settings: Settings, client: redis.Redis, service: RunService) 
 def _detector(settings: Settings, client: redis.Redis, service: RunService) -> LossDetector | None:
     if not settings.slack_bot_token:
         return None  # nothing was posted to Slack, so nothing there can be lost
-    from bot.slack.lost_cards import slack_scan  # the worker needs Slack only with a token
+    from bot.slack.delivery.lost_cards import slack_scan  # the worker needs Slack only with a token
 
     return LossDetector(client, service.keys, slack_scan(settings, service))

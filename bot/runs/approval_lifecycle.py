@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from bot.errors import ApprovalNotFoundError, BotConfigurationError, NotAnApproverError
 from bot.fleet.grants import GrantSigner, execution_id
+from bot.observability.audit import AuditLog
+from bot.policy.rules import Requirement
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import (
@@ -40,8 +42,6 @@ from bot.runs.approvals import (
     DecideOutcome,
     DecideResult,
 )
-from bot.runs.audit import AuditLog
-from bot.runs.policy import Requirement
 from bot.runs.queueing import JobQueue
 
 log = logging.getLogger(__name__)

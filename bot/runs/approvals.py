@@ -185,7 +185,7 @@ class Approval(BaseModel):
     target_via: str = ""  # how that target is reached: runner, ssh, kubernetes, local
     target_labels: str = ""  # its labels as "key=value" pairs, comma-separated, for the card
     grant: str = ""  # signed by the web process at the click (bot.fleet.grants): a runner verifies it
-    # The policy's Requirement as the worker computed it when it proposed the call (bot.runs.policy):
+    # The policy's Requirement as the worker computed it when it proposed the call (bot.policy.rules):
     # shown on the first card and audited; never decided from (the deciders read the policy file).
     policy: str = ""
     seal: str = ""  # HMAC of the proposed facts (bot.runs.approval_seal); "" without CHATOPS_RUNNER_SECRET

@@ -2,10 +2,10 @@
 
 A run waiting for approval has no job, so nothing of chatops touches it until someone clicks:
 after Redis restarts empty, its card would say "Waiting for approval" for ever. Two things find
-such cards (``bot/slack/lost_cards.py`` does the Slack half):
+such cards (``bot/slack/delivery/lost_cards.py`` does the Slack half):
 
 * a click on a card whose run or approval Redis does not know redraws that card as lost (the
-  web process, ``bot/slack/actions.py``);
+  web process, ``bot/slack/handlers/actions.py``);
 * this module's ``LossDetector``, run by every worker with its recovery sweep (at start, then
   every ``CHATOPS_RECOVERY_INTERVAL_SECONDS``): ``{p}data_marker`` (``bot.keys``) is written
   once and never expires, so finding it gone means Redis lost its data (or this is the first

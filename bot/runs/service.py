@@ -33,12 +33,12 @@ from agent.types import Limits, Message, RunStatus
 from bot.fleet.grants import GRANT_LIFETIME_SECONDS, GrantSigner
 from bot.fleet.heartbeats import redis_clock
 from bot.keys import Keys
-from bot.logs import redactor_for
+from bot.observability.audit import AuditKind, AuditLog
+from bot.observability.logs import redactor_for
 from bot.runs.approval_lifecycle import ApprovalLifecycle
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes
 from bot.runs.approvals import Approvals
-from bot.runs.audit import AuditKind, AuditLog
 from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
 from bot.runs.queueing import JobQueue, worker_queue

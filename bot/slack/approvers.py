@@ -30,14 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from agent.tooling import ToolCategory
-from bot.runs.approvals import Approval
-from bot.runs.policy import ALLOWED, TRY_AGAIN, Verdict  # one verdict for clicks and policy
+from bot.policy.rules import ALLOWED, TRY_AGAIN, Verdict  # one verdict for clicks and policy
 from bot.settings import DEFAULTS
 
 log = logging.getLogger(__name__)
@@ -49,6 +48,17 @@ USER_ID = re.compile(r"[UW][A-Z0-9_]{1,40}")
 SLACKBOT = "USLACKBOT"
 NOT_LISTED = Verdict(False, "You are not on this bot's approvers list (CHATOPS_APPROVERS).")
 T = TypeVar("T")
+
+
+class Decided(Protocol):
+    """What a decision reads of an approval record (``bot.runs.approvals.Approval``)."""
+
+    @property
+    def category(self) -> ToolCategory: ...
+    @property
+    def requester(self) -> str: ...
+    @property
+    def involved(self) -> list[str]: ...
 
 
 class TtlCache(Generic[T]):
@@ -152,7 +162,7 @@ class ApproverPolicy:
 
     # -- the decisions --------------------------------------------------------------------------
 
-    def may_approve(self, user: str, approval: Approval) -> Verdict:
+    def may_approve(self, user: str, approval: Decided) -> Verdict:
         if approval.category is ToolCategory.DESTRUCTIVE and user in {approval.requester, *approval.involved}:
             return Verdict(
                 False,
@@ -161,7 +171,7 @@ class ApproverPolicy:
             )
         return self.may_decide(user)
 
-    def may_decline(self, user: str, approval: Approval) -> Verdict:
+    def may_decline(self, user: str, approval: Decided) -> Verdict:
         return self._requester_or_approver(
             user, approval.requester, "Only an approver or the person who asked may decline this call."
         )

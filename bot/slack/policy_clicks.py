@@ -1,7 +1,7 @@
 """Clicks on an approval card judged by the policy file as it is now (``CHATOPS_POLICY_FILE``).
 
 Who may approve a call and how many must are computed *here, at the click*, by ``Policy.decide``
-(``bot.runs.policy``, the one place it is decided) from the current file, never read from the
+(``bot.policy.rules``, the one place it is decided) from the current file, never read from the
 approval record: a Redis writer who lowers the record's count, rule or category gains nothing.
 The facts the policy is judged on (tool, category, target and labels, requester, the people
 involved, channel) are the record's, and are trusted only under the worker's seal
@@ -21,15 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import PolicyConfigError
-from bot.runs import policy
+from bot.policy import rules as policy
+from bot.policy.break_glass import BreakGlassLog
+from bot.policy.file import current_policy
+from bot.policy.rules import Requirement, Subject, Verdict
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approvals import Approval, ApprovalStatus
-from bot.runs.break_glass import BreakGlassLog
-from bot.runs.policy import Requirement, Subject, Verdict
-from bot.runs.policy_file import current_policy
 from bot.settings import Settings
-from bot.slack.approvers import USER_ID, ApproverPolicy
-from bot.slack.mrkdwn import escape, mention
+from bot.slack.approvers import ApproverPolicy
 from bot.slack.policy_identity import SlackIdentity
 
 UNREADABLE = "The access policy file cannot be read just now, so nothing can be approved."
@@ -103,7 +102,7 @@ class ClickPolicy:
 
     lookups: ApproverPolicy
     rules: ClickRules
-    glass: BreakGlassLog | None = None  # who holds an active break-glass (``bot.runs.break_glass``)
+    glass: BreakGlassLog | None = None  # who holds an active break-glass (``bot.policy.break_glass``)
 
     def holds_glass(self, user: str) -> bool:
         return self.glass is not None and self.glass.active_until(user) is not None
@@ -146,30 +145,6 @@ class ClickPolicy:
         return Verdict(
             False, f"Only someone who may approve it or the person who asked may decline. {approve.reason}"
         )
-
-
-def requirement_of(approval: Approval) -> Requirement | None:
-    """The requirement a card shows (posted with, or the one a click was judged by: ``Judged.shown``);
-    for display only, never for a decision (``ClickRules.judge`` computes that from the policy file)."""
-    return Requirement.from_json(approval.policy) if approval.policy else None
-
-
-def approvers_field(approval: Approval) -> str | None:
-    """The card's "Who may approve" field: the requirement the card was posted with, or, on a
-    redraw after a click, the one the click was judged by (``Judged.shown``)."""
-    requirement = requirement_of(approval)
-    if requirement is None:
-        return None
-    who = ", ".join(
-        [*(mention(u) for u in requirement.users), *(f"<!subteam^{g}>" for g in requirement.groups)]
-    )
-    count = f"{requirement.approvals} distinct approvals" if requirement.approvals > 1 else "1 approval"
-    others = "" if requirement.requester_may_approve else "; not the requester"
-    field = f"*Who may approve*\n{count} from {who or 'any full member'}{others} (rule `{escape(requirement.rule)}`)"
-    if approval.approved_by and requirement.approvals > 1:
-        done = ", ".join(mention(u) for u in approval.approved_by if USER_ID.fullmatch(u))
-        field += f"\nSo far: {done} ({len(approval.approved_by)} of {requirement.approvals})"
-    return field
 
 
 def policed_supersede(clicks: ClickPolicy, approvals: list[Approval], user: str) -> Verdict:

@@ -2,7 +2,7 @@
 
 The lookups and their short cache are ``bot.slack.approvers.ApproverPolicy``'s (only answers Slack
 gave are cached; a failure is ``None`` and the policy denies); this maps them onto
-``bot.runs.policy.AccountKind``.
+``bot.policy.rules.AccountKind``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import redis
 from slack_sdk import WebClient
 
 from bot.keys import Keys
+from bot.policy.file import load_policy
+from bot.policy.proposals import RunPolicy
+from bot.policy.rules import AccountKind
 from bot.runs.approval_seal import require_seal_key
-from bot.runs.policy import AccountKind
-from bot.runs.policy_file import load_policy
-from bot.runs.policy_tools import RunPolicy
 from bot.settings import Settings
 from bot.slack.approvers import SLACKBOT, USER_ID, ApproverPolicy
-from bot.slack.client import make_client
+from bot.slack.delivery.client import make_client
 from bot.slack.identity import IdentityCache
 
 LOOKUP_TIMEOUT = 2  # seconds per users.info / usergroups.users.list from a worker (a failure refuses)

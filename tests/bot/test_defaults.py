@@ -15,10 +15,10 @@ import pytest
 import redis
 
 from agent.config import RunConfig
-from agent.endpoints import ClientOptions
 from agent.keys import MemoryKeys
 from agent.memory import InMemoryMemory
-from agent.retry import RetryPolicy
+from agent.models.endpoints import ClientOptions
+from agent.models.retry import RetryPolicy
 from agent.scripted import ScriptedModel
 from agent.types import Limits
 from bot.keys import Keys
@@ -28,8 +28,8 @@ from bot.runs.limits import LimitSettings
 from bot.runs.service import RunOptions
 from bot.settings import DEFAULTS, Settings
 from bot.slack import approvers
-from bot.slack.http_server import Limits as ConnectionLimits
-from bot.slack.web import limits_for
+from bot.web.http_server import Limits as ConnectionLimits
+from bot.web.server import limits_for
 from tools.config import ToolsConfig
 from tools.safety import OutputFilter
 

@@ -27,12 +27,12 @@ import redis
 from agent.redis_util import as_text
 from agent.types import RunStatus
 from bot.keys import Keys
+from bot.observability.audit import AuditEntry, AuditKind
 from bot.redis_connection import RedisTarget
-from bot.runs.audit import AuditEntry, AuditKind
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
-from bot.slack.runtime import WebRuntime
-from bot.slack.web import WebApp
+from bot.slack.handlers.runtime import WebRuntime
+from bot.web.server import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.after_answer import AfterAnswerPools
 from tests.support.slack_workspace import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, make_settings

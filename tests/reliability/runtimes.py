@@ -35,8 +35,8 @@ from bot.runs.presenter import CardView, RunRef
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings
-from bot.slack.client import make_client
-from bot.slack.presenter import SlackPresenter
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import SlackPresenter
 from tests.bot.runtimes import FileTool
 from tools.registry import build_output_filter
 

@@ -26,12 +26,12 @@ from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker
 from bot.settings import Settings
-from bot.slack.alert_presenter import SlackAlertPresenter
-from bot.slack.client import make_client
+from bot.slack.delivery.alert_presenter import SlackAlertPresenter
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import SlackPresenter
+from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.policy_identity import worker_policy
-from bot.slack.presenter import SlackPresenter
-from bot.slack.runtime import WebRuntime
-from bot.slack.web import WebApp
+from bot.web.server import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import FileTool, executions
 from tests.support.after_answer import AfterAnswerPools

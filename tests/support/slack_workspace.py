@@ -11,9 +11,9 @@ import redis
 from bot.keys import Keys
 from bot.runs.presenter import RunRef
 from bot.settings import Settings
-from bot.slack.client import make_client
-from bot.slack.presenter import SlackPresenter
-from bot.slack.sender import SlackSender
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import SlackPresenter
+from bot.slack.delivery.sender import SlackSender
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 
 SECRET = "e2e-signing-secret"

@@ -13,8 +13,8 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from bot.errors import NotAnApproverError
 from bot.keys import Keys
+from bot.observability.audit import AuditEntry, AuditKind
 from bot.runs.approvals import Approval, Approvals, ApprovalStatus, DecideOutcome
-from bot.runs.audit import AuditEntry, AuditKind
 from bot.runs.service import RunService
 from tests.support.harness import make_options
 

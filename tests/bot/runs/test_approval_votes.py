@@ -13,10 +13,10 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
+from bot.observability.audit import AuditKind
+from bot.policy.rules import Requirement
 from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import Approvals, ApprovalStatus
-from bot.runs.audit import AuditKind
-from bot.runs.policy import Requirement
 from bot.runs.service import RunService
 from tests.support.harness import make_options
 

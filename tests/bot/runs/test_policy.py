@@ -22,10 +22,10 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory, ToolResult, call_refusal, call_target
 from agent.types import ToolDef
 from bot.errors import PolicyConfigError
-from bot.runs.policy import AccountKind, Policy, Requirement, Subject, may_approve, may_request
-from bot.runs.policy_explain import explain
-from bot.runs.policy_file import load_policy
-from bot.runs.policy_tools import RunPolicy
+from bot.policy.explain import explain
+from bot.policy.file import load_policy
+from bot.policy.proposals import RunPolicy
+from bot.policy.rules import AccountKind, Policy, Requirement, Subject, may_approve, may_request
 from tests.bot.slack.test_policy_e2e import TARGETS, TargetTool, example_policy
 from tools.inventory import Target
 from tools.targets import TargetedTool

@@ -18,7 +18,7 @@ from rq import Queue
 from agent.redis_memory import RedisMemory
 from agent.types import RunStatus
 from bot.keys import Keys
-from bot.runs.audit import AuditKind
+from bot.observability.audit import AuditKind
 from bot.runs.queueing import fetch_worker_job
 from bot.runs.service import RunService
 from tests.bot.runtimes import executions

@@ -1,4 +1,4 @@
-"""``bot.slack.alert_receiver`` behind sentinels: a webhook is acknowledged only once a replica has it."""
+"""``bot.web.alert_receiver`` behind sentinels: a webhook is acknowledged only once a replica has it."""
 
 from __future__ import annotations
 

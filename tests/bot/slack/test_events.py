@@ -15,8 +15,8 @@ from slack_bolt import BoltRequest
 from agent.scripted import FunctionModel
 from agent.types import Request, RunStatus
 from bot.runs.early_replies import EARLY_MAX_ITEMS, EARLY_TTL_SECONDS
-from bot.slack.app import build_app
-from bot.slack.runtime import WebRuntime
+from bot.slack.handlers.app import build_app
+from bot.slack.handlers.runtime import WebRuntime
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import event_envelope, http, signed_post
 from tests.support.slack_workspace import BOT_USER, CHANNEL

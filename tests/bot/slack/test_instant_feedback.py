@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 from agent.types import RunStatus
-from bot.slack.courtesy import ALLOWANCES, Allowance, CourtesyBudget
-from bot.slack.queued_note import queued_text
+from bot.slack.handlers.courtesy import ALLOWANCES, Allowance, CourtesyBudget
+from bot.slack.handlers.queued_note import queued_text
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import BOT_USER
 from tests.support.waiting import wait_for

@@ -21,13 +21,13 @@ from agent.redis_util import as_text
 from agent.scripted import FunctionModel, ScriptedModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import CallTarget, ToolCategory, ToolResult
 from agent.types import Request, RunStatus, ToolDef
+from bot.observability.audit import AuditKind
 from bot.ops.cli import build_parser
 from bot.ops.policy_cli import run_cli
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind
-from bot.slack import render
-from bot.slack.actions import Interactions
-from bot.slack.runtime import WebRuntime
+from bot.slack.handlers.actions import Interactions
+from bot.slack.handlers.runtime import WebRuntime
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, UserSpec
 from emulator.slack.config import UserGroupSpec
 from tests.bot.runtimes import PLAN_PREFIX, executions

@@ -20,7 +20,7 @@ import pytest
 
 from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, UserSpec
 from tests.bot.slack.test_clicks import approval_id_of, notes_to, pending_card, status
 from tests.support.slack_bot import SlackBot
