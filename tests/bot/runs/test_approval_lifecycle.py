@@ -14,6 +14,8 @@ from agent.tooling import ToolCategory
 from bot.errors import NotAnApproverError
 from bot.keys import Keys
 from bot.observability.audit import AuditEntry, AuditKind
+from bot.policy.deciders import Deciders
+from bot.policy.rules import AccountKind
 from bot.runs.approvals import Approval, Approvals, ApprovalStatus, DecideOutcome
 from bot.runs.service import RunService
 from tests.support.harness import make_options
@@ -156,10 +158,21 @@ def test_stop_declines_every_pending_approval_once_and_resumes_the_run(
     assert service.queue.count == 2  # one resume per Stop: enqueuing one too many is harmless
 
 
+class Members:
+    """Everyone a full member of the workspace, in no user group (the deciders' identity)."""
+
+    def kind(self, user: str) -> AccountKind | None:
+        return AccountKind.MEMBER
+
+    def members(self, group: str) -> frozenset[str] | None:
+        return frozenset()
+
+
 def test_someone_outside_chatops_approvers_decides_nothing_and_nothing_is_audited(
     redis_client: redis.Redis, keys: Keys, queue_name: str
 ) -> None:
-    service = service_for(redis_client, keys, queue_name, approvers=("U_BOSS",))
+    everyone = Deciders[Approval](Members(), approvers=("U_BOSS",))  # CHATOPS_APPROVERS=U_BOSS
+    service = RunService(redis_client, keys, make_options(queue_name), deciders=everyone)
     approval = requested(service)
     with pytest.raises(NotAnApproverError):
         service.lifecycle.decide(approval.id, user="U_INTRUDER", approve=True)
