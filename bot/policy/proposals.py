@@ -1,6 +1,6 @@
 """The policy at proposal time: what a run is offered, what is refused (with the reason the model
 reads), and the requirement each approval is proposed with (shown on its first card, audited;
-the web process computes its own at the click, ``bot.slack.policy_clicks``).
+the web process computes its own at the click, ``bot.policy.deciders``).
 
 ``RunPolicy.tools`` builds a run's tool list from the channel's: a tool a deny rule removes in
 this channel whatever the target is not offered at all, and a tool routed by its target

@@ -35,10 +35,11 @@ from bot.fleet.heartbeats import redis_clock
 from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.logs import redactor_for
+from bot.policy.deciders import Deciders
 from bot.runs.approval_lifecycle import ApprovalLifecycle
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes
-from bot.runs.approvals import Approvals
+from bot.runs.approvals import Approval, Approvals
 from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
 from bot.runs.queueing import JobQueue, worker_queue
@@ -68,7 +69,6 @@ class RunOptions:
     job_retries: int = DEFAULTS.chatops_job_retries
     max_attempts: int = DEFAULTS.chatops_max_run_attempts
     limits: Limits = field(default_factory=Limits)
-    approvers: tuple[str, ...] = ()
     max_mutating_actions: int = DEFAULTS.chatops_max_mutating_actions  # per run (``bot.runs.limits``)
     redactor: Redactor | None = None  # what the audit stream stores passes through it (known secrets)
     max_parallel_tools: int = DEFAULTS.chatops_max_parallel_tools  # read-only calls of one turn at once
@@ -90,7 +90,6 @@ class RunOptions:
                 token_budget=settings.chatops_token_budget,
                 max_calls_per_turn=settings.chatops_max_calls_per_turn,
             ),
-            approvers=tuple(settings.chatops_approvers),
             max_mutating_actions=settings.chatops_max_mutating_actions,
             redactor=redactor_for(settings),
             runner_secret=settings.chatops_runner_secret,
@@ -124,6 +123,9 @@ class RunService:
     keys: Keys
     options: RunOptions
     clock: Callable[[], float] = time.time
+    # Who may decide (``bot.policy.deciders``): the web process's, which the lifecycle asks before it
+    # settles an approval. A worker decides none and has none.
+    deciders: Deciders[Approval] | None = None
     queue: Queue = field(init=False)
     jobs: JobQueue = field(init=False)
     records: RunRecords = field(init=False)
@@ -153,7 +155,7 @@ class RunService:
             self.audit,
             self.jobs,
             resume=lambda run_id: self.enqueue(run_id),  # late-bound: an embedder may wrap ``enqueue``
-            approvers=options.approvers,
+            deciders=self.deciders,
             clock=self.clock,
             grants=self._grant_signer(),
             votes=ApprovalVotes(self.redis, self.keys),
@@ -252,7 +254,7 @@ class RunService:
     ) -> Delivery:
         """Store a thread reply for the active run; acknowledge it only if ``delivery.stored``.
 
-        ``may_supersede`` (the web process's approver policy: may ``user`` decide?) lets the reply
+        ``may_supersede`` (the web process's ``Deciders``: may ``user`` cancel the pending cards?) lets the reply
         supersede a pending approval and resume the run; otherwise the reply waits in the inbox
         and the model reads it when the run resumes after the decision.
         """

@@ -27,7 +27,7 @@ from bot.runs.durability import Durability
 from bot.runs.limits import LimitSettings
 from bot.runs.service import RunOptions
 from bot.settings import DEFAULTS, Settings
-from bot.slack import approvers
+from bot.slack import policy_identity
 from bot.web.http_server import Limits as ConnectionLimits
 from bot.web.server import limits_for
 from tools.config import ToolsConfig
@@ -94,7 +94,7 @@ def test_durability_and_approver_cache(settings: Settings) -> None:
     built = Durability.from_settings(client, Keys("test:"), settings)
     default = Durability(client, Keys("test:").durability_probe())
     assert (built.mode, built.timeout_ms) == (default.mode, default.timeout_ms)
-    assert settings.chatops_approver_cache_seconds == approvers.CACHE_SECONDS
+    assert settings.chatops_approver_cache_seconds == policy_identity.CACHE_SECONDS
 
 
 def test_key_prefix(settings: Settings) -> None:

@@ -13,26 +13,27 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import redis
 from slack_sdk import WebClient
 
 from bot.keys import Keys
 from bot.observability.logs import redactor_for
+from bot.policy.break_glass import BreakGlassLog
+from bot.policy.deciders import Deciders
 from bot.redis_connection import open_redis
-from bot.runs.approval_seal import require_seal_key
+from bot.runs.approvals import Approval
 from bot.runs.replication import Replication
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
-from bot.slack.approvers import ApproverPolicy
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.courtesy import CourtesyBudget
 from bot.slack.identity import IdentityCache
-from bot.slack.policy_clicks import ClickRules
+from bot.slack.policy_identity import SlackIdentity, deciders_for
 
-LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
+LOOKUP_TIMEOUT = 1  # seconds for each of the deciders' Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 
 
 @dataclass
@@ -54,8 +55,7 @@ class WebRuntime:
     clock: Callable[[], float] = time.time
     keys: Keys = field(init=False)
     identity: IdentityCache = field(init=False)
-    policy: ApproverPolicy = field(init=False)
-    rules: ClickRules = field(init=False)  # the policy file and seal key clicks are judged with
+    deciders: Deciders[Approval] = field(init=False)  # who may decide (``bot.policy.deciders``)
     redact: Callable[[str], str] = field(init=False)  # applied to what the web process shows in Slack
     _state: _ProcessState | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -63,15 +63,11 @@ class WebRuntime:
     def __post_init__(self) -> None:
         self.keys = Keys(self.settings.chatops_redis_prefix)
         self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
-        self.policy = ApproverPolicy(
-            self.settings.chatops_approvers,
-            self._lookup_client,
-            bot_team=self._bot_team,
-            ttl=self.settings.chatops_approver_cache_seconds,
+        identity = SlackIdentity(
+            self._lookup_client, bot_team=self._bot_team, ttl=self.settings.chatops_approver_cache_seconds
         )
+        self.deciders = deciders_for(self.settings, identity, self._break_glass_until)
         self.redact = redactor_for(self.settings).redact
-        require_seal_key(self.settings.chatops_policy_file, self.settings.chatops_runner_secret)
-        self.rules = ClickRules.from_settings(self.settings)
 
     def _current(self) -> _ProcessState:
         state = self._state
@@ -86,10 +82,9 @@ class WebRuntime:
         # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
         waits = self.settings.redis_replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
         client = open_redis(self.settings, blocking_seconds=waits)
-        # The Slack layer resolves approver groups and the requester rule itself (ApproverPolicy);
-        # the service's plain list check would refuse members of a listed group.
-        options = replace(RunOptions.from_settings(self.settings), approvers=())
-        service = RunService(client, self.keys, options)
+        service = RunService(
+            client, self.keys, RunOptions.from_settings(self.settings), deciders=self.deciders
+        )
         replication = Replication.from_settings(client, self.keys, self.settings)
 
         def retry_after() -> RetryAfter | None:  # shared with the workers' sender, per workspace
@@ -123,6 +118,10 @@ class WebRuntime:
         """For ``users.info`` / ``usergroups.users.list`` while a person waits: no retries, a
         short timeout (a click must be decided within Slack's 3 s; a failure denies)."""
         return make_client(self.settings, timeout=LOOKUP_TIMEOUT, retries=False)
+
+    def _break_glass_until(self, user: str) -> float | None:
+        service = self.service()
+        return BreakGlassLog(service.redis, self.keys, service.audit).active_until(user)
 
     def _bot_team(self) -> str | None:
         """The bot's workspace (``auth.test``'s ``team_id``), which deciders must belong to."""
