@@ -37,11 +37,14 @@ from slack_sdk.errors import SlackApiError
 
 from agent.tooling import ToolCategory
 from bot.policy.rules import ALLOWED, TRY_AGAIN, Verdict  # one verdict for clicks and policy
-from bot.settings import DEFAULTS
 
 log = logging.getLogger(__name__)
 
-CACHE_SECONDS = DEFAULTS.chatops_approver_cache_seconds
+# Seconds an answer of users.info or a user group's members is trusted in one process. A constant
+# since 0.2.0 (it was CHATOPS_APPROVER_CACHE_SECONDS): a minute spares Slack's rate tier a lookup per
+# click in a busy incident, and is as long as a person removed from the approvers (or deactivated)
+# may still decide in a process that asked just before; a failed lookup is never cached (it denies).
+CACHE_SECONDS = 60.0
 CACHE_MAX_ENTRIES = 10_000
 # Slack's user IDs (``W…`` on Enterprise Grid). Bot IDs (``B…``) and Slackbot are never people.
 USER_ID = re.compile(r"[UW][A-Z0-9_]{1,40}")

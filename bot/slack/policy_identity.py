@@ -18,7 +18,7 @@ from bot.policy.proposals import RunPolicy
 from bot.policy.rules import AccountKind
 from bot.runs.approval_seal import require_seal_key
 from bot.settings import Settings
-from bot.slack.approvers import SLACKBOT, USER_ID, ApproverPolicy
+from bot.slack.approvers import CACHE_SECONDS, SLACKBOT, USER_ID, ApproverPolicy
 from bot.slack.delivery.client import make_client
 from bot.slack.identity import IdentityCache
 
@@ -56,9 +56,12 @@ class SlackIdentity:
         return self.lookups.group_members(group)
 
 
-def worker_policy(settings: Settings, client: redis.Redis, keys: Keys) -> RunPolicy | None:
+def worker_policy(
+    settings: Settings, client: redis.Redis, keys: Keys, *, cache_seconds: float = CACHE_SECONDS
+) -> RunPolicy | None:
     """The policy a worker enforces at proposal time (``CHATOPS_POLICY_FILE``; ``None`` without
-    one), with Slack lookups of its own: short timeouts, no retries, fail-closed."""
+    one), with Slack lookups of its own: short timeouts, no retries, fail-closed; their answers
+    trusted ``cache_seconds`` (a test passes 0)."""
     if settings.chatops_policy_file is None:
         return None
     require_seal_key(settings.chatops_policy_file, settings.chatops_runner_secret)
@@ -77,6 +80,6 @@ def worker_policy(settings: Settings, client: redis.Redis, keys: Keys) -> RunPol
         settings.chatops_approvers,
         lookup_client,
         bot_team=bot_team,
-        ttl=settings.chatops_approver_cache_seconds,
+        ttl=cache_seconds,
     )
     return RunPolicy(policy, SlackIdentity(lookups))

@@ -22,10 +22,10 @@ from bot.keys import Keys
 from bot.observability.logs import redactor_for
 from bot.redis_connection import open_redis
 from bot.runs.approval_seal import require_seal_key
-from bot.runs.replication import Replication
+from bot.runs.replication import REPLICA_WAIT_MS, Replication
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
-from bot.slack.approvers import ApproverPolicy
+from bot.slack.approvers import CACHE_SECONDS, ApproverPolicy
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.courtesy import CourtesyBudget
@@ -33,6 +33,21 @@ from bot.slack.identity import IdentityCache
 from bot.slack.policy_clicks import ClickRules
 
 LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
+# A mention no worker has picked up after this many seconds gets the "queued" note
+# (``bot.slack.handlers.queued_note``). A constant since 0.2.0 (it was CHATOPS_QUEUED_NOTE_SECONDS): an idle
+# worker takes a run within milliseconds, so 2 s means every worker is busy, and a person who sees
+# nothing for longer than that starts wondering whether the bot heard them.
+QUEUED_NOTE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class WebTuning:
+    """The web process's timings: constants in production, each named where it is defined; a test
+    passes others (a queued note at once, or never; an approver cache that trusts nothing)."""
+
+    queued_note_seconds: float = QUEUED_NOTE_SECONDS  # 0: no queued note
+    approver_cache_seconds: float = CACHE_SECONDS  # ``bot.slack.approvers``
+    replica_wait_ms: int = REPLICA_WAIT_MS  # ``bot.runs.replication``, with sentinels only
 
 
 @dataclass
@@ -52,6 +67,7 @@ class WebRuntime:
     settings: Settings
     # The web process's clock: a thread's follow-up window is judged by it (tests pass their own).
     clock: Callable[[], float] = time.time
+    tuning: WebTuning = field(default_factory=WebTuning)
     keys: Keys = field(init=False)
     identity: IdentityCache = field(init=False)
     policy: ApproverPolicy = field(init=False)
@@ -67,7 +83,7 @@ class WebRuntime:
             self.settings.chatops_approvers,
             self._lookup_client,
             bot_team=self._bot_team,
-            ttl=self.settings.chatops_approver_cache_seconds,
+            ttl=self.tuning.approver_cache_seconds,
         )
         self.redact = redactor_for(self.settings).redact
         require_seal_key(self.settings.chatops_policy_file, self.settings.chatops_runner_secret)
@@ -84,13 +100,15 @@ class WebRuntime:
 
     def _build(self) -> _ProcessState:
         # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
-        waits = self.settings.redis_replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
+        waits = self.tuning.replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
         client = open_redis(self.settings, blocking_seconds=waits)
         # The Slack layer resolves approver groups and the requester rule itself (ApproverPolicy);
         # the service's plain list check would refuse members of a listed group.
         options = replace(RunOptions.from_settings(self.settings), approvers=())
         service = RunService(client, self.keys, options)
-        replication = Replication.from_settings(client, self.keys, self.settings)
+        replication = Replication.from_settings(
+            client, self.keys, self.settings, timeout_ms=self.tuning.replica_wait_ms
+        )
 
         def retry_after() -> RetryAfter | None:  # shared with the workers' sender, per workspace
             team = self._bot_team()
