@@ -53,11 +53,9 @@ def model_keys(settings: Settings) -> dict[str, str]:
 def client_options(
     settings: Settings, on_retry: Callable[[RetryNotice], None] | None = None
 ) -> ClientOptions:
+    """The connect timeout and the retries are ``agent.defaults``' constants (``ClientOptions``' defaults)."""
     return ClientOptions(
-        connect_timeout=settings.llm_connect_timeout,
         read_timeout=settings.llm_read_timeout,
-        max_attempts=settings.llm_max_attempts,
-        max_retry_wait=settings.llm_retry_max_wait_seconds,
         max_tokens=settings.llm_max_tokens,
         extra_headers=settings.llm_extra_headers,
         on_retry=on_retry,

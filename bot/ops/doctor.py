@@ -271,9 +271,10 @@ def check_llm(settings: Settings) -> Check:
     except ConfigurationError as error:
         return Check("llm", Outcome.FAIL, f"LLM_FALLBACKS: {error}", "fix LLM_FALLBACKS (.env.example)")
     keys = model_keys(settings)
+    options = client_options(settings)
     options = replace(
-        client_options(settings),
-        connect_timeout=min(settings.llm_connect_timeout, TIMEOUT),
+        options,
+        connect_timeout=min(options.connect_timeout, TIMEOUT),
         read_timeout=min(settings.llm_read_timeout, 30.0),
         max_attempts=1,
     )

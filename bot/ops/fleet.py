@@ -25,6 +25,7 @@ from bot.fleet.runner import RunnerWorker, build_runner
 from bot.keys import Keys
 from bot.policy.file import current_policy, load_policy
 from bot.policy.rules import Policy, Subject
+from bot.runs.replication import REPLICA_WAIT_MS
 from bot.settings import Settings
 from tools.config import ToolsConfig
 from tools.errors import ToolConfigError, ToolError
@@ -181,7 +182,7 @@ def build_runner_worker(
         state_dir=settings.chatops_runner_state_dir,
         name=name,
         replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
-        replica_wait_ms=settings.redis_replica_wait_ms,
+        replica_wait_ms=REPLICA_WAIT_MS,
         policy=runner_policy(settings, target),
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from bot.keys import Keys
 from bot.observability.audit import AuditKind
 from bot.observability.metrics import RunMetrics
 from bot.redis_connection import open_redis
+from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.runs.durability import Durability
 from bot.runs.lost_runs import LossDetector
 from bot.runs.presenter import LoggingPresenter, Presenter
@@ -68,7 +70,7 @@ def default_runtime(settings: Settings) -> Runtime:
     from tools.safety import OutputFilter
 
     # Its one blocking command is the durability wait (WAITAOF / WAIT, ``bot.runs.durability``).
-    client = open_redis(settings, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
+    client = open_redis(settings, blocking_seconds=DURABILITY_TIMEOUT_MS / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
     model_env = model_keys(settings)
@@ -156,6 +158,15 @@ def check_at_start(settings: Settings) -> None:
         load_fleet_inventory(settings)
 
 
+def recovery_interval(settings: Settings) -> int:
+    """Seconds between a worker's recovery sweeps: one lease (``CHATOPS_LEASE_TTL_SECONDS``), whole.
+
+    Since 0.2.0 not a setting of its own (it was CHATOPS_RECOVERY_INTERVAL_SECONDS): a dead worker's
+    run can be taken only once its lease has run out, so sweeping more often finds nothing more, and
+    less often leaves a run lost for longer than the failover time the lease promises."""
+    return max(1, math.ceil(settings.chatops_lease_ttl_seconds))
+
+
 def build_worker(
     settings: Settings,
     *,
@@ -175,7 +186,7 @@ def build_worker(
 
     options = RunOptions.from_settings(settings)
     service = RunService(connection, Keys(settings.chatops_redis_prefix), options)
-    interval = settings.chatops_recovery_interval_seconds
+    interval = recovery_interval(settings)
     worker_class = ChatopsSimpleWorker if simple else ChatopsWorker
     return worker_class(
         worker_queue_names(options.queue_name),

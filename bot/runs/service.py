@@ -55,23 +55,35 @@ _SEGMENT_ENDED = {status for status in RunStatus if status.terminal} | {RunStatu
 # A scheduled job this late has no live scheduler: the one holding the queue's scheduler lock died,
 # and RQ frees that lock only after a minute. Every live scheduler polls once a second.
 OVERDUE_SCHEDULED_SECONDS = 5
+# Constants since 0.2.0 (they were CHATOPS_JOB_RETRIES, CHATOPS_MAX_RUN_ATTEMPTS and
+# CHATOPS_MAX_PARALLEL_TOOLS); RunOptions takes others where a test needs them.
+# RQ retries of a job that failed or whose worker died, each one lease later: a run resumes from Redis,
+# so a retry is cheap, and three ride out a worker restart or a deploy; the recovery sweep covers more.
+JOB_RETRIES = 3
+# Jobs one run may start before it is given up as failed: retries and sweeps together. A run that
+# crashes every worker that takes it (a poisoned input) must end visibly, after a few honest tries.
+MAX_RUN_ATTEMPTS = 5
+# Read-only calls of one turn at once: enough to check a fleet's worth of targets in one round trip
+# each, few enough that a worker's threads and the tools' connections stay bounded.
+MAX_PARALLEL_TOOLS = 20
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The knobs shared by the web process and the workers (from ``Settings``, whose defaults are theirs)."""
+    """The knobs shared by the web process and the workers: from ``Settings`` (whose defaults are
+    theirs), and the tuning constants above, which only a test passes otherwise."""
 
     queue_name: str = DEFAULTS.chatops_queue
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     audit_max_len: int = DEFAULTS.chatops_audit_max_len
     lease_ttl_seconds: float = DEFAULTS.chatops_lease_ttl_seconds
     approval_timeout_seconds: float = DEFAULTS.chatops_approval_timeout_seconds
-    job_retries: int = DEFAULTS.chatops_job_retries
-    max_attempts: int = DEFAULTS.chatops_max_run_attempts
+    job_retries: int = JOB_RETRIES
+    max_attempts: int = MAX_RUN_ATTEMPTS
     limits: Limits = field(default_factory=Limits)
     max_mutating_actions: int = DEFAULTS.chatops_max_mutating_actions  # per run (``bot.runs.limits``)
     redactor: Redactor | None = None  # what the audit stream stores passes through it (known secrets)
-    max_parallel_tools: int = DEFAULTS.chatops_max_parallel_tools  # read-only calls of one turn at once
+    max_parallel_tools: int = MAX_PARALLEL_TOOLS  # read-only calls of one turn at once
     runner_secret: str = ""  # ``CHATOPS_RUNNER_SECRET``: sign a grant at each approval (``bot.fleet.grants``)
 
     @classmethod
@@ -82,18 +94,14 @@ class RunOptions:
             audit_max_len=settings.chatops_audit_max_len,
             lease_ttl_seconds=settings.chatops_lease_ttl_seconds,
             approval_timeout_seconds=settings.chatops_approval_timeout_seconds,
-            job_retries=settings.chatops_job_retries,
-            max_attempts=settings.chatops_max_run_attempts,
             limits=Limits(
                 max_iterations=settings.chatops_max_iterations,
                 deadline_seconds=settings.chatops_deadline_seconds,
                 token_budget=settings.chatops_token_budget,
-                max_calls_per_turn=settings.chatops_max_calls_per_turn,
             ),
             max_mutating_actions=settings.chatops_max_mutating_actions,
             redactor=redactor_for(settings),
             runner_secret=settings.chatops_runner_secret,
-            max_parallel_tools=settings.chatops_max_parallel_tools,
         )
 
     @property

@@ -33,14 +33,18 @@ from bot.policy.proposals import RunPolicy
 from bot.policy.rules import AccountKind
 from bot.runs.approval_seal import ApprovalSeal, require_seal_key
 from bot.runs.approvals import Approval
-from bot.settings import DEFAULTS, Settings
+from bot.settings import Settings
 from bot.slack.delivery.client import make_client
 from bot.slack.identity import IdentityCache
 
 log = logging.getLogger(__name__)
 
 LOOKUP_TIMEOUT = 2  # seconds per users.info / usergroups.users.list from a worker (a failure refuses)
-CACHE_SECONDS = DEFAULTS.chatops_approver_cache_seconds
+# Seconds an answer of users.info or a user group's members is trusted in one process. A constant
+# since 0.2.0 (it was CHATOPS_APPROVER_CACHE_SECONDS): a minute spares Slack's rate tier a lookup per
+# click in a busy incident, and is as long as a person removed from the approvers (or deactivated)
+# may still decide in a process that asked just before; a failed lookup is never cached (it denies).
+CACHE_SECONDS = 60.0
 CACHE_MAX_ENTRIES = 10_000
 SLACKBOT = "USLACKBOT"
 T = TypeVar("T")
@@ -195,9 +199,12 @@ def deciders_for(
     )
 
 
-def worker_policy(settings: Settings, client: redis.Redis, keys: Keys) -> RunPolicy | None:
+def worker_policy(
+    settings: Settings, client: redis.Redis, keys: Keys, *, cache_seconds: float = CACHE_SECONDS
+) -> RunPolicy | None:
     """The policy a worker enforces at proposal time (``CHATOPS_POLICY_FILE``; ``None`` without
-    one), with Slack lookups of its own: short timeouts, no retries, fail-closed."""
+    one), with Slack lookups of its own: short timeouts, no retries, fail-closed; their answers
+    trusted ``cache_seconds`` (a test passes 0)."""
     if settings.chatops_policy_file is None:
         return None
     require_seal_key(settings.chatops_policy_file, settings.chatops_runner_secret)
@@ -212,5 +219,5 @@ def worker_policy(settings: Settings, client: redis.Redis, keys: Keys) -> RunPol
         found = cache.lookup()
         return found.team_id if found is not None else None
 
-    identity = SlackIdentity(lookup_client, bot_team=bot_team, ttl=settings.chatops_approver_cache_seconds)
+    identity = SlackIdentity(lookup_client, bot_team=bot_team, ttl=cache_seconds)
     return RunPolicy(policy, identity)

@@ -168,9 +168,7 @@ def limits_for(settings: Settings) -> Limits:
         body_timeout=settings.web_body_timeout_seconds,
         keepalive=settings.web_keepalive_seconds,
         max_connections=settings.web_max_connections,
-        max_header_bytes=settings.web_max_header_bytes,
         max_body_bytes=MAX_BODY_BYTES,
-        graceful_timeout=settings.web_graceful_timeout_seconds,
     )
 
 

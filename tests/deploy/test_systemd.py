@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bot.ops.cli import build_parser
+from bot.web.http_server import GRACEFUL_TIMEOUT_SECONDS
 from tools.catalog import load_catalog
 
 SYSTEMD = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
@@ -109,7 +110,7 @@ def test_every_unit_is_hardened(unit: str) -> None:
         assert service.get(key) == [value], f"{unit}: {key}={service.get(key)}"
     assert service["Restart"] == ["always"]
     assert "AF_PACKET" not in service["RestrictAddressFamilies"][0]
-    assert int(service["TimeoutStopSec"][0]) > 20  # above WEB_GRACEFUL_TIMEOUT_SECONDS / a worker's step
+    assert int(service["TimeoutStopSec"][0]) > GRACEFUL_TIMEOUT_SECONDS  # the web's drain / a worker's step
 
 
 @pytest.mark.parametrize("unit", UNITS)

@@ -137,7 +137,7 @@ class CountingInput(io.BytesIO):
 
 
 def call_app(bot: SlackBot, body: bytes) -> tuple[str, CountingInput]:
-    app = WebApp(WebRuntime(bot.settings))
+    app = WebApp(WebRuntime(bot.settings, tuning=bot.tuning))
     stream = CountingInput(body)
     stamp = str(int(time.time()))
     environ = {

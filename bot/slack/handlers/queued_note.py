@@ -1,4 +1,5 @@
-"""The "queued" note: a mention no worker has picked up within ``CHATOPS_QUEUED_NOTE_SECONDS``.
+"""The "queued" note: a mention no worker has picked up within ``QUEUED_NOTE_SECONDS`` (2 s,
+``bot.slack.handlers.runtime``).
 
 The web process answers Slack within milliseconds and a worker posts the run card when it starts
 the run; with every worker busy, nothing would show in between. So each new run gets a check,

@@ -24,16 +24,31 @@ from bot.policy.break_glass import BreakGlassLog
 from bot.policy.deciders import Deciders
 from bot.redis_connection import open_redis
 from bot.runs.approvals import Approval
-from bot.runs.replication import Replication
+from bot.runs.replication import REPLICA_WAIT_MS, Replication
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.courtesy import CourtesyBudget
 from bot.slack.identity import IdentityCache
-from bot.slack.policy_identity import SlackIdentity, deciders_for
+from bot.slack.policy_identity import CACHE_SECONDS, SlackIdentity, deciders_for
 
 LOOKUP_TIMEOUT = 1  # seconds for each of the deciders' Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
+# A mention no worker has picked up after this many seconds gets the "queued" note
+# (``bot.slack.handlers.queued_note``). A constant since 0.2.0 (it was CHATOPS_QUEUED_NOTE_SECONDS): an idle
+# worker takes a run within milliseconds, so 2 s means every worker is busy, and a person who sees
+# nothing for longer than that starts wondering whether the bot heard them.
+QUEUED_NOTE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class WebTuning:
+    """The web process's timings: constants in production, each named where it is defined; a test
+    passes others (a queued note at once, or never; an approver cache that trusts nothing)."""
+
+    queued_note_seconds: float = QUEUED_NOTE_SECONDS  # 0: no queued note
+    approver_cache_seconds: float = CACHE_SECONDS  # ``bot.slack.policy_identity``
+    replica_wait_ms: int = REPLICA_WAIT_MS  # ``bot.runs.replication``, with sentinels only
 
 
 @dataclass
@@ -53,6 +68,7 @@ class WebRuntime:
     settings: Settings
     # The web process's clock: a thread's follow-up window is judged by it (tests pass their own).
     clock: Callable[[], float] = time.time
+    tuning: WebTuning = field(default_factory=WebTuning)
     keys: Keys = field(init=False)
     identity: IdentityCache = field(init=False)
     deciders: Deciders[Approval] = field(init=False)  # who may decide (``bot.policy.deciders``)
@@ -64,7 +80,7 @@ class WebRuntime:
         self.keys = Keys(self.settings.chatops_redis_prefix)
         self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
         identity = SlackIdentity(
-            self._lookup_client, bot_team=self._bot_team, ttl=self.settings.chatops_approver_cache_seconds
+            self._lookup_client, bot_team=self._bot_team, ttl=self.tuning.approver_cache_seconds
         )
         self.deciders = deciders_for(self.settings, identity, self._break_glass_until)
         self.redact = redactor_for(self.settings).redact
@@ -80,12 +96,14 @@ class WebRuntime:
 
     def _build(self) -> _ProcessState:
         # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
-        waits = self.settings.redis_replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
+        waits = self.tuning.replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
         client = open_redis(self.settings, blocking_seconds=waits)
         service = RunService(
             client, self.keys, RunOptions.from_settings(self.settings), deciders=self.deciders
         )
-        replication = Replication.from_settings(client, self.keys, self.settings)
+        replication = Replication.from_settings(
+            client, self.keys, self.settings, timeout_ms=self.tuning.replica_wait_ms
+        )
 
         def retry_after() -> RetryAfter | None:  # shared with the workers' sender, per workspace
             team = self._bot_team()
