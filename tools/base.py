@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agent.arguments import CONFIRMED_BY as CONFIRMED_BY  # re-exported: the catalog fills it in
-from agent.arguments import parse_arguments
+from agent.arguments import checked_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVED_PLAN, CallCategory, ToolCategory, ToolResult
 from agent.types import ToolDef
@@ -357,9 +357,12 @@ def _clean_schema(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_arguments(arguments: str) -> dict[str, Any]:
-    """The arguments object, within ``agent.arguments``' limits: a tool called directly is bounded too."""
+    """The arguments object, within ``agent.arguments``' limits: a tool called directly is bounded too.
+
+    Read through the parse cache: one call's text is read by ``category_for``, ``describe`` and
+    ``execute`` (and its wrappers' checks) and parsed once."""
     try:
-        return parse_arguments(arguments, trusted=(APPROVED_PLAN,))
+        return checked_arguments(arguments, (APPROVED_PLAN,))
     except ArgumentsRejected as exc:
         raise ToolArgumentError(str(exc)) from exc
 

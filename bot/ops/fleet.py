@@ -91,7 +91,7 @@ def build_fleet(
     signer = GrantSigner(settings.chatops_runner_secret.encode(), 0.0, clock=redis_clock(client))
 
     def runner_route(tool: Tool, target: Target) -> Tool:
-        return RunnerTool(tool.definition, tool.category, tool.timeout, target.name, dispatcher)
+        return RunnerTool(tool, target.name, dispatcher)
 
     def checked(route: Tool | None, target: Target) -> Tool | None:
         """The worker runs this route itself: it verifies each changing call's grant first."""

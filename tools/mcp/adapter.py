@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from agent.arguments import CONFIRMED_BY, parse_arguments
+from agent.arguments import CONFIRMED_BY, checked_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVAL_GRANT, APPROVED_PLAN, ToolCategory, ToolResult
 from agent.types import ToolDef
@@ -121,7 +121,7 @@ class McpTool:
     def _parse(self, arguments: str) -> tuple[dict[str, Any], str | None, str | None]:
         """(the server's arguments, the approver, the approved plan); ``ValueError`` says why not."""
         try:
-            payload = parse_arguments(arguments, trusted=(APPROVED_PLAN,))
+            payload = checked_arguments(arguments, (APPROVED_PLAN,))  # parsed once per text
         except ArgumentsRejected as exc:
             raise ValueError(str(exc)) from exc
         confirmed_by = payload.pop(CONFIRMED_BY, None)
