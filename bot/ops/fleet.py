@@ -20,7 +20,7 @@ from bot.fleet.direct_grants import GrantCheckedRoute, PolicyNeeds
 from bot.fleet.dispatch import Dispatcher, RunnerTool
 from bot.fleet.grants import GrantSigner, PolicyNeed
 from bot.fleet.heartbeats import Heartbeats, redis_clock
-from bot.fleet.routing import Fleet, builtin_kinds
+from bot.fleet.routing import Fleet
 from bot.fleet.runner import RunnerWorker, build_runner
 from bot.keys import Keys
 from bot.policy.file import current_policy, load_policy
@@ -99,14 +99,9 @@ def build_fleet(
             return None
         return GrantCheckedRoute(route, target.name, signer, target_policy(settings, target))
 
-    def kinds_of(name: str) -> frozenset[str] | None:
-        found = registry.target_kinds(name)
-        return found if found is not None else builtin_kinds(name)
-
     return Fleet(
         inventory=inventory,
         local_tools=registry.tools(),
-        kinds_of=kinds_of,
         routes={
             "runner": runner_route,
             "ssh": lambda tool, target: checked(registry.over_ssh(tool.definition.name, target), target),
