@@ -1,6 +1,7 @@
 """The fleet: where tool calls run when the inventory names targets.
 
-- Routing: ``routing`` (the run's tool list, each call routed to its target), ``dispatch`` (the
+- Routing: ``routing`` (the run's tool list, each call routed to its target by the tool's own
+  placement, ``tools.placement``), ``dispatch`` (the
   worker's side: a call for a runner target goes to that target's queue, signed), ``runner`` and
   ``runner_job`` (the runner's side: an RQ worker on the host running only its registry's tools).
 - Trust: ``target_keys`` (each target's key), ``job_signing`` (every runner job signed),

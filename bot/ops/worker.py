@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from agent.tooling import Tool
 from bot.alerts.jobs import PRESENTER as ALERT_PRESENTER
 from bot.alerts.jobs import announce_answer
 from bot.alerts.presenter import AlertPresenter, LoggingAlertPresenter
@@ -60,15 +61,20 @@ def load_runtime_factory(path: str) -> Callable[[Settings], Runtime]:
     return factory  # type: ignore[no-any-return]
 
 
-def default_runtime(settings: Settings) -> Runtime:
+def default_runtime(settings: Settings, extra_tools: Sequence[Tool] = ()) -> Runtime:
     """The production runtime: the configured models, the tool registry, Slack (or the log), and the
-    system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one)."""
+    system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one).
+
+    ``extra_tools``: a deployment's own Python tools, offered beside the built-ins (a runtime named
+    by ``CHATOPS_RUNTIME`` calls this with them); each declares where it runs (``tools.placement``),
+    or the runtime is refused before anything is opened."""
     from agent.models.endpoints import secret_values
     from bot.models import build_models, endpoints, model_keys
     from bot.ops.system_prompt import system_prompt
     from tools.registry import build_registry_from_settings
     from tools.safety import OutputFilter
 
+    registry = build_registry_from_settings(settings, extra=extra_tools)
     # Its one blocking command is the durability wait (WAITAOF / WAIT, ``bot.runs.durability``).
     client = open_redis(settings, blocking_seconds=DURABILITY_TIMEOUT_MS / 1000)
     keys = Keys(settings.chatops_redis_prefix)
@@ -80,7 +86,6 @@ def default_runtime(settings: Settings) -> Runtime:
     from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
     from bot.slack.policy_identity import worker_policy
 
-    registry = build_registry_from_settings(settings)
     inventory = load_fleet_inventory(settings)
     fleet = build_fleet(settings, client, keys, registry, inventory)
     output_filter = OutputFilter.from_settings(
