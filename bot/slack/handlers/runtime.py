@@ -1,6 +1,6 @@
 """What the web process's handlers share: settings, Redis, the run service, the Slack client.
 
-Everything is created lazily and again after a fork (the process id is checked), because
+Everything is created lazily and again after a fork (``tools.fork_local``), because
 ``chatops web`` forks its worker processes: a Redis connection pool opened in the parent
 and shared by the children would mix their replies on one socket. Redis timeouts are short
 because Slack waits at most three seconds for an ack; a Redis that does not answer in time must
@@ -9,8 +9,6 @@ turn into a non-2xx answer (Slack retries) rather than a late 200.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -31,13 +29,13 @@ from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.courtesy import CourtesyBudget
 from bot.slack.identity import IdentityCache
 from bot.slack.policy_clicks import ClickRules
+from tools.fork_local import ForkLocal
 
 LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 
 
 @dataclass
 class _ProcessState:
-    pid: int
     redis: redis.Redis
     service: RunService
     client: WebClient
@@ -57,10 +55,10 @@ class WebRuntime:
     policy: ApproverPolicy = field(init=False)
     rules: ClickRules = field(init=False)  # the policy file and seal key clicks are judged with
     redact: Callable[[str], str] = field(init=False)  # applied to what the web process shows in Slack
-    _state: _ProcessState | None = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _process: ForkLocal[_ProcessState] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._process = ForkLocal(self._build)
         self.keys = Keys(self.settings.chatops_redis_prefix)
         self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
         self.policy = ApproverPolicy(
@@ -74,13 +72,7 @@ class WebRuntime:
         self.rules = ClickRules.from_settings(self.settings)
 
     def _current(self) -> _ProcessState:
-        state = self._state
-        if state is not None and state.pid == os.getpid():
-            return state
-        with self._lock:
-            if self._state is None or self._state.pid != os.getpid():
-                self._state = self._build()
-            return self._state
+        return self._process.get()
 
     def _build(self) -> _ProcessState:
         # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
@@ -97,7 +89,7 @@ class WebRuntime:
             return RetryAfter(client, self.keys, team) if team else None
 
         courtesy = CourtesyBudget(retry_after)
-        return _ProcessState(os.getpid(), client, service, make_client(self.settings), replication, courtesy)
+        return _ProcessState(client, service, make_client(self.settings), replication, courtesy)
 
     def redis(self) -> redis.Redis:
         return self._current().redis
