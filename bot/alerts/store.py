@@ -27,7 +27,7 @@ from typing import Any
 import redis
 from redis.client import Pipeline
 
-from agent.redis_util import as_text, as_text_dict
+from agent.redis_util import NOW_LUA, as_text, as_text_dict
 from bot.alerts.payloads import Alert, Notification
 from bot.alerts.replay import Delivery
 from bot.claims import Claims, ClaimState
@@ -42,25 +42,29 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 # Allow one more automatic run for the route unless max_runs started within the window.
-_STORM = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+_STORM = (
+    NOW_LUA
+    + """
+local at = now()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at - tonumber(ARGV[2]))
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('ZADD', KEYS[1], at, ARGV[3])
 redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 60)
 return 1
 """
+)
 
 # The groups a route's storm limit held back within its window, each once (the root's count).
-_HOLD = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
-redis.call('ZADD', KEYS[1], now, ARGV[2])
+_HOLD = (
+    NOW_LUA
+    + """
+local at = now()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at - tonumber(ARGV[1]))
+redis.call('ZADD', KEYS[1], at, ARGV[2])
 redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1])) + 60)
 return redis.call('ZCARD', KEYS[1])
 """
+)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 import redis
 
-from agent.redis_util import as_text
+from agent.redis_util import NOW_LUA, as_text
 from agent.tooling import ToolResult
 from bot.fleet.refusals import record_refusal
 from bot.fleet.target_keys import target_key
@@ -42,12 +42,14 @@ _TTL_SECONDS = 24 * 3600  # outlives every retry of the job and every wait of it
 LATE = "late"
 # Claim the execution unless its deadline passed (by Redis's clock) or someone claimed it first:
 # one round trip on the path of every call.
-_CLAIM = """
-local t = redis.call('TIME')
-if tonumber(t[1]) + tonumber(t[2]) / 1e6 > tonumber(ARGV[2]) then return 'late' end
+_CLAIM = (
+    NOW_LUA
+    + """
+if now() > tonumber(ARGV[2]) then return 'late' end
 if redis.call('SET', KEYS[1], 'executing ' .. ARGV[1], 'NX', 'EX', ARGV[3]) then return 'ok' end
 return redis.call('GET', KEYS[1]) or 'gone'
 """
+)
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,14 @@ from rq.queue import Queue
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
 
+from agent.redis_util import redis_clock
 from agent.tooling import ToolCategory
 from bot.errors import BotConfigurationError
 from bot.fleet.dispatch import RUNNER_FUNCTION
 from bot.fleet.executions import Executions
 from bot.fleet.grant_ledger import GrantLedger
 from bot.fleet.grants import GrantSigner, PolicyNeed
-from bot.fleet.heartbeats import Heartbeats, HeartbeatThread, redis_clock
+from bot.fleet.heartbeats import Heartbeats, HeartbeatThread
 from bot.fleet.runner_acl import runner_worker_name, target_queue_name
 from bot.fleet.runner_job import RunnerContext, bound
 from bot.fleet.target_keys import target_key
