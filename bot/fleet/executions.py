@@ -30,6 +30,7 @@ import redis
 
 from agent.redis_util import NOW_LUA, as_text
 from agent.tooling import ToolResult
+from bot.claims import claim_once
 from bot.fleet.refusals import record_refusal
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
@@ -154,10 +155,8 @@ class Executions:
 
     def abandon(self, execution_id: str) -> bool:
         """The dispatcher gives up: True if the call never started (and now never will)."""
-        return bool(
-            self._redis.set(
-                self._keys.execution(self.target, execution_id), ABANDONED, nx=True, ex=_TTL_SECONDS
-            )
+        return claim_once(
+            self._redis, self._keys.execution(self.target, execution_id), _TTL_SECONDS, ABANDONED
         )
 
     def state(self, execution_id: str) -> str | None:
