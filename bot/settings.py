@@ -12,10 +12,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agent import defaults as agent_defaults
 from agent.errors import AgentError
 from agent.keys import DEFAULT_PREFIX
-from tools.catalog.templates import env_references
 from tools.config import BOT_SECRET_ENV, KUBE_NAMESPACE, LOG_DIRS, SERVICE_BACKEND, SERVICE_BACKENDS
 from tools.egress import DEFAULT_UNLISTED, Unlisted
 from tools.egress_endpoints import ALL_INTERFACES
+from tools.env_references import env_references
 from tools.safety import DEFAULT_MAX_CHARS, MIN_MAX_CHARS
 
 
