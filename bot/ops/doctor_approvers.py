@@ -12,7 +12,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.ops.doctor import TIMEOUT, Check, Outcome
+from bot.ops.doctor_check import TIMEOUT, Check, Outcome
 from bot.settings import Settings
 from bot.slack.approvers import Account, full_member
 from bot.slack.delivery.client import api_base_url
