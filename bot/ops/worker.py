@@ -62,7 +62,7 @@ def default_runtime(settings: Settings) -> Runtime:
     """The production runtime: the configured models, the tool registry, Slack (or the log), and the
     system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one)."""
     from agent.models.endpoints import secret_values
-    from bot.models import build_models, endpoints, model_keys
+    from bot.models import build_models, model_keys
     from bot.ops.system_prompt import system_prompt
     from tools.registry import build_registry_from_settings
     from tools.safety import OutputFilter
@@ -74,7 +74,10 @@ def default_runtime(settings: Settings) -> Runtime:
     model_env = model_keys(settings)
     models = build_models(settings, on_retry=metrics.llm_retry, keys=model_env)
     # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
-    model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
+    model_secrets = [
+        *secret_values(settings.model_endpoints(), model_env),
+        *settings.llm_extra_headers.values(),
+    ]
     from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
     from bot.slack.policy_identity import worker_policy
 
