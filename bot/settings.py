@@ -12,10 +12,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agent import defaults as agent_defaults
 from agent.errors import AgentError
 from agent.keys import DEFAULT_PREFIX
-from tools.catalog.templates import env_references
+from agent.models.endpoints import PRIMARY_KEY_ENV, ModelEndpoint, parse_fallbacks
 from tools.config import BOT_SECRET_ENV, KUBE_NAMESPACE, LOG_DIRS, SERVICE_BACKEND, SERVICE_BACKENDS
 from tools.egress import DEFAULT_UNLISTED, Unlisted
 from tools.egress_endpoints import ALL_INTERFACES
+from tools.env_references import env_references
 from tools.safety import DEFAULT_MAX_CHARS, MIN_MAX_CHARS
 
 
@@ -311,12 +312,13 @@ class Settings(BaseSettings):
     def _model_keys_are_secret(self) -> Settings:
         """Check ``LLM_FALLBACKS`` now, and treat the variables holding its keys like
         ``LLM_API_KEY``: redacted from every output, hidden from the commands tools run."""
-        from bot.models import key_variables  # bot.models reads these settings
-
         try:
-            names = key_variables(self)
+            fallbacks = self.model_endpoints()[1:]
         except AgentError as error:
             raise SettingsConflict(("LLM_FALLBACKS",), str(error)) from error
+        names = dict.fromkeys(
+            e.api_key_env for e in fallbacks if e.api_key_env and e.api_key_env != PRIMARY_KEY_ENV
+        )
         missing = [name for name in names if name not in self.chatops_redact_env]
         if missing:
             self.chatops_redact_env = [*self.chatops_redact_env, *missing]
@@ -331,6 +333,17 @@ class Settings(BaseSettings):
         if missing:
             self.chatops_redact_env = [*self.chatops_redact_env, *missing]
         return self
+
+    def model_endpoints(self) -> list[ModelEndpoint]:
+        """The run's chain of models: the primary (``LLM_*``), then ``LLM_FALLBACKS`` in order."""
+        primary = ModelEndpoint(
+            provider=self.llm_provider,  # type: ignore[arg-type]  # the field's pattern allows only these
+            model=self.llm_model,
+            base_url=self.llm_base_url,
+            api_key_env=PRIMARY_KEY_ENV,
+            api_version=self.llm_api_version,
+        )
+        return [primary, *parse_fallbacks(self.llm_fallbacks, primary)]
 
     def _observability_header_values(self) -> list[str]:
         headers = (self.chatops_prometheus_headers, self.chatops_alertmanager_headers)

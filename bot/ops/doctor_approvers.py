@@ -12,7 +12,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.ops.doctor import TIMEOUT, Check, Outcome
+from bot.ops.doctor_check import TIMEOUT, Check, Outcome
 from bot.policy.rules import AccountKind
 from bot.settings import Settings
 from bot.slack.delivery.client import api_base_url

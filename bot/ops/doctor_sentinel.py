@@ -21,7 +21,7 @@ from redis.retry import Retry
 
 from bot.errors import NotReplicatedError
 from bot.keys import Keys
-from bot.ops.doctor import Check, Outcome
+from bot.ops.doctor_check import Check, Outcome
 from bot.redis_connection import CONNECT_TIMEOUT_SECONDS, REPLY_TIMEOUT_SECONDS, RedisTarget, open_redis
 from bot.runs.replication import REPLICA_WAIT_MS, Replication
 from bot.settings import Settings

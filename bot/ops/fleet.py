@@ -14,12 +14,13 @@ from typing import Any
 
 import redis
 
+from agent.redis_util import redis_clock
 from agent.tooling import Tool, ToolCategory
 from bot.errors import BotConfigurationError
 from bot.fleet.direct_grants import GrantCheckedRoute, PolicyNeeds
 from bot.fleet.dispatch import Dispatcher, RunnerTool
 from bot.fleet.grants import GrantSigner, PolicyNeed
-from bot.fleet.heartbeats import Heartbeats, redis_clock
+from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.routing import Fleet
 from bot.fleet.runner import RunnerWorker, build_runner
 from bot.keys import Keys

@@ -14,7 +14,8 @@ import time
 
 import redis
 
-from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats, redis_now
+from agent.redis_util import redis_now
+from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats
 from bot.fleet.runner_acl import runner_acl_command
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys

@@ -69,7 +69,7 @@ def default_runtime(settings: Settings, extra_tools: Sequence[Tool] = ()) -> Run
     by ``CHATOPS_RUNTIME`` calls this with them); each declares where it runs (``tools.placement``),
     or the runtime is refused before anything is opened."""
     from agent.models.endpoints import secret_values
-    from bot.models import build_models, endpoints, model_keys
+    from bot.models import build_models, model_keys
     from bot.ops.system_prompt import system_prompt
     from tools.registry import build_registry_from_settings
     from tools.safety import OutputFilter
@@ -82,7 +82,10 @@ def default_runtime(settings: Settings, extra_tools: Sequence[Tool] = ()) -> Run
     model_env = model_keys(settings)
     models = build_models(settings, on_retry=metrics.llm_retry, keys=model_env)
     # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
-    model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
+    model_secrets = [
+        *secret_values(settings.model_endpoints(), model_env),
+        *settings.llm_extra_headers.values(),
+    ]
     from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
     from bot.slack.policy_identity import worker_policy
 

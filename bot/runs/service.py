@@ -29,9 +29,9 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory
+from agent.redis_util import redis_clock
 from agent.types import Limits, Message, RunStatus
 from bot.fleet.grants import GRANT_LIFETIME_SECONDS, GrantSigner
-from bot.fleet.heartbeats import redis_clock
 from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.logs import redactor_for

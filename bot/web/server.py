@@ -35,17 +35,12 @@ from bot.slack.handlers.runtime import WebRuntime
 from bot.web import prefork
 from bot.web.alert_receiver import alert_receiver
 from bot.web.http_server import MAX_BODY_BYTES, Limits
-from bot.web.wsgi import WsgiApp
+from bot.web.paths import ALERTS_PREFIX, EVENTS_PATH, HEALTH_PATH, METRICS_PATH
+from bot.web.wsgi import StartResponse, WsgiApp
 
 log = logging.getLogger(__name__)
 
-EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/healthz"
-METRICS_PATH = "/metrics"  # Prometheus; see bot.observability.metrics_collector and docs/OPERATIONS.md
-
-ALERTS_PREFIX = "/alerts/"  # Alertmanager, Grafana and PagerDuty webhooks (bot.alerts.receiver)
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Service Unavailable"}
-StartResponse = Callable[..., Any]
 
 
 def _body_refusal(environ: dict[str, Any]) -> tuple[str, str] | None:

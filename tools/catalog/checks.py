@@ -11,7 +11,8 @@ from agent.tooling import ToolCategory
 from tools.base import CONFIRMED_BY
 from tools.catalog.params import param_annotation
 from tools.catalog.spec import HttpSpec, ParamSpec, ToolSpec
-from tools.catalog.templates import check_template, env_references, expand_env, is_single_placeholder
+from tools.catalog.templates import check_template, expand_env_in_template, is_single_placeholder
+from tools.env_references import env_references
 from tools.targets import TARGET_ARGUMENT
 
 Problem = tuple[str, str]
@@ -146,7 +147,7 @@ def _check_http(field: str, http: HttpSpec, allowed: set[str], env: Mapping[str,
             yield where, f"environment variable {missing[0]} is not set"
             continue
         try:
-            _check_template(expand_env(value, env), allowed, field)
+            _check_template(expand_env_in_template(value, env), allowed, field)
         except ValueError as exc:
             yield where, str(exc)
     for key, value in _json_strings(http.json_body or {}, f"{field}.json"):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.claims import claim_once
 from bot.errors import AlertGroupBusyError, ApprovalNotFoundError, NotAnApproverError
 from bot.observability.logs import redactor_for
 from bot.policy.break_glass import BreakGlassLog
@@ -223,7 +224,7 @@ class Interactions:
         if not record.status.terminal:
             return Reply("The transcript is available once the run has ended.")
         flag = self._rt.keys.slack("transcript", run_id, user)
-        if not service.redis.set(flag, "1", nx=True, ex=TRANSCRIPT_COOLDOWN_SECONDS):
+        if not claim_once(service.redis, flag, TRANSCRIPT_COOLDOWN_SECONDS):
             return Reply("This run's transcript was just sent to you (only you can see it).")
         transcript = load_transcript(service, run_id, redactor_for(self._rt.settings).redact)
         try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.claims import Claims, ClaimState
+from bot.claims import Claims, ClaimState, claim_once
 from bot.policy.deciders import Action
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
@@ -369,7 +369,7 @@ class EventHandler:
     def _refuse_channel(self, where: Origin) -> Outcome:
         """Outside ``CHATOPS_CHANNELS``: say so, once per channel."""
         key = self._rt.keys.slack("channel_notice", where.channel)
-        first = bool(self._rt.redis().set(key, "1", nx=True, ex=self._retention_seconds()))
+        first = claim_once(self._rt.redis(), key, self._retention_seconds())
         return where.outcome(OutcomeKind.REFUSED_CHANNEL, notify=first)
 
     def _retention_seconds(self) -> int:

@@ -1,6 +1,6 @@
 """What the web process's handlers share: settings, Redis, the run service, the Slack client.
 
-Everything is created lazily and again after a fork (the process id is checked), because
+Everything is created lazily and again after a fork (``tools.fork_local``), because
 ``chatops web`` forks its worker processes: a Redis connection pool opened in the parent
 and shared by the children would mix their replies on one socket. Redis timeouts are short
 because Slack waits at most three seconds for an ack; a Redis that does not answer in time must
@@ -9,8 +9,6 @@ turn into a non-2xx answer (Slack retries) rather than a late 200.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.courtesy import CourtesyBudget
 from bot.slack.identity import IdentityCache
 from bot.slack.policy_identity import CACHE_SECONDS, SlackIdentity, deciders_for
+from tools.fork_local import ForkLocal
 
 LOOKUP_TIMEOUT = 1  # seconds for each of the deciders' Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 # A mention no worker has picked up after this many seconds gets the "queued" note
@@ -53,7 +52,6 @@ class WebTuning:
 
 @dataclass
 class _ProcessState:
-    pid: int
     redis: redis.Redis
     service: RunService
     client: WebClient
@@ -73,10 +71,10 @@ class WebRuntime:
     identity: IdentityCache = field(init=False)
     deciders: Deciders[Approval] = field(init=False)  # who may decide (``bot.policy.deciders``)
     redact: Callable[[str], str] = field(init=False)  # applied to what the web process shows in Slack
-    _state: _ProcessState | None = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _process: ForkLocal[_ProcessState] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._process = ForkLocal(self._build)
         self.keys = Keys(self.settings.chatops_redis_prefix)
         self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
         identity = SlackIdentity(
@@ -86,13 +84,7 @@ class WebRuntime:
         self.redact = redactor_for(self.settings).redact
 
     def _current(self) -> _ProcessState:
-        state = self._state
-        if state is not None and state.pid == os.getpid():
-            return state
-        with self._lock:
-            if self._state is None or self._state.pid != os.getpid():
-                self._state = self._build()
-            return self._state
+        return self._process.get()
 
     def _build(self) -> _ProcessState:
         # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
@@ -110,7 +102,7 @@ class WebRuntime:
             return RetryAfter(client, self.keys, team) if team else None
 
         courtesy = CourtesyBudget(retry_after)
-        return _ProcessState(os.getpid(), client, service, make_client(self.settings), replication, courtesy)
+        return _ProcessState(client, service, make_client(self.settings), replication, courtesy)
 
     def redis(self) -> redis.Redis:
         return self._current().redis
