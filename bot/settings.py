@@ -35,6 +35,10 @@ RENAMED: Final = {"LLM_FALLBACK_MODELS": ("LLM_FALLBACKS", "0.3.0")}
 RETIRED: Final = {
     "CHATOPS_TOOL_STATE_DIR": "dry-run plans travel with their approval record since 0.1.0",
 }
+# ``chatops worker`` lowers itself to this nice value (bot/ops/priority.py): a nice-0 web process
+# outweighs it about 9 to 1 (the kernel's weights 1024 and 110) when both want the CPU.
+WORKER_NICE: Final = 10
+MAX_NICE: Final = 19
 
 
 def _names(field: str) -> AliasChoices:
@@ -145,6 +149,7 @@ class Settings(BaseSettings):
     chatops_max_run_attempts: int = Field(default=5, ge=1)
     chatops_recovery_interval_seconds: int = Field(default=30, ge=1)
     chatops_runtime: str = "bot.ops.worker:default_runtime"
+    chatops_worker_nice: int = Field(default=WORKER_NICE, ge=0, le=MAX_NICE)
 
     # LLM
     llm_provider: str = Field(default="openai", pattern=r"^(openai|anthropic|azure)$")

@@ -24,6 +24,7 @@ from bot.alerts.presenter import AlertPresenter, LoggingAlertPresenter
 from bot.errors import BotConfigurationError
 from bot.fleet.refusals import drain_refusals
 from bot.keys import Keys
+from bot.ops.priority import lower_priority
 from bot.redis_connection import open_redis
 from bot.runs.audit import AuditKind
 from bot.runs.durability import Durability
@@ -206,6 +207,10 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     if args.queue:
         updates["chatops_queue"] = args.queue
     settings = settings.model_copy(update=updates)
+    if settings.chatops_worker_nice:
+        # Before any thread starts (a nice value is per thread on Linux; threads and forks inherit it).
+        change = lower_priority(settings.chatops_worker_nice)
+        log.info("worker CPU priority: %s", change.describe())
     run_worker(settings, burst=args.burst, simple=args.simple, name=args.name, logging_level=args.log_level)
     return 0
 
