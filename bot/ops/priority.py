@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import logging
 import os
+import random
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["MAX_NICE", "WORKER_NICE", "PriorityChange", "lower_priority", "parse_stat"]
 PROC: Final = Path("/proc")
+AUTOGROUP_RETRY_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -87,11 +90,29 @@ def lower_priority(nice: int, proc: Path = PROC) -> PriorityChange:
     group_after = group
     if not shared and group < nice:
         try:
-            (proc / "self" / "autogroup").write_text(str(nice))
+            _set_autogroup(proc, nice)
             group_after = nice
         except OSError as error:
             log.warning("could not lower the worker's scheduling group to nice %d: %s", nice, error)
     return PriorityChange(before, after, group, group_after, shared)
+
+
+def _set_autogroup(proc: Path, nice: int) -> None:
+    """Write the autogroup's nice value. Without ``CAP_SYS_ADMIN`` the kernel takes one such write
+    a tenth of a second, machine-wide, and answers ``EAGAIN`` meanwhile: workers started together
+    (``chatops-worker@{1..4}``) take turns, a little apart so they do not retry in step."""
+    deadline = time.monotonic() + AUTOGROUP_RETRY_SECONDS
+    while True:
+        descriptor = os.open(proc / "self" / "autogroup", os.O_WRONLY)
+        try:
+            os.write(descriptor, str(nice).encode())
+            return
+        except BlockingIOError:  # EAGAIN
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            os.close(descriptor)
+        time.sleep(0.1 + random.uniform(0, 0.05))
 
 
 def _autogroup_nice(proc: Path) -> int | None:
