@@ -57,6 +57,10 @@ RETIRED: Final = {
     },
     "CHATOPS_RECOVERY_INTERVAL_SECONDS": "retired in 0.2.0: workers sweep once per CHATOPS_LEASE_TTL_SECONDS",
 }
+# ``chatops worker`` lowers itself to this nice value (bot/ops/priority.py): a nice-0 web process
+# outweighs it about 9 to 1 (the kernel's weights 1024 and 110) when both want the CPU.
+WORKER_NICE: Final = 10
+MAX_NICE: Final = 19
 
 
 def _names(field: str) -> AliasChoices:
@@ -160,6 +164,7 @@ class Settings(BaseSettings):
     chatops_durability: str = Field(default="warn", pattern=r"^(strict|warn)$")
     chatops_lease_ttl_seconds: float = Field(default=30.0, gt=0)
     chatops_runtime: str = "bot.ops.worker:default_runtime"
+    chatops_worker_nice: int = Field(default=WORKER_NICE, ge=0, le=MAX_NICE)
 
     # LLM
     llm_provider: str = Field(default="openai", pattern=r"^(openai|anthropic|azure)$")

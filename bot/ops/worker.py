@@ -28,6 +28,7 @@ from bot.fleet.refusals import drain_refusals
 from bot.keys import Keys
 from bot.observability.audit import AuditKind
 from bot.observability.metrics import RunMetrics
+from bot.ops.priority import lower_priority
 from bot.redis_connection import open_redis
 from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.runs.durability import Durability
@@ -225,6 +226,10 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     if args.queue:
         updates["chatops_queue"] = args.queue
     settings = settings.model_copy(update=updates)
+    if settings.chatops_worker_nice:
+        # Before any thread starts (a nice value is per thread on Linux; threads and forks inherit it).
+        change = lower_priority(settings.chatops_worker_nice)
+        log.info("worker CPU priority: %s", change.describe())
     run_worker(settings, burst=args.burst, simple=args.simple, name=args.name, logging_level=args.log_level)
     return 0
 
