@@ -24,6 +24,8 @@ from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_missing
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
+WAIT_MS = 60_000
+
 
 @pytest.fixture
 def page(tmp_path: Path) -> Iterator[Page]:
@@ -33,8 +35,11 @@ def page(tmp_path: Path) -> Iterator[Page]:
         if os.environ.get("CHATOPS_REQUIRE_BROWSER"):
             pytest.fail(f"CHATOPS_REQUIRE_BROWSER is set but {reason}")
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # Playwright's assertions wait 5 s by default, its actions 30 s: both are bounds for a hang
+    # only here (a busy machine answers later, never differently).
+    expect.set_options(timeout=WAIT_MS)
     profile = tmp_path / "chromium-profile"
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
@@ -44,7 +49,7 @@ def page(tmp_path: Path) -> Iterator[Page]:
             args=CHROMIUM_ARGS,
             viewport={"width": 1600, "height": 1000},
         )
-        context.set_default_timeout(20_000)
+        context.set_default_timeout(WAIT_MS)
         try:
             yield context.pages[0] if context.pages else context.new_page()
         finally:
