@@ -20,6 +20,7 @@ import pytest
 
 from emulator.demo import Demo, Options
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_missing
+from tests.support.redis_cleanup import ISSUED
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -73,6 +74,8 @@ def demo(redis_url: str) -> Iterator[Demo]:
         activity=False,
     )
     running = Demo(options, out=io.StringIO())
+    # It removes its keys and queues when it stops: the session's check holds it to that.
+    ISSUED.add(prefix=running.key_prefix, queue=running.queue)
     try:
         running.start()
         yield running
