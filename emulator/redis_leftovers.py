@@ -115,7 +115,7 @@ def _names_owned(member: bytes, owners: dict[bytes, set[bytes]]) -> bool:
 
 
 def leftovers_of(client: redis.Redis, *, prefix: str | None = None, queue: str | None = None) -> Leftovers:
-    """What one test (its ``prefix``, its ``queue``) left in ``client``'s Redis."""
+    """What one test or run (its ``prefix``, its ``queue`` base) left in ``client``'s Redis."""
     found = rq_leftovers(client, [queue] if queue else [])
     if prefix:
         found.keys |= prefix_keys(client, prefix)

@@ -20,6 +20,7 @@ from bot.keys import Keys
 from emulator.embedded_redis import RedisServer, ensure_redis
 from tests.support.leftover_processes import mark_session, processes_left_behind
 from tests.support.redis_cleanup import ISSUED, leftovers_of, session_leftovers
+from tools.mcp.pool import process_pool
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -27,6 +28,10 @@ def _no_process_left_behind() -> Iterator[None]:
     """Set up before every other fixture of the session (autouse), so torn down after all of them."""
     token = mark_session()
     yield
+    # The MCP servers of this process's own pool (``chatops doctor``'s and the in-process worker
+    # runtimes' tools) live as long as the process, as in any chatops process: closed here as they
+    # would be at exit, before anything still running counts as left behind.
+    process_pool().close()
     left = processes_left_behind(token)
     if left:
         pytest.fail("the tests left processes running (now killed):\n  " + "\n  ".join(left), pytrace=False)
@@ -44,7 +49,7 @@ def redis_server() -> Iterator[RedisServer]:
     finally:
         server.stop()
     if left:
-        names = left.names()
+        names = [f"{name}  ({ISSUED.owner_of(name) or 'owner unknown'})" for name in left.names()]
         shown = "\n  ".join(names[:60]) + (f"\n  ... and {len(names) - 60} more" if len(names) > 60 else "")
         pytest.fail(f"the tests left {len(names)} Redis keys behind (now deleted):\n  {shown}", pytrace=False)
 
@@ -55,11 +60,11 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 @pytest.fixture
-def key_prefix(redis_url: str) -> Iterator[str]:
+def key_prefix(redis_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """A prefix no other test uses, so tests can share one Redis in parallel; its keys are deleted
     when the test ends."""
     prefix = f"test:{uuid.uuid4().hex[:12]}:"
-    ISSUED.add(prefix=prefix)
+    ISSUED.add(prefix=prefix, owner=request.node.nodeid)
     yield prefix
     _delete_leftovers(redis_url, prefix=prefix)
 
@@ -70,11 +75,11 @@ def keys(key_prefix: str) -> Keys:
 
 
 @pytest.fixture
-def queue_name(redis_url: str) -> Iterator[str]:
+def queue_name(redis_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """An RQ queue no other test uses (RQ's own keys are not under our prefix); RQ's keys of it, and of
     the queues named after it (``.alerts``, ``.target.<name>``), are deleted when the test ends."""
     name = f"test-{uuid.uuid4().hex[:12]}"
-    ISSUED.add(queue=name)
+    ISSUED.add(queue=name, owner=request.node.nodeid)
     yield name
     _delete_leftovers(redis_url, queue=name)
 

@@ -29,7 +29,7 @@ def test_benchmark_runs_in_quick_mode(name: str, tmp_path: Path, redis_url: str)
     mark = uuid.uuid4().hex  # in the environment of every process the benchmark starts
     run = mark[:8]  # in its key prefix and queue names: what it left can be found
     prefix, queues = f"bench:{name}:{run}:", f"bench-{name}-{run}"
-    ISSUED.add(prefix=prefix, queue=queues)
+    ISSUED.add(prefix=prefix, queue=queues, owner=f"bench.{name}")
     env = {**os.environ, "REDIS_URL": redis_url, "PYTHONPATH": str(ROOT), "BENCH_NO_NICE": "1"}
     env["BENCH_SMOKE_MARK"] = mark
     env[RUN_ID_ENV] = run

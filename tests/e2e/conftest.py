@@ -59,7 +59,7 @@ def page(tmp_path: Path) -> Iterator[Page]:
 
 
 @pytest.fixture
-def demo(redis_url: str) -> Iterator[Demo]:
+def demo(redis_url: str, request: pytest.FixtureRequest) -> Iterator[Demo]:
     """The demo in this process (its web and worker are child processes), on the test's Redis.
 
     Its folder has a short path: the paths the tools show (and the screenshot) stay readable.
@@ -75,7 +75,7 @@ def demo(redis_url: str) -> Iterator[Demo]:
     )
     running = Demo(options, out=io.StringIO())
     # It removes its keys and queues when it stops: the session's check holds it to that.
-    ISSUED.add(prefix=running.key_prefix, queue=running.queue)
+    ISSUED.add(prefix=running.key_prefix, queue=running.queue, owner=request.node.nodeid)
     try:
         running.start()
         yield running

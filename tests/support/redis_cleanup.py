@@ -31,18 +31,28 @@ class Issued:
 
     prefixes: set[str] = field(default_factory=set)
     queues: set[str] = field(default_factory=set)
+    owners: dict[str, str] = field(default_factory=dict)  # prefix or queue -> the test given it
 
-    def add(self, *, prefix: str | None = None, queue: str | None = None) -> None:
+    def add(self, *, prefix: str | None = None, queue: str | None = None, owner: str = "") -> None:
         if prefix:
             self.prefixes.add(prefix)
         if queue:
             self.queues.add(queue)
+        for name in (prefix, queue):
+            if name and owner:
+                self.owners[name] = owner
         record = os.environ.get(RECORD)
         if record:
             with open(record, "a", encoding="utf-8") as lines:
                 lines.writelines(
-                    f"{kind}\t{name}\n" for kind, name in (("prefix", prefix), ("queue", queue)) if name
+                    f"{kind}\t{name}\t{owner}\n"
+                    for kind, name in (("prefix", prefix), ("queue", queue))
+                    if name
                 )
+
+    def owner_of(self, key: str) -> str:
+        """The test whose prefix or queue ``key`` (as ``Leftovers.names`` shows it) belongs to, if known."""
+        return next((owner for name, owner in self.owners.items() if name in key), "")
 
 
 ISSUED = Issued()
