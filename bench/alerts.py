@@ -47,7 +47,7 @@ from bench.ack_profile import WARM_UP, profile_ack_path
 from bench.alert_checks import check_alerts, pending_notifications
 from bench.alert_traffic import LABEL, PATH, AlertPlan, Expected, expectations, plan
 from bench.alerts_report import NAME, Drain, Sent, plot, report, stream
-from bench.common import BenchRedis, Result, bench_redis, delete_run_jobs, parse_options, settle
+from bench.common import BenchRedis, Result, bench_redis, delete_run_jobs, parse_options, queue_name, settle
 from bench.cpu_meter import CpuMeter
 from bench.processes import (
     Process,
@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = QUICK_SECONDS if quick else SECONDS
     logs = Path(f"/tmp/chatops-bench-{NAME}-{uuid.uuid4().hex[:6]}")
     with bench_redis(NAME) as bench:
-        queue = f"bench-{NAME}-{uuid.uuid4().hex[:8]}"
+        queue = queue_name(NAME)
         started: list[Process] = []
         try:
             result = Result(NAME, "Alert webhooks alongside Slack events", quick, settle(options.settle))

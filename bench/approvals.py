@@ -35,6 +35,7 @@ from bench.common import (
     median,
     parse_options,
     percentile,
+    queue_name,
     rq_patterns,
     save_plot,
     settle,
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     samples = QUICK_SAMPLES if options.quick else SAMPLES
     logs = Path(f"/tmp/chatops-bench-{NAME}-{uuid.uuid4().hex[:6]}")
     with bench_redis(NAME) as bench:
-        queue = f"bench-{NAME}-{uuid.uuid4().hex[:8]}"
+        queue = queue_name(NAME)
         settings = settings_for(bench, queue)
         keys = Keys(bench.prefix)
         service = RunService(bench.client, keys, RunOptions.from_settings(settings))

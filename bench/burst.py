@@ -46,6 +46,7 @@ from bench.common import (
     bench_redis,
     delete_run_jobs,
     parse_options,
+    queue_name,
     settle,
 )
 from bench.cpu_meter import CpuMeter
@@ -257,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs = Path(f"/tmp/chatops-bench-{NAME}-{uuid.uuid4().hex[:6]}")
     print(f"# logs in {logs}")
     with bench_redis(NAME) as bench:
-        queue = f"bench-{NAME}-{uuid.uuid4().hex[:8]}"
+        queue = queue_name(NAME)
         slack_port, port = free_port(), free_port()
         env = worker_env(
             bench,

@@ -232,6 +232,21 @@ def save_plot(options: Options, name: str, draw: Callable[[Any], None], result: 
 # -- Redis ---------------------------------------------------------------------------------------------
 
 
+# The id in a run's key prefix (``bench:<name>:<id>:``) and queue names (``bench-<name>-<id>...``):
+# ``BENCH_RUN_ID`` when set (the smoke test's, which then finds whatever a run left), else random.
+RUN_ID_ENV = "BENCH_RUN_ID"
+_RANDOM_RUN_ID = uuid.uuid4().hex[:8]
+
+
+def run_id() -> str:
+    return os.environ.get(RUN_ID_ENV) or _RANDOM_RUN_ID
+
+
+def queue_name(name: str) -> str:
+    """A new RQ queue of this run: ``bench-<name>-<run id>-<random>``."""
+    return f"bench-{name}-{run_id()}-{uuid.uuid4().hex[:6]}"
+
+
 @dataclass
 class BenchRedis:
     url: str
@@ -286,14 +301,17 @@ def rq_patterns(queue: str) -> tuple[str, ...]:
 def bench_redis(name: str) -> Iterator[BenchRedis]:
     """The Redis at ``REDIS_URL`` (or 127.0.0.1:6379), else an embedded one; keys under a unique prefix."""
     from emulator.embedded_redis import ensure_redis
+    from emulator.redis_leftovers import leftovers_of
 
     server = ensure_redis()
     client = redis.Redis.from_url(server.url)
-    bench = BenchRedis(server.url, f"bench:{name}:{uuid.uuid4().hex[:8]}:", client)
+    bench = BenchRedis(server.url, f"bench:{name}:{run_id()}:", client)
     try:
         yield bench
     finally:
         with contextlib.suppress(redis.RedisError):
             bench.cleanup()
+            # RQ's keys of every queue of this run (``queue_name``), its runners' included.
+            leftovers_of(client, prefix=bench.prefix, queue=f"bench-{name}-{run_id()}").remove(client)
         client.close()
         server.stop()

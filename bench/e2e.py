@@ -38,6 +38,7 @@ from bench.common import (
     median,
     parse_options,
     percentile,
+    queue_name,
     rq_patterns,
     save_plot,
     settle,
@@ -204,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Slack's rate tiers off (the tests keep them on): this measures chatops, not Slack's pacing.
     config = WorkspaceConfig(signing_secret=SECRET, bot_token=TOKEN, rate_limits=False)
     with bench_redis(NAME) as bench, SlackEmulator(config) as slack:
-        queue = f"bench-{NAME}-{uuid.uuid4().hex[:8]}"
+        queue = queue_name(NAME)
         port = free_port()
         env = worker_env(
             bench,

@@ -41,6 +41,7 @@ from bench.common import (
     bench_redis,
     delete_run_jobs,
     parse_options,
+    queue_name,
     settle,
 )
 from bench.cpu_meter import CpuMeter
@@ -168,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs = Path(f"/tmp/chatops-bench-{NAME}-{uuid.uuid4().hex[:6]}")
     steps: list[Step] = []
     with bench_redis(NAME) as bench, emulator() as slack:
-        queue = f"bench-{NAME}-{uuid.uuid4().hex[:8]}"
+        queue = queue_name(NAME)
         try:
             load = settle(options.settle)
             result = Result(NAME, "Slack ingress", options.quick, load)

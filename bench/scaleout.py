@@ -27,6 +27,7 @@ from bench.common import (
     Result,
     bench_redis,
     parse_options,
+    queue_name,
     rq_patterns,
     save_plot,
     settle,
@@ -68,7 +69,7 @@ def scripted_model(latency: float) -> OpenAIServer:
 
 def measure(bench: BenchRedis, server: OpenAIServer, workers: int, runs: int, logs: Path) -> float:
     """Seconds from the first submit until ``runs`` runs finished, with ``workers`` worker processes."""
-    queue = f"bench-{NAME}-{uuid.uuid4().hex[:8]}"
+    queue = queue_name(NAME)
     keys = Keys(bench.prefix)
     env = worker_env(
         bench,

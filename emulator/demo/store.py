@@ -11,6 +11,7 @@ from pathlib import Path
 import redis
 
 from emulator.embedded_redis import RedisServer, redis_answers, start_embedded
+from emulator.redis_leftovers import prefix_keys, rq_leftovers
 
 
 class NoRedis(RuntimeError):
@@ -33,42 +34,16 @@ def open_redis(url: str | None, data_dir: Path) -> RedisServer:
 
 
 def forget_session(server: RedisServer, prefix: str, queue_names: Sequence[str]) -> None:
-    """Remove the session's data (raises ``redis.RedisError`` when Redis cannot be reached)."""
+    """Remove the session's data (raises ``redis.RedisError`` when Redis cannot be reached): on a
+    shared Redis, the keys under ``prefix`` and RQ's keys of every queue whose name starts with one
+    of ``queue_names`` (the alerts' queue too), their members of RQ's shared sets included."""
     client = redis.Redis.from_url(server.url, socket_timeout=5)
     try:
         if server.embedded is not None:
             client.flushall()
         else:
-            for queue_name in queue_names:
-                _delete_queue(client, queue_name)
-            _delete_keys(client, f"{prefix}*")
+            found = rq_leftovers(client, queue_names)
+            found.keys |= prefix_keys(client, prefix)
+            found.remove(client)
     finally:
         client.close()
-
-
-def _delete_queue(client: redis.Redis, queue_name: str) -> None:
-    """One RQ queue, its registries and jobs; nothing else."""
-    from rq.job import Job
-    from rq.queue import Queue
-
-    rq_queue = Queue(queue_name, connection=client)
-    job_ids = set(rq_queue.get_job_ids())
-    for registry in (
-        rq_queue.started_job_registry,
-        rq_queue.finished_job_registry,
-        rq_queue.failed_job_registry,
-        rq_queue.deferred_job_registry,
-        rq_queue.scheduled_job_registry,
-        rq_queue.canceled_job_registry,
-    ):
-        job_ids.update(registry.get_job_ids())
-    for job in Job.fetch_many(sorted(job_ids), connection=client):
-        if job is not None:
-            job.delete(remove_from_queue=True)
-    for pattern in (f"rq:*:{queue_name}", f"rq:*:{queue_name}:*"):
-        _delete_keys(client, pattern)
-
-
-def _delete_keys(client: redis.Redis, pattern: str) -> None:
-    for key in client.scan_iter(match=pattern, count=1000):
-        client.delete(key)

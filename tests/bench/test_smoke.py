@@ -14,8 +14,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+import redis
 
+from bench.common import RUN_ID_ENV
 from bench.report import ORDER
+from tests.support.redis_cleanup import ISSUED, leftovers_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,8 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("name", ORDER)
 def test_benchmark_runs_in_quick_mode(name: str, tmp_path: Path, redis_url: str) -> None:
     mark = uuid.uuid4().hex  # in the environment of every process the benchmark starts
+    run = mark[:8]  # in its key prefix and queue names: what it left can be found
+    prefix, queues = f"bench:{name}:{run}:", f"bench-{name}-{run}"
+    ISSUED.add(prefix=prefix, queue=queues, owner=f"bench.{name}")
     env = {**os.environ, "REDIS_URL": redis_url, "PYTHONPATH": str(ROOT), "BENCH_NO_NICE": "1"}
     env["BENCH_SMOKE_MARK"] = mark
+    env[RUN_ID_ENV] = run
     command = [sys.executable, "-m", f"bench.{name}", "--quick", "--out", str(tmp_path)]
     bench = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -41,11 +48,24 @@ def test_benchmark_runs_in_quick_mode(name: str, tmp_path: Path, redis_url: str)
             bench.kill()
             bench.wait()
         kill_marked(mark)  # whatever it left, even when it failed or was killed
+        left = delete_leftovers(redis_url, prefix, queues)
     stdout, stderr = out.decode(), err.decode()
     assert bench.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert not left, f"bench.{name} left {len(left)} Redis keys (now deleted): {left[:20]}"
     result = json.loads((tmp_path / f"{name}.json").read_text())
     assert result["quick"] and result["tables"] and result["targets"]
     assert "load average" in stdout
+
+
+def delete_leftovers(redis_url: str, prefix: str, queues: str) -> list[str]:
+    """What the benchmark left in Redis under its prefix and of its queues, named, then deleted."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        left = leftovers_of(client, prefix=prefix, queue=queues)
+        left.remove(client)
+        return left.names()
+    finally:
+        client.close()
 
 
 def kill_marked(mark: str) -> list[str]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,22 +13,41 @@ import pytest
 import redis
 
 from bot.ops.worker import default_runtime
-from bot.redis_connection import CONNECT_TIMEOUT_SECONDS, REPLY_TIMEOUT_SECONDS, RedisTarget, open_redis
+from bot.redis_connection import REPLY_TIMEOUT_SECONDS, RedisTarget, open_redis
 from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.settings import Settings
 from tests.support.sentinel_group import MASTER_NAME, SentinelGroup, sentinel_group
 
 
 def test_a_redis_that_never_answers_fails_within_the_timeouts() -> None:
-    # The kernel completes the handshake from the listen backlog; nothing ever reads or answers.
+    """One reply timeout, not a retry loop that multiplies it: the silent server counts the
+    connections it is offered (each retry would open another and wait another timeout)."""
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
     with socket.create_server(("127.0.0.1", 0)) as silent:
+        silent.settimeout(0.05)
+
+        def hold() -> None:  # accept and never read nor answer
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    accepted.append(silent.accept()[0])
+
+        holder = threading.Thread(target=hold, daemon=True)
+        holder.start()
         client = open_redis(f"redis://127.0.0.1:{silent.getsockname()[1]}/0")
         started = time.monotonic()
-        with pytest.raises(redis.TimeoutError):
-            client.ping()
-        elapsed = time.monotonic() - started
-        client.close()
-    assert REPLY_TIMEOUT_SECONDS - 0.1 <= elapsed < CONNECT_TIMEOUT_SECONDS + REPLY_TIMEOUT_SECONDS + 0.5
+        try:
+            with pytest.raises(redis.TimeoutError):
+                client.ping()
+            elapsed = time.monotonic() - started
+        finally:
+            client.close()
+            stop.set()
+            holder.join(timeout=30)
+            for connection in accepted:
+                connection.close()
+    assert len(accepted) == 1, f"{len(accepted)} connections: the client retried"
+    assert elapsed >= REPLY_TIMEOUT_SECONDS - 0.1
 
 
 def test_a_blocking_command_gets_its_block_on_top_of_the_reply_timeout(redis_url: str) -> None:

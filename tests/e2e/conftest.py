@@ -20,9 +20,12 @@ import pytest
 
 from emulator.demo.main import Demo, Options
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_missing
+from tests.support.redis_cleanup import ISSUED
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
+
+WAIT_MS = 60_000
 
 
 @pytest.fixture
@@ -33,8 +36,11 @@ def page(tmp_path: Path) -> Iterator[Page]:
         if os.environ.get("CHATOPS_REQUIRE_BROWSER"):
             pytest.fail(f"CHATOPS_REQUIRE_BROWSER is set but {reason}")
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # Playwright's assertions wait 5 s by default, its actions 30 s: both are bounds for a hang
+    # only here (a busy machine answers later, never differently).
+    expect.set_options(timeout=WAIT_MS)
     profile = tmp_path / "chromium-profile"
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
@@ -44,7 +50,7 @@ def page(tmp_path: Path) -> Iterator[Page]:
             args=CHROMIUM_ARGS,
             viewport={"width": 1600, "height": 1000},
         )
-        context.set_default_timeout(20_000)
+        context.set_default_timeout(WAIT_MS)
         try:
             yield context.pages[0] if context.pages else context.new_page()
         finally:
@@ -53,7 +59,7 @@ def page(tmp_path: Path) -> Iterator[Page]:
 
 
 @pytest.fixture
-def demo(redis_url: str) -> Iterator[Demo]:
+def demo(redis_url: str, request: pytest.FixtureRequest) -> Iterator[Demo]:
     """The demo in this process (its web and worker are child processes), on the test's Redis.
 
     Its folder has a short path: the paths the tools show (and the screenshot) stay readable.
@@ -68,6 +74,8 @@ def demo(redis_url: str) -> Iterator[Demo]:
         activity=False,
     )
     running = Demo(options, out=io.StringIO())
+    # It removes its keys and queues when it stops: the session's check holds it to that.
+    ISSUED.add(prefix=running.key_prefix, queue=running.queue, owner=request.node.nodeid)
     try:
         running.start()
         yield running

@@ -101,14 +101,12 @@ def test_a_replayed_genuine_request_within_five_minutes_starts_nothing_twice(bot
 # -- huge bodies ---------------------------------------------------------------------------------------
 
 
-def raw_request(url: str, head: bytes, body_part: bytes, timeout: float = 5.0) -> tuple[bytes, float]:
-    """Send headers and part of a body, then read whatever the server answers (and how fast)."""
+def raw_request(url: str, head: bytes, body_part: bytes, timeout: float = 60.0) -> bytes:
+    """Send headers and part of a body, then read whatever the server answers (``timeout``: a hang)."""
     parsed = urllib.parse.urlsplit(url)
-    started = time.monotonic()
     with socket.create_connection((parsed.hostname, parsed.port), timeout=timeout) as sock:
         sock.sendall(head + body_part)
-        answer = sock.recv(4096)
-    return answer, time.monotonic() - started
+        return sock.recv(4096)
 
 
 def test_a_body_over_1_mb_is_refused_before_it_is_read(bot: SlackBot) -> None:
@@ -119,9 +117,10 @@ def test_a_body_over_1_mb_is_refused_before_it_is_read(bot: SlackBot) -> None:
         f"Content-Length: {50 * 1024 * 1024}\r\nX-Slack-Request-Timestamp: {stamp}\r\n"
         "X-Slack-Signature: v0=00\r\n\r\n"
     ).encode()
-    answer, took = raw_request(bot.events_url, head, b"{" + b"x" * 1000)  # 1 KB of the promised 50 MB
+    # 1 KB of the promised 50 MB, and the rest never comes: a 413 is answered without waiting for it
+    # (a server that waited would answer nothing, or time the body out with a 408).
+    answer = raw_request(bot.events_url, head, b"{" + b"x" * 1000)
     assert answer.startswith(b"HTTP/1.") and b" 413 " in answer.split(b"\r\n")[0], answer[:200]
-    assert took < 3  # answered without waiting for the other 49.99 MB
     assert stored_keys(bot) == []
 
 

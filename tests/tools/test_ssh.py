@@ -182,11 +182,11 @@ def test_a_timeout_kills_the_remote_command_and_its_children(runner: SshRunner, 
     script = "echo $$ > shell.pid; sleep 60 & echo $! > child.pid; wait"
     started = time.monotonic()
     result = runner.run(["sh", "-c", script], timeout=1.0, cwd=str(workdir))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # not the child's 60 s (a bound for that alone)
     assert result.timed_out and result.returncode is None and not result.ok
     assert "timed out after 1 s; its process group was killed" in result.failure_message()
     pids = [int((workdir / name).read_text()) for name in ("shell.pid", "child.pid")]
-    wait_until(lambda: all(_gone(pid) for pid in pids), timeout=5, what=f"remote processes {pids} to be gone")
+    wait_until(lambda: all(_gone(pid) for pid in pids), what=f"remote processes {pids} to be gone")
 
 
 def test_a_dropped_connection_is_reopened_for_the_next_call(sshd: SshServer, runner: SshRunner) -> None:

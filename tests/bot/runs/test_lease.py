@@ -38,10 +38,12 @@ def test_a_crashed_holders_lease_expires(redis_client: redis.Redis, keys: Keys) 
 def test_keep_alive_renews_past_the_ttl_and_releases_at_the_end(
     redis_client: redis.Redis, keys: Keys
 ) -> None:
-    lease = Lease.acquire(redis_client, keys, "r1", 0.3, "worker-a")
+    # A TTL a busy machine cannot outlast between two renewals (every third of it), and a block
+    # that outlasts three of them.
+    lease = Lease.acquire(redis_client, keys, "r1", 1.0, "worker-a")
     assert lease is not None
     with lease.keep_alive():
-        time.sleep(1.0)  # more than three TTLs
+        time.sleep(3.5)  # more than three TTLs
         assert Lease.acquire(redis_client, keys, "r1", 30, "worker-b") is None
         RedisMemory(redis_client, keys, "r1", fence=lease.token).save_state(RunState())
     assert Lease.holder_token(redis_client, keys, "r1") is None

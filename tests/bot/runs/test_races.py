@@ -28,12 +28,12 @@ def decide_in_child(
     queue: str,
     approval_id: str,
     user: str,
-    start_at: float,
+    ready: threading.Barrier,
     out: multiprocessing.Queue[tuple[str, bool, str, str]],
 ) -> None:
-    """One person clicking Approve, in a process of its own, at ``start_at``."""
+    """One person clicking Approve, in a process of its own, once every other process is ready."""
     service = RunService(redis.Redis.from_url(url), Keys(prefix), make_options(queue))
-    time.sleep(max(0.0, start_at - time.time()))
+    ready.wait(timeout=120)  # every child has started and connected: they click at once
     result = service.lifecycle.decide(approval_id, user=user, approve=True)
     out.put((user, result.won, result.approval.decided_by, result.approval.status.value))
 
@@ -46,22 +46,26 @@ def test_decisions_racing_in_processes_have_one_winner_and_the_tool_runs_once(
     (approval,) = harness.service.approvals.for_run(run_id)
     context = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue[tuple[str, bool, str, str]] = context.Queue()
-    start_at = time.time() + 2.0  # after every child has started
     users = [f"U_{n}" for n in range(6)]
+    ready = context.Barrier(len(users))
     children = [
         context.Process(
             target=decide_in_child,
-            args=(redis_url, key_prefix, harness.options.queue_name, approval.id, user, start_at, out),
+            args=(redis_url, key_prefix, harness.options.queue_name, approval.id, user, ready, out),
         )
         for user in users
     ]
-    for child in children:
-        child.start()
-    results = [
-        out.get(timeout=300) for _ in children
-    ]  # a bound for a hang only: six spawned interpreters start slowly on a busy machine
-    for child in children:
-        child.join(timeout=10)
+    try:
+        for child in children:
+            child.start()
+        results = [out.get(timeout=120) for _ in children]  # a bound for a hang only
+        for child in children:
+            child.join(timeout=30)
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.kill()
+                child.join()
     winners = [user for user, won, _, _ in results if won]
     assert len(winners) == 1
     winner = winners[0]

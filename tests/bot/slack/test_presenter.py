@@ -69,10 +69,7 @@ def test_an_intermediate_state_is_written_within_a_second_even_without_a_later_u
     run = RunRef(run.run_id, run.channel, run.thread_ts, run.requester, ts)
     presenter.update_run_card(run, card(RunStatus.RUNNING, 1))  # within the second: deferred
     presenter.update_run_card(run, card(RunStatus.RUNNING, 2))  # replaces the deferred one
-    deadline = time.monotonic() + 3
-    while not control.calls("chat.update") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    [update] = control.calls("chat.update")
+    [update] = wait_for(lambda: control.calls("chat.update"), what="the deferred update")
     assert "tool_1" in json.dumps(update["params"]["blocks"])  # the newest state, sent by the timer
 
 

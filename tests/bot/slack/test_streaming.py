@@ -249,11 +249,13 @@ def test_timeline_updates_are_coalesced_within_the_rate_tier(make_bot: Callable[
     assert all(c["status"] != 429 for c in calls)
     starts, appends = bot.calls("chat.startStream"), bot.calls("chat.appendStream")
     assert len(starts) == 1 and len(bot.calls("chat.stopStream")) == 1
-    # Coalesced: one start, an append at most every APPEND_INTERVAL, the final states, one stop.
-    assert 1 <= len(appends) <= 4, [a["time"] for a in appends]
+    # Coalesced: one start, an append at most every APPEND_INTERVAL, the final states, one stop. (How
+    # many appends that makes depends on how long the run took: on a busy machine, longer.)
     sent = [starts[0]["time"], *(a["time"] for a in appends[:-1])]  # the last one is final: not held
     gaps = [later - earlier for earlier, later in itertools.pairwise(sent)]
     assert all(gap >= APPEND_INTERVAL - 0.1 for gap in gaps), gaps
+    span = appends[-1]["time"] - starts[0]["time"] if appends else 0.0
+    assert 1 <= len(appends) <= 2 + span / APPEND_INTERVAL, [a["time"] for a in appends]
 
 
 def test_a_run_suspended_for_approval_stops_its_stream_and_the_resumed_segment_opens_one(

@@ -100,7 +100,7 @@ def chatops_processes(
     served = Served(f"http://127.0.0.1:{port}", port, environment, logs)
     served.pids = {name: process.pid for name, process in started.items()}
     try:
-        wait_for(lambda: health(served.url) == 200, timeout=30, what="chatops web to answer /healthz")
+        wait_for(lambda: health(served.url) == 200, timeout=60, what="chatops web to answer /healthz")
         emulator.set_events_url(served.events_url)
         yield served
     finally:
@@ -114,5 +114,8 @@ def chatops_processes(
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+            # Whatever it forked and left behind (a web worker, a work horse) is still in its group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
         for name in started:
             sys.stderr.write(f"--- {name} log ---\n{served.log(name)[-4000:]}\n")

@@ -89,7 +89,7 @@ class Receiver:
         host, port = self.server.server_address[:2]
         return f"http://{host!s}:{port}/slack/events"
 
-    def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
         """The first ``count`` requests, waiting for them to arrive."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

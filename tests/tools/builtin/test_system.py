@@ -67,7 +67,7 @@ def busy_process() -> Iterator[str]:
     child = subprocess.Popen([sys.executable, "-c", script])
     try:
         process = psutil.Process(child.pid)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # a bound for a hang only
         while process.memory_info().rss < 150 * 1024 * 1024 and time.monotonic() < deadline:
             time.sleep(0.05)
         yield marker

@@ -191,7 +191,7 @@ def test_a_failing_command_reports_exit_status_and_stderr(
 def test_a_hanging_command_is_killed_at_the_tool_timeout(tools: dict[str, FunctionTool[Any]]) -> None:
     started = time.monotonic()
     result = tools["slow"].execute("{}", timeout=60)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # not the command's 30 s (a bound for that alone)
     assert result.is_error
     assert result.output.startswith("Error: `sleep 30` timed out after 1 s; its process group was killed")
 
@@ -199,12 +199,12 @@ def test_a_hanging_command_is_killed_at_the_tool_timeout(tools: dict[str, Functi
 def test_the_loop_timeout_is_respected_when_smaller(tmp_path: Path) -> None:
     path = tmp_path / "tools.yaml"
     path.write_text(
-        "tools:\n  - {name: nap, description: d, category: read_only, timeout: 30, run: [sleep, '5']}\n"
+        "tools:\n  - {name: nap, description: d, category: read_only, timeout: 120, run: [sleep, '60']}\n"
     )
     (nap,) = load_catalog(path, env={"PATH": "/usr/bin:/bin"}).tools
     started = time.monotonic()
     result = nap.execute("{}", timeout=0.5)
-    assert time.monotonic() - started < 3 and "timed out after 0.5 s" in result.output
+    assert time.monotonic() - started < 30 and "timed out after 0.5 s" in result.output  # not the 60 s
 
 
 def test_a_local_argv_tool_keeps_its_own_deadline_so_the_loop_runs_it_on_its_thread(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from subprocess import Popen
 import pytest
 
 from agent.tooling import ToolCategory
+from tests.support.waiting import wait_for
 from tests.tools.mcp.conftest import ROOT, free_port, start_http_server
 from tools.mcp import McpPool, build_toolset
 from tools.mcp.adapter import McpTool
@@ -55,12 +56,8 @@ def http_server() -> Iterator[str]:
 
 
 def wait_for_tools(pool: McpPool, servers: Mapping[str, object], env: dict[str, str]) -> dict[str, McpTool]:
-    for _ in range(100):  # the subprocess needs a moment to listen
-        tools = toolset(pool, servers, env)
-        if tools:
-            return tools
-        time.sleep(0.1)
-    raise AssertionError("the HTTP server never listed its tools")
+    # The subprocess needs a moment to listen (longer on a busy machine).
+    return wait_for(lambda: toolset(pool, servers, env), timeout=60, what="the HTTP server's tools")
 
 
 def test_streamable_http_with_an_auth_header(http_server: str, pool: McpPool) -> None:
@@ -113,22 +110,20 @@ def test_a_hanging_tool_is_cut_at_its_timeout(hostile: dict[str, McpTool]) -> No
     started = time.monotonic()
     failed, output = call(hostile["hostile_hang"], 30, **APPROVED)
     assert failed and "timed out after 1.5 s" in output
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # not the tool's hour (a bound for that alone)
     assert not call(hostile["hostile_hello"], name="again", **APPROVED)[0]  # the session survives
 
 
 def test_the_run_deadline_cuts_a_call_shorter(hostile: dict[str, McpTool]) -> None:
-    started = time.monotonic()
     failed, output = call(hostile["hostile_hang"], 0.3, **APPROVED)
-    assert failed and "timed out after 0.3 s" in output and time.monotonic() - started < 2
+    assert failed and "timed out after 0.3 s" in output  # the run's 0.3 s, not the server's 1.5 s
 
 
 def test_a_server_that_exits_mid_call_is_restarted_for_the_next_call(hostile: dict[str, McpTool]) -> None:
     before = call(hostile["hostile_hello"], name="a", **APPROVED)[1].split("pid ")[1]
-    started = time.monotonic()
     failed, output = call(hostile["hostile_die"], **APPROVED)
+    # Answered when the server went, not at the timeout (which says "timed out after 1.5 s").
     assert failed and output.startswith("Error: MCP server hostile is unavailable:")
-    assert time.monotonic() - started < 1.0  # answered when the server went, not at the timeout
     failed, output = call(hostile["hostile_hello"], name="b", **APPROVED)
     assert not failed, output
     assert output.split("pid ")[1] != before  # a new server process
@@ -146,13 +141,13 @@ def test_a_server_that_cannot_start_offers_nothing_and_answers_at_once() -> None
     pool = McpPool()
     try:
         parsed, _ = parse_mcp_servers(
-            {"ghost": {"command": ["/nonexistent/mcp-server"], "connect_timeout": 2}}, {}
+            {"ghost": {"command": ["/nonexistent/mcp-server"], "connect_timeout": 30}}, {}
         )
         built = build_toolset(parsed, pool)
         assert built.tools == [] and built.statuses[0].error
         started = time.monotonic()
         with pytest.raises(Exception, match="MCP server ghost is unavailable"):
-            pool.connection(parsed[0]).call("anything", {}, timeout=5)
-        assert time.monotonic() - started < 1.0
+            pool.connection(parsed[0]).call("anything", {}, timeout=60)
+        assert time.monotonic() - started < 15  # no wait for either timeout (a bound for that alone)
     finally:
         pool.close()

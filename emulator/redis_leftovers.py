@@ -1,0 +1,123 @@
+"""What a run of the bot left in a Redis it shares: the keys under its prefix, and RQ's keys of its queues.
+
+The tests (``tests/support/redis_cleanup.py``) and the benchmarks (``bench.common.bench_redis``)
+share a Redis with whatever else runs on the machine, so only what they name is ever deleted: a
+key prefix, and a queue name that every queue of theirs starts with.
+
+RQ names a queue's keys after the queue (``rq:queue:Q``, ``rq:wip:Q``, ``rq:workers:Q``,
+``rq:scheduler-lock:Q``...), but a job's after its id (``rq:job:ID``, ``rq:results:ID``,
+``rq:executions:ID``, ``rq:execution:ID:...``) and a worker's or scheduler's after its name, and
+it keeps two shared sets (``rq:queues``, ``rq:workers``) that list them. The queues of one run are
+named after one base (``test-<hex>``, ``test-<hex>.alerts``, ``test-<hex>.target.web-03``; a
+runner's job ids and worker names spell it too), so a key is the run's when its name contains the
+base, or when it is a job, worker or scheduler record whose ``origin`` / ``queues`` field names one
+of its queues, or a key of such a job or worker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import redis
+
+_GLOB = re.compile(rb"([*?\[\]\\])")
+_SCAN_COUNT = 1000
+_JOB_FAMILIES = (b"results", b"executions", b"execution")
+
+
+@dataclass
+class Leftovers:
+    """Keys to delete, and members of RQ's shared sets (``rq:queues``, ``rq:workers``) to remove."""
+
+    keys: set[bytes] = field(default_factory=set)
+    members: set[tuple[bytes, bytes]] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.members)
+
+    def names(self) -> list[str]:
+        named = [k.decode(errors="replace") for k in self.keys]
+        named += [f"{s.decode()} member {m.decode(errors='replace')}" for s, m in self.members]
+        return sorted(named)
+
+    def remove(self, client: redis.Redis) -> None:
+        ordered = sorted(self.keys)
+        for start in range(0, len(ordered), 500):
+            client.delete(*ordered[start : start + 500])
+        for shared, member in self.members:
+            client.srem(shared, member)
+
+
+def _scan(client: redis.Redis, pattern: bytes) -> Iterator[bytes]:
+    yield from client.scan_iter(match=pattern, count=_SCAN_COUNT)
+
+
+def _glob(text: str) -> bytes:
+    return _GLOB.sub(rb"\\\1", text.encode())
+
+
+def prefix_keys(client: redis.Redis, prefix: str) -> set[bytes]:
+    """Every key under ``prefix``."""
+    return set(_scan(client, _glob(prefix) + b"*"))
+
+
+def rq_leftovers(client: redis.Redis, queues: Iterable[str]) -> Leftovers:
+    """RQ's keys of the queues whose names start with one of ``queues``, and their shared-set members."""
+    bases = [q.encode() for q in queues]
+    found = Leftovers()
+    if not bases:
+        return found
+    rq_keys = list(_scan(client, b"rq:*"))
+    found.keys.update(k for k in rq_keys if any(b in k for b in bases))
+    owners = _records_of(client, rq_keys, bases)
+    for key in rq_keys:
+        parts = key.split(b":")
+        if len(parts) >= 3 and parts[2] in owners.get(parts[1], set()):
+            found.keys.add(key)  # rq:job:ID, rq:job:ID:dependents, rq:worker:NAME:executions...
+        elif len(parts) >= 3 and parts[1] in _JOB_FAMILIES and parts[2] in owners[b"job"]:
+            found.keys.add(key)  # rq:results:ID, rq:executions:ID, rq:execution:ID:...
+    for shared in (b"rq:queues", b"rq:workers"):
+        for raw in client.smembers(shared):
+            member = raw if isinstance(raw, bytes) else raw.encode()  # a client decoding replies gives str
+            if any(b in member for b in bases) or _names_owned(member, owners):
+                found.members.add((shared, member))
+    return found
+
+
+def _records_of(client: redis.Redis, rq_keys: list[bytes], bases: list[bytes]) -> dict[bytes, set[bytes]]:
+    """``{b"job": ids, b"worker": names, b"scheduler": names}`` whose record names one of ``bases``'
+    queues (a job's ``origin``, a worker's or scheduler's comma-separated ``queues``)."""
+    records = [
+        k for k in rq_keys if k.count(b":") == 2 and k.split(b":")[1] in (b"job", b"worker", b"scheduler")
+    ]
+    pipe = client.pipeline(transaction=False)
+    for key in records:
+        pipe.type(key)
+        pipe.hmget(key, ["origin", "queues"])
+    answers = pipe.execute(raise_on_error=False)
+    owners: dict[bytes, set[bytes]] = {b"job": set(), b"worker": set(), b"scheduler": set()}
+    for index, key in enumerate(records):
+        kind, fields = answers[2 * index], answers[2 * index + 1]
+        if kind != b"hash" or not isinstance(fields, list):
+            continue
+        named = b",".join(f for f in fields if f)
+        if any(queue.startswith(b) for queue in named.split(b",") for b in bases):
+            _, family, name = key.split(b":")
+            owners[family].add(name)
+    return owners
+
+
+def _names_owned(member: bytes, owners: dict[bytes, set[bytes]]) -> bool:
+    """``rq:workers`` lists ``rq:worker:NAME`` keys."""
+    parts = member.split(b":")
+    return len(parts) == 3 and parts[2] in owners.get(parts[1], set())
+
+
+def leftovers_of(client: redis.Redis, *, prefix: str | None = None, queue: str | None = None) -> Leftovers:
+    """What one test or run (its ``prefix``, its ``queue`` base) left in ``client``'s Redis."""
+    found = rq_leftovers(client, [queue] if queue else [])
+    if prefix:
+        found.keys |= prefix_keys(client, prefix)
+    return found
