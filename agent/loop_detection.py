@@ -64,8 +64,10 @@ def _canonical(arguments: str) -> str:
     """The canonical arguments without the runtime's; raises ``ArgumentsRejected`` (a
     ``ValueError``) as the call's own check does."""
     # The call's own check (the gate read it already): the runtime's keys are dropped.
-    parsed = checked_arguments(arguments, TRUSTED_ARGUMENTS)
-    return canonical_arguments({key: value for key, value in parsed.items() if key not in _RUNTIME_ARGUMENTS})
+    parsed = checked_arguments(arguments, TRUSTED_ARGUMENTS)  # the caller's own copy: ours to change
+    for key in _RUNTIME_ARGUMENTS:
+        parsed.pop(key, None)
+    return canonical_arguments(parsed)
 
 
 _canonical_call = functools.lru_cache(maxsize=64)(_canonical)  # a pure function of the text

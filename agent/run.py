@@ -151,7 +151,8 @@ class Run:
                 raise _Stop(RunStatus.ITERATION_LIMIT, f"stopped after {ctx.state.iteration} iterations")
             self._check_deadline(ctx)
             ctx.state.iteration += 1
-            ctx.emit(IterationStarted(ctx.state.iteration))
+            if ctx.listening:
+                ctx.emit(IterationStarted(ctx.state.iteration))
             self._inject(ctx)
             response = self._request(ctx)
             message = self._answer(ctx, response)
@@ -222,6 +223,8 @@ class Run:
     # -- requests and recovery -----------------------------------------------------------------
 
     def _current_model(self, ctx: RunContext) -> ChatModel:
+        if not ctx.state.failed_models:
+            return self._config.models[0]  # the usual case: nothing failed yet
         for model in self._config.models:
             if chain_key(model) not in ctx.state.failed_models:
                 return model
@@ -238,14 +241,13 @@ class Run:
         empty_retries = 0
         while True:
             model = self._current_model(ctx)
-            # Built from values already typed (the history's messages, the run's tool list):
-            # validating them again walked the whole history on every request. A copy of each
-            # list: the request keeps the history as it was sent.
-            request = Request.model_construct(
-                model=model.model,
-                messages=list(ctx.messages),
-                tools=list(self._tool_defs),
-                time_left=ctx.remaining_seconds(),  # the client's retries end by the deadline
+            # A copy of each list: the request keeps the history as it was sent (a copy of
+            # pointers; a client encodes the whole history for every request anyway).
+            request = Request.of_run(
+                model.model,
+                list(ctx.messages),
+                list(self._tool_defs),
+                ctx.remaining_seconds(),  # the client's retries end by the deadline
             )
             try:
                 response = self._send(ctx, model, request)
@@ -307,8 +309,10 @@ class Run:
         raise EmptyResponseError("the stream ended without a response", model=model.model)
 
     def _account(self, ctx: RunContext, response: Response) -> None:
-        ctx.state.usage = ctx.state.usage + response.usage
-        ctx.state.model = response.model or ctx.state.model
+        state = ctx.state
+        state.usage = state.usage + response.usage
+        if response.model and response.model != state.model:
+            state.model = response.model
         budget = self._config.limits.token_budget
         if budget is not None and ctx.state.usage.paid_tokens > budget:
             message = response.message
