@@ -53,11 +53,8 @@ def call_signature(name: str, arguments: str, output: str) -> str:
         )
     except ValueError:  # refused arguments (too deep, too large...): the text itself is the signature
         canonical = arguments
-    digest = hashlib.sha256()
-    for part in (name, canonical, output):
-        digest.update(part.encode())
-        digest.update(b"\x00")  # a separator no part can forge by concatenation
-    return digest.hexdigest()
+    # Each part followed by a separator no part can forge by concatenation, hashed in one call.
+    return hashlib.sha256(f"{name}\x00{canonical}\x00{output}\x00".encode()).hexdigest()
 
 
 def _canonical(arguments: str) -> str:

@@ -88,11 +88,15 @@ class Run:
         self._condenser = config.condense
 
     def execute(self) -> RunResult:
-        ctx = self._load()
+        ctx, prompted = self._load()
         if ctx.state.status.terminal:
             return self._result(ctx)  # a finished run asked again (a retried job) does nothing
         ctx.begin_segment()
-        ctx.set_status(RunStatus.RUNNING)
+        if prompted:  # a new run: its system prompt and its running state, in one write
+            ctx.state.status = RunStatus.RUNNING
+            self._config.memory.replace_messages(ctx.messages, ctx.state)
+        else:
+            ctx.set_status(RunStatus.RUNNING)
         # Not a ``with`` block: its exit would wait for a hung tool's thread, past the deadline.
         pool = ThreadPoolExecutor(self._config.max_parallel_tools, thread_name_prefix="chatops-tool")
         try:
@@ -113,7 +117,9 @@ class Run:
 
     # -- start ------------------------------------------------------------------------------
 
-    def _load(self) -> RunContext:
+    def _load(self) -> tuple[RunContext, bool]:
+        """The run as its memory holds it, and whether the system prompt was put first (a new run
+        whose history does not start with one: ``execute`` stores it with the running state)."""
         memory = self._config.memory
         state = memory.load_state()
         messages = memory.load_messages()
@@ -134,8 +140,8 @@ class Run:
         )
         if fresh and (not messages or messages[0].role != "system"):
             ctx.messages = [Message.system(self._config.system_prompt), *messages]
-            memory.replace_messages(ctx.messages, state)
-        return ctx
+            return ctx, True
+        return ctx, False
 
     # -- the loop ---------------------------------------------------------------------------
 
