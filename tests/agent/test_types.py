@@ -8,6 +8,8 @@ pydantic upgrade that changes a model's layout fails here, not in a run.
 
 from __future__ import annotations
 
+import pickle
+
 from pydantic import BaseModel
 
 from agent.types import Message, Request, ToolCall, ToolDef, Usage, revised
@@ -18,6 +20,7 @@ def same(copy: BaseModel, reference: BaseModel) -> None:
     assert copy == reference
     assert copy.model_dump_json() == reference.model_dump_json()
     assert copy.__pydantic_extra__ is None and copy.__pydantic_private__ is None
+    assert pickle.loads(pickle.dumps(copy)) == reference  # a job's result travels pickled (RQ)
 
 
 def test_a_revised_call_is_its_model_copy_and_leaves_the_original_alone() -> None:
