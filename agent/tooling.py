@@ -48,6 +48,10 @@ class CallCategory:
     reason: str | None = None
 
 
+# A call whose tool's category decides: one shared (frozen) answer per category.
+_OF_TOOL = {category: CallCategory(category) for category in ToolCategory}
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """The text the model will read, and whether it reports a failure."""
@@ -132,7 +136,7 @@ def call_category(tool: Tool, arguments: str) -> CallCategory:
     ``tool.category_for(arguments)`` when the tool has it, never below ``tool.category``: the
     arguments can make a call need approval, never spare one.
     """
-    static = CallCategory(tool.category)
+    static = _OF_TOOL[tool.category]
     category_for = getattr(tool, "category_for", None)
     if category_for is None:
         return static
