@@ -144,7 +144,7 @@ class Settings(BaseSettings):
     chatops_job_retries: int = Field(default=3, ge=0)
     chatops_max_run_attempts: int = Field(default=5, ge=1)
     chatops_recovery_interval_seconds: int = Field(default=30, ge=1)
-    chatops_runtime: str = "bot.ops.worker:default_runtime"
+    chatops_runtime: str = "bot.ops.compose:default_runtime"
 
     # LLM
     llm_provider: str = Field(default="openai", pattern=r"^(openai|anthropic|azure)$")

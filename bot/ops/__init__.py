@@ -1,1 +1,1 @@
-"""Operations: the CLI, doctor, metrics exposition, the models and system prompt from settings, the production composition."""
+"""Operations: the CLI, doctor, the system prompt, and the composition root that builds every process from the settings (``bot.ops.compose``)."""

@@ -52,9 +52,9 @@ from agent.types import Message, Request
 from bot.errors import BotConfigurationError
 from bot.models import client_options, endpoints, model_keys
 from bot.observability.logs import redactor_for
+from bot.ops.compose import load_runtime_factory
 from bot.ops.runs_cli import Progress
 from bot.ops.tools_cli import BUILT_IN, tool_rows
-from bot.ops.worker import load_runtime_factory
 from bot.redis_connection import RedisTarget, open_redis
 from bot.runs.durability import DurabilityMode, findings, read_persistence
 from bot.settings import Settings

@@ -2,9 +2,12 @@
 
 A run's job (``start`` for a new run, ``resume`` for every later segment: a decision, a reply, a
 deferral, the recovery sweep) and an approval's expiry job (``expire_approval``) are enqueued here
-and nowhere else. Jobs are referenced by function, not named by string: RQ stores the function's
-import path, and a renamed job fails here, at once, instead of in a worker. A delayed job goes to
-RQ's scheduled registry (``enqueue_in`` / ``enqueue_at``); the worker runs the scheduler.
+and nowhere else (``JobQueue``), and so is an alert notification's job (``NotificationQueue``, on
+the alerts' own queue). The run engine's jobs are referenced by function, not named by string: RQ
+stores the function's import path, and a renamed job fails here, at once, instead of in a worker.
+The alerts' job lives in a package above this one, so it is named by its import path
+(``NOTIFICATION_JOB``, on the workers' allow-list; a test resolves it to the function). A delayed
+job goes to RQ's scheduled registry (``enqueue_in`` / ``enqueue_at``); the worker runs the scheduler.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import redis
+from redis.client import Pipeline
 from rq import Queue, Retry
 from rq.job import Job
 from rq.serializers import JSONSerializer
@@ -23,12 +27,13 @@ from bot.errors import RefusedJobError
 # The functions a worker runs, by the import path RQ stores with a job. Anything else a job names
 # is refused before it is imported: a process that can write RQ's keys (a runner's Redis user)
 # must not choose what a worker, which holds the Slack and model credentials, runs.
+NOTIFICATION_JOB = "bot.alerts.jobs.handle_notification"  # applies one alert notification to its thread
 WORKER_FUNCTIONS = frozenset(
     {
         "bot.runs.jobs.start",
         "bot.runs.jobs.resume",
         "bot.runs.jobs.expire_approval",
-        "bot.alerts.jobs.handle_notification",
+        NOTIFICATION_JOB,
     }
 )
 
@@ -143,3 +148,32 @@ class JobQueue:
 
 def _expiry(approval_id: str) -> dict[str, Any]:
     return {"description": f"expire approval {approval_id}"}
+
+
+class NotificationQueue:
+    """The alert notifications' jobs (``NOTIFICATION_JOB``) on the alerts' own queue, which every
+    worker takes before the runs' (``worker_queue_names``), with their timeout, retries and how long
+    a failure stays."""
+
+    JOB_TIMEOUT = 120
+    RETRY_INTERVALS = (1, 5, 15)
+    FAILURE_TTL = 7 * 24 * 3600
+
+    def __init__(self, connection: redis.Redis, base: str) -> None:
+        self.queue = worker_queue(alerts_queue_name(base), connection)
+
+    def enqueue(
+        self, notification_id: str, *, delay: float | None = None, pipeline: Pipeline | None = None
+    ) -> None:
+        """The notification's job, ``delay`` seconds from now (by RQ's scheduler) or at once; with
+        ``pipeline`` it goes out with the caller's other writes (the receiver's store)."""
+        options: dict[str, Any] = {
+            "job_timeout": self.JOB_TIMEOUT,
+            "retry": Retry(max=len(self.RETRY_INTERVALS), interval=list(self.RETRY_INTERVALS)),
+            "description": f"alert notification {notification_id}",
+            "failure_ttl": self.FAILURE_TTL,
+        }
+        if delay:
+            self.queue.enqueue_in(timedelta(seconds=delay), NOTIFICATION_JOB, notification_id, **options)
+        else:
+            self.queue.enqueue(NOTIFICATION_JOB, notification_id, pipeline=pipeline, **options)

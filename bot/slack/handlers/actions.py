@@ -22,7 +22,6 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.errors import AlertGroupBusyError, ApprovalNotFoundError
-from bot.observability.logs import redactor_for
 from bot.policy.break_glass import BreakGlassLog
 from bot.policy.rules import Verdict
 from bot.runs.approval_votes import VoteOutcome
@@ -229,7 +228,7 @@ class Interactions:
         flag = self._rt.keys.slack("transcript", run_id, user)
         if not service.redis.set(flag, "1", nx=True, ex=TRANSCRIPT_COOLDOWN_SECONDS):
             return Reply("This run's transcript was just sent to you (only you can see it).")
-        transcript = load_transcript(service, run_id, redactor_for(self._rt.settings).redact)
+        transcript = load_transcript(service, run_id, self._rt.redact)
         try:
             send_privately(self._rt.client(), record, user, transcript_messages(transcript))
         except SlackApiError:

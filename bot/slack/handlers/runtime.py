@@ -1,10 +1,12 @@
 """What the web process's handlers share: settings, Redis, the run service, the Slack client.
 
-Everything is created lazily and again after a fork (the process id is checked), because
-``chatops web`` forks its worker processes: a Redis connection pool opened in the parent
-and shared by the children would mix their replies on one socket. Redis timeouts are short
-because Slack waits at most three seconds for an ack; a Redis that does not answer in time must
-turn into a non-2xx answer (Slack retries) rather than a late 200.
+The composition root (``bot.ops.compose.web_runtime``) builds a ``WebRuntime`` from the settings
+and hands it its collaborators: nothing here reads a setting to build one. What talks to Redis
+or Slack is a ``WebProcess``, built on first use in each process and again after a fork (the
+process id is checked), because ``chatops web`` forks its worker processes: a Redis connection
+pool opened in the parent and shared by the children would mix their replies on one socket.
+Redis timeouts are short because Slack waits at most three seconds for an ack; a Redis that does
+not answer in time must turn into a non-2xx answer (Slack retries) rather than a late 200.
 """
 
 from __future__ import annotations
@@ -13,121 +15,90 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import redis
 from slack_sdk import WebClient
 
 from bot.keys import Keys
-from bot.observability.logs import redactor_for
-from bot.redis_connection import open_redis
-from bot.runs.approval_seal import require_seal_key
+from bot.observability.metrics import RunMetrics
+from bot.runs.limits import LimitSettings
 from bot.runs.replication import Replication
-from bot.runs.service import RunOptions, RunService
+from bot.runs.service import RunService
 from bot.settings import Settings
 from bot.slack.approvers import ApproverPolicy
-from bot.slack.delivery.client import make_client
-from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.courtesy import CourtesyBudget
+from bot.slack.handlers.help import TargetList
 from bot.slack.identity import IdentityCache
 from bot.slack.policy_clicks import ClickRules
 
-LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 
+@dataclass(frozen=True)
+class WebProcess:
+    """What one web process talks through, opened in that process (after the fork)."""
 
-@dataclass
-class _ProcessState:
-    pid: int
     redis: redis.Redis
     service: RunService
     client: WebClient
     replication: Replication
     courtesy: CourtesyBudget
+    metrics: RunMetrics
+
+
+class WebProcesses:
+    """The current process's ``WebProcess``: ``connect`` is called once in each process, on first use."""
+
+    def __init__(self, connect: Callable[[], WebProcess]) -> None:
+        self._connect = connect
+        self._state: tuple[int, WebProcess] | None = None
+        self._lock = threading.Lock()
+
+    def current(self) -> WebProcess:
+        state = self._state
+        if state is not None and state[0] == os.getpid():
+            return state[1]
+        with self._lock:
+            if self._state is None or self._state[0] != os.getpid():
+                self._state = (os.getpid(), self._connect())
+            return self._state[1]
 
 
 @dataclass
 class WebRuntime:
-    """Process-local resources of the web app, rebuilt in each forked worker."""
+    """The web app's collaborators, built by ``bot.ops.compose.web_runtime``; the process-local
+    ones (``redis()``, ``service()``, ...) are rebuilt in each forked worker."""
 
-    settings: Settings
+    settings: Settings  # the plain values the handlers read (channels, windows, retention, Slack's app)
+    keys: Keys
+    processes: WebProcesses
+    identity: IdentityCache
+    policy: ApproverPolicy
+    rules: ClickRules  # the policy file and seal key clicks are judged with
+    redact: Callable[[str], str]  # applied to what the web process shows in Slack
+    targets: TargetList  # the inventory's targets, for the help reply
+    limits: LimitSettings  # on new runs (``bot.runs.limits``)
     # The web process's clock: a thread's follow-up window is judged by it (tests pass their own).
-    clock: Callable[[], float] = time.time
-    keys: Keys = field(init=False)
-    identity: IdentityCache = field(init=False)
-    policy: ApproverPolicy = field(init=False)
-    rules: ClickRules = field(init=False)  # the policy file and seal key clicks are judged with
-    redact: Callable[[str], str] = field(init=False)  # applied to what the web process shows in Slack
-    _state: _ProcessState | None = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.keys = Keys(self.settings.chatops_redis_prefix)
-        self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
-        self.policy = ApproverPolicy(
-            self.settings.chatops_approvers,
-            self._lookup_client,
-            bot_team=self._bot_team,
-            ttl=self.settings.chatops_approver_cache_seconds,
-        )
-        self.redact = redactor_for(self.settings).redact
-        require_seal_key(self.settings.chatops_policy_file, self.settings.chatops_runner_secret)
-        self.rules = ClickRules.from_settings(self.settings)
-
-    def _current(self) -> _ProcessState:
-        state = self._state
-        if state is not None and state.pid == os.getpid():
-            return state
-        with self._lock:
-            if self._state is None or self._state.pid != os.getpid():
-                self._state = self._build()
-            return self._state
-
-    def _build(self) -> _ProcessState:
-        # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
-        waits = self.settings.redis_replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
-        client = open_redis(self.settings, blocking_seconds=waits)
-        # The Slack layer resolves approver groups and the requester rule itself (ApproverPolicy);
-        # the service's plain list check would refuse members of a listed group.
-        options = replace(RunOptions.from_settings(self.settings), approvers=())
-        service = RunService(client, self.keys, options)
-        replication = Replication.from_settings(client, self.keys, self.settings)
-
-        def retry_after() -> RetryAfter | None:  # shared with the workers' sender, per workspace
-            team = self._bot_team()
-            return RetryAfter(client, self.keys, team) if team else None
-
-        courtesy = CourtesyBudget(retry_after)
-        return _ProcessState(os.getpid(), client, service, make_client(self.settings), replication, courtesy)
+    clock: Callable[[], float] = field(default=time.time)
 
     def redis(self) -> redis.Redis:
-        return self._current().redis
+        return self.processes.current().redis
 
     def service(self) -> RunService:
-        return self._current().service
+        return self.processes.current().service
 
     def client(self) -> WebClient:
-        return self._current().client
+        return self.processes.current().client
 
     def courtesy(self) -> CourtesyBudget:
         """This process's budget for the calls that are only a courtesy (``bot.slack.handlers.courtesy``)."""
-        return self._current().courtesy
+        return self.processes.current().courtesy
 
     def replication(self) -> Replication:
         """``confirm()`` before Slack is told something is stored (a no-op without sentinels)."""
-        return self._current().replication
+        return self.processes.current().replication
 
-    def _identity_client(self) -> WebClient:
-        return make_client(self.settings, timeout=5, retries=False)
-
-    def _lookup_client(self) -> WebClient:
-        """For ``users.info`` / ``usergroups.users.list`` while a person waits: no retries, a
-        short timeout (a click must be decided within Slack's 3 s; a failure denies)."""
-        return make_client(self.settings, timeout=LOOKUP_TIMEOUT, retries=False)
-
-    def _bot_team(self) -> str | None:
-        """The bot's workspace (``auth.test``'s ``team_id``), which deciders must belong to."""
-        identity = self.identity.lookup()
-        return identity.team_id if identity is not None else None
+    def metrics(self) -> RunMetrics:
+        return self.processes.current().metrics
 
     def channel_allowed(self, channel: str) -> bool:
         allowed = self.settings.chatops_channels
