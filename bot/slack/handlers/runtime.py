@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 from slack_sdk import WebClient
@@ -78,7 +78,7 @@ class WebRuntime:
     targets: TargetList  # the inventory's targets, for the help reply
     limits: LimitSettings  # on new runs (``bot.runs.limits``)
     # The web process's clock: a thread's follow-up window is judged by it (tests pass their own).
-    clock: Callable[[], float] = field(default=time.time)
+    clock: Callable[[], float] = time.time
 
     def redis(self) -> redis.Redis:
         return self.processes.current().redis
