@@ -116,6 +116,29 @@ def _checked_once(text: str, trusted: tuple[str, ...]) -> dict[str, Any] | str:
         return str(rejected)
 
 
+def arguments_without(text: str, keys: tuple[str, ...]) -> str:
+    """``text`` less its top-level ``keys``: what a wrapper hands the tool it wraps (a router drops
+    the ``target`` it routed by). Worked out once per distinct text, like ``checked_arguments``
+    (whose parse it reads), so the layers of one call do not parse and serialise it again each.
+    Text that is not an arguments object comes back as it is: the inner tool refuses it itself."""
+    if len(text) > MAX_ARGUMENTS_BYTES:
+        return _without(text, keys)
+    return _without_once(text, keys)
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _without_once(text: str, keys: tuple[str, ...]) -> str:
+    return _without(text, keys)
+
+
+def _without(text: str, keys: tuple[str, ...]) -> str:
+    try:
+        parsed = checked_arguments(text)
+    except ArgumentsRejected:
+        return text
+    return json.dumps({key: value for key, value in parsed.items() if key not in keys})
+
+
 def canonical_arguments(parsed: dict[str, Any]) -> str:
     """One text per arguments object (sorted keys, no spaces, unicode kept): for hashing and identity."""
     return json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -15,7 +15,8 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.authorization import AuthorizeResult
 
 from bot.settings import Settings
-from bot.web.server import EVENTS_PATH, serve_http
+from bot.web.paths import EVENTS_PATH
+from bot.web.server import serve_http
 
 
 def build_bare_app(settings: Settings) -> SlackRequestHandler:

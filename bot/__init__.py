@@ -4,7 +4,7 @@ The names below are the public API for embedding the bot (a runtime of your own 
 ``CHATOPS_RUNTIME``, a worker or the web app in your own process); the modules they come from
 are the implementation and may move. Each is imported on first use: importing any part of
 ``bot`` loads nothing else, so a worker, which imports ``bot.runs``, never loads the Slack
-transport, and the root modules (settings, errors, logs) never import a sub-package.
+transport, and the root modules (settings, errors, keys, claims) never import a sub-package.
 """
 
 from __future__ import annotations

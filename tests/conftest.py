@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -10,6 +11,11 @@ import redis
 
 from bot.keys import Keys
 from emulator.embedded_redis import RedisServer, ensure_redis
+
+# The workers the tests start keep the priority they are started with (a worker lowers itself to
+# nice 10 by default, bot/ops/priority.py): on a machine busy with other work a lowered worker
+# would wait for CPU it never gets. tests/bot/ops/test_worker_priority.py tests the default.
+os.environ.setdefault("CHATOPS_WORKER_NICE", "0")
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,6 @@ replacement can never push a field past its cap.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from agent.tooling import ToolCategory
 from agent.types import RunResult
 from bot.keys import Keys
 from tools.safety import Redactor, truncate
+from tools.targets import local_executor
 
 _OUTPUT_CHARS = 500  # the audit keeps the head and tail of a tool's output; the history keeps all of it
 FIELD_MAX_CHARS = 8192
@@ -236,7 +235,7 @@ class AuditLog:
             # Where it ran: the inventory target ("local" without one) and who ran it there; a
             # refused call names the inventory target it asked for, if any (nothing ran anywhere).
             target=event.target or ("local" if event.executed else None),
-            executor=(event.executor or f"{socket.gethostname()}:{os.getpid()}") if event.executed else None,
+            executor=(event.executor or local_executor()) if event.executed else None,
         )
 
     def run_finished(self, run_id: str, result: RunResult) -> str:

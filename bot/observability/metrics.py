@@ -23,7 +23,6 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -40,6 +39,7 @@ from agent.models.openai_client import RetryNotice
 from agent.types import Request, Response, RunResult, Usage
 from bot.keys import Keys
 from bot.redis_connection import RedisTarget, open_redis
+from tools.fork_local import ForkLocal
 
 log = logging.getLogger(__name__)
 
@@ -356,19 +356,10 @@ class LazyMetrics:
     """A ``RunMetrics`` whose Redis connection is opened on first use, again after a fork."""
 
     def __init__(self, target: RedisTarget, keys: Keys) -> None:
-        self._target = target
-        self._keys = keys
-        self._lock = threading.Lock()
-        self._pid = -1
-        self._metrics = RunMetrics(None)
+        self._metrics = ForkLocal(lambda: RunMetrics.for_redis(open_redis(target), keys))
 
     def get(self) -> RunMetrics:
-        with self._lock:
-            if self._pid != os.getpid():
-                client = open_redis(self._target)
-                self._metrics = RunMetrics.for_redis(client, self._keys)
-                self._pid = os.getpid()
-            return self._metrics
+        return self._metrics.get()
 
 
 _lazy: dict[tuple[RedisTarget, str], LazyMetrics] = {}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
@@ -62,8 +63,18 @@ def _module(name: str) -> ModuleType:
     return module
 
 
+def version() -> str:
+    """The installed distribution's version: pyproject.toml's ``version``, the one place it is written
+    (an editable install reads it at install time: ``make`` installs again when pyproject.toml changes)."""
+    try:
+        return importlib.metadata.version("chatops")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed: pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatops", description="A chat-ops bot for on-call teams.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("--env-file", help="read settings from this file instead of ./.env")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ... (default INFO)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

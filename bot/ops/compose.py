@@ -20,11 +20,13 @@ its Redis, HTTP and MCP clients are opened there.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
 
+from agent.tooling import Tool
 from bot.alerts.jobs import AlertJobs
 from bot.alerts.presenter import LoggingAlertPresenter
 from bot.errors import BotConfigurationError
@@ -36,9 +38,11 @@ from bot.ops.fleet import load_fleet_inventory, runner_key, runner_policy
 from bot.ops.sweep import recovery_sweep
 from bot.redis_connection import open_redis
 from bot.runs.approval_seal import require_seal_key
+from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.runs.durability import Durability
 from bot.runs.presenter import AlertPresenter, LoggingPresenter, Presenter
 from bot.runs.queueing import worker_queue_names
+from bot.runs.replication import REPLICA_WAIT_MS
 from bot.runs.runtime import Runtime, RuntimeFactory
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker
@@ -56,29 +60,38 @@ _ALERT_METHODS = ("post_alert", "update_alert", "post_alert_note")  # bot.runs.p
 # -- the worker --------------------------------------------------------------------------------------
 
 
-def default_runtime(settings: Settings, inventory: Inventory | None = None) -> Runtime:
+def default_runtime(
+    settings: Settings, extra_tools: Sequence[Tool] = (), *, inventory: Inventory | None = None
+) -> Runtime:
     """The production runtime of one job: the configured models, the tool registry and the fleet,
     Slack (or the log) for runs and alert threads, and the system prompt (``CHATOPS_SYSTEM_PROMPT_FILE``
-    or the shipped one). ``inventory``: the one the worker loaded at its start (default: load it)."""
+    or the shipped one). ``inventory``: the one the worker loaded at its start (default: load it).
+
+    ``extra_tools``: a deployment's own Python tools, offered beside the built-ins (a runtime named
+    by ``CHATOPS_RUNTIME`` calls this with them); each declares where it runs (``tools.placement``),
+    or the runtime is refused before anything is opened."""
     from agent.models.endpoints import secret_values
-    from bot.models import build_models, endpoints, model_keys
+    from bot.models import build_models, model_keys
     from bot.ops.fleet import build_fleet, target_descriptions
     from bot.ops.system_prompt import system_prompt
     from bot.slack.policy_identity import worker_policy
     from tools.registry import build_registry_from_settings
     from tools.safety import OutputFilter
 
+    registry = build_registry_from_settings(settings, extra=extra_tools)
     inventory = inventory or load_fleet_inventory(settings)
     # Its one blocking command is the durability wait (WAITAOF / WAIT, ``bot.runs.durability``).
-    client = open_redis(settings, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
+    client = open_redis(settings, blocking_seconds=DURABILITY_TIMEOUT_MS / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
     model_env = model_keys(settings)
     models = build_models(settings, on_retry=metrics.llm_retry, keys=model_env)
-    registry = build_registry_from_settings(settings)
     fleet = build_fleet(settings, client, keys, registry, inventory)
     # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
-    model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
+    model_secrets = [
+        *secret_values(settings.model_endpoints(), model_env),
+        *settings.llm_extra_headers.values(),
+    ]
     secrets = [*registry.secret_values, *model_secrets]
     output_filter = OutputFilter.from_settings(settings, env=model_env, extra_secrets=secrets)
     return Runtime(
@@ -198,9 +211,18 @@ def job_runtimes(settings: Settings, inventory: Inventory) -> RuntimeFactory:
     ``CHATOPS_RUNTIME``'s own factory, checked now (``check_runtime``)."""
     build = load_runtime_factory(settings.chatops_runtime)
     if build is default_runtime:
-        return lambda: default_runtime(settings, inventory)
+        return lambda: default_runtime(settings, inventory=inventory)
     check_runtime(settings.chatops_runtime, build(settings))
     return lambda: build(settings)
+
+
+def recovery_interval(settings: Settings) -> int:
+    """Seconds between a worker's recovery sweeps: one lease (``CHATOPS_LEASE_TTL_SECONDS``), whole.
+
+    Since 0.2.0 not a setting of its own (it was CHATOPS_RECOVERY_INTERVAL_SECONDS): a dead worker's
+    run can be taken only once its lease has run out, so sweeping more often finds nothing more, and
+    less often leaves a run lost for longer than the failover time the lease promises."""
+    return max(1, math.ceil(settings.chatops_lease_ttl_seconds))
 
 
 def build_worker(
@@ -217,7 +239,7 @@ def build_worker(
     runtime_factory = runtime_factory or job_runtimes(settings, inventory)
     options = RunOptions.from_settings(settings)
     service = RunService(connection, Keys(settings.chatops_redis_prefix), options)
-    interval = settings.chatops_recovery_interval_seconds
+    interval = recovery_interval(settings)
     worker_class = ChatopsSimpleWorker if simple else ChatopsWorker
     return worker_class(
         worker_queue_names(options.queue_name),
@@ -264,6 +286,6 @@ def build_runner(
         state_dir=settings.chatops_runner_state_dir,
         name=name,
         replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
-        replica_wait_ms=settings.redis_replica_wait_ms,
+        replica_wait_ms=REPLICA_WAIT_MS,
         policy=runner_policy(settings, target),
     )

@@ -1,9 +1,9 @@
 """The web process built from the settings: the composition root's web half (``bot.ops.compose``).
 
 ``web_runtime`` builds the ``WebRuntime`` the Slack handlers share (its Redis, run service, Slack
-client and metrics per process, after the fork: ``bot.slack.handlers.runtime.WebProcesses``; the
-bot's identity, who may decide, the policy file's click rules, the redactor, the help's targets,
-the limits on new runs); ``web_app`` mounts the routes on it (Slack's events through Bolt, the alert
+client and metrics per process, after the fork: ``tools.fork_local.ForkLocal``; the bot's
+identity, who may decide (``bot.policy.deciders``), the redactor, the help's targets, the limits on
+new runs, the timings: ``WebTuning``); ``web_app`` mounts the routes on it (Slack's events through Bolt, the alert
 webhooks, ``/metrics``, ``/healthz``); ``build_web`` is both, for one process; ``serve_web`` is
 ``chatops web``. The inventory is loaded once, at start (a mistake stops start-up), and handed to
 the help reply and the alert routes.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import redis
 
@@ -26,64 +25,80 @@ from bot.observability.logs import redactor_for
 from bot.observability.metrics import RunMetrics
 from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.ops.fleet import load_fleet_inventory
+from bot.policy.break_glass import BreakGlassLog
+from bot.policy.deciders import Deciders
 from bot.redis_connection import open_redis
 from bot.runs.approval_seal import require_seal_key
+from bot.runs.approvals import Approval
 from bot.runs.limits import LimitSettings
 from bot.runs.queueing import NotificationQueue, worker_queue_names
 from bot.runs.record import active_runs_by_status
 from bot.runs.replication import Replication
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
-from bot.slack.approvers import ApproverPolicy
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.app import PoolFactory, thread_pool
 from bot.slack.handlers.courtesy import CourtesyBudget
 from bot.slack.handlers.help import TargetList
-from bot.slack.handlers.runtime import WebProcess, WebProcesses, WebRuntime
+from bot.slack.handlers.runtime import WebProcess, WebRuntime, WebTuning
 from bot.slack.identity import IdentityCache
-from bot.slack.policy_clicks import ClickRules
+from bot.slack.policy_identity import SlackIdentity, deciders_for
 from bot.web.alert_receiver import WebAlerts
 from bot.web.server import WebApp, check_configuration, serve_http
+from tools.fork_local import ForkLocal
 from tools.inventory import Inventory
 
-LOOKUP_TIMEOUT = 1  # seconds for each of the approver policy's Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
+LOOKUP_TIMEOUT = 1  # seconds for each of the deciders' Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 IDENTITY_TIMEOUT = 5  # seconds for ``auth.test`` (in the background, never on an ack's path)
 
 
 def web_runtime(
-    settings: Settings, *, clock: Callable[[], float] = time.time, inventory: Inventory | None = None
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.time,
+    inventory: Inventory | None = None,
+    tuning: WebTuning | None = None,
 ) -> WebRuntime:
     """The web process's runtime; opens nothing (Redis and Slack are reached on first use, in each
-    process). ``inventory``: default, ``CHATOPS_INVENTORY_FILE`` loaded now."""
+    process). ``inventory``: default, ``CHATOPS_INVENTORY_FILE`` loaded now. ``tuning``: the
+    timings, constants in production (a test passes its own)."""
     require_seal_key(settings.chatops_policy_file, settings.chatops_runner_secret)
+    tuning = tuning or WebTuning()
     inventory = inventory or load_fleet_inventory(settings)
     keys = Keys(settings.chatops_redis_prefix)
-    processes = WebProcesses(lambda: _web_process(settings, keys, lambda: _team(identity)))
+    processes: ForkLocal[WebProcess] = ForkLocal(
+        lambda: _web_process(settings, keys, deciders, tuning, lambda: _team(identity))
+    )
     identity = IdentityCache(
-        lambda: processes.current().redis,
+        lambda: processes.get().redis,
         keys,
         lambda: make_client(settings, timeout=IDENTITY_TIMEOUT, retries=False),
     )
-    policy = ApproverPolicy(
-        settings.chatops_approvers,
+    slack_identity = SlackIdentity(
         # ``users.info`` / ``usergroups.users.list`` while a person waits: no retries, a short
         # timeout (a click must be decided within Slack's 3 s; a failure denies).
         lambda: make_client(settings, timeout=LOOKUP_TIMEOUT, retries=False),
         bot_team=lambda: _team(identity),
-        ttl=settings.chatops_approver_cache_seconds,
+        ttl=tuning.approver_cache_seconds,
     )
+
+    def break_glass_until(user: str) -> float | None:
+        service = processes.get().service
+        return BreakGlassLog(service.redis, keys, service.audit).active_until(user)
+
+    deciders = deciders_for(settings, slack_identity, break_glass_until)
     return WebRuntime(
         settings=settings,
         keys=keys,
         processes=processes,
         identity=identity,
-        policy=policy,
-        rules=ClickRules.from_settings(settings),
+        deciders=deciders,
         redact=redactor_for(settings).redact,
         targets=TargetList(inventory, settings.chatops_channel_targets),
         limits=LimitSettings.from_settings(settings),
         clock=clock,
+        tuning=tuning,
     )
 
 
@@ -93,13 +108,16 @@ def _team(identity: IdentityCache) -> str | None:
     return found.team_id if found is not None else None
 
 
-def _web_process(settings: Settings, keys: Keys, team: Callable[[], str | None]) -> WebProcess:
+def _web_process(
+    settings: Settings,
+    keys: Keys,
+    deciders: Deciders[Approval],
+    tuning: WebTuning,
+    team: Callable[[], str | None],
+) -> WebProcess:
     # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
-    waits = settings.redis_replica_wait_ms / 1000 if settings.redis_sentinels else 0.0
+    waits = tuning.replica_wait_ms / 1000 if settings.redis_sentinels else 0.0
     client = open_redis(settings, blocking_seconds=waits)
-    # The Slack layer resolves approver groups and the requester rule itself (ApproverPolicy);
-    # the service's plain list check would refuse members of a listed group.
-    options = replace(RunOptions.from_settings(settings), approvers=())
 
     def retry_after() -> RetryAfter | None:  # shared with the workers' sender, per workspace
         workspace = team()
@@ -107,9 +125,9 @@ def _web_process(settings: Settings, keys: Keys, team: Callable[[], str | None])
 
     return WebProcess(
         redis=client,
-        service=RunService(client, keys, options),
+        service=RunService(client, keys, RunOptions.from_settings(settings), deciders=deciders),
         client=make_client(settings),
-        replication=Replication.from_settings(client, keys, settings),
+        replication=Replication.from_settings(client, keys, settings, timeout_ms=tuning.replica_wait_ms),
         courtesy=CourtesyBudget(retry_after),
         metrics=RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled),
     )

@@ -2,7 +2,7 @@
 into the audit stream, and (with a Slack token) the check for runs Redis lost.
 
 ``recovery_sweep`` is what ``bot.ops.compose.build_worker`` gives the engine's worker
-(``bot.runs.worker``) to run with RQ's maintenance, every ``CHATOPS_RECOVERY_INTERVAL_SECONDS``.
+(``bot.runs.worker``) to run with RQ's maintenance, once per lease (``bot.ops.compose.recovery_interval``).
 """
 
 from __future__ import annotations

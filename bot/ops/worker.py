@@ -16,6 +16,7 @@ import redis
 
 from bot.ops.compose import build_worker
 from bot.ops.compose import default_runtime as default_runtime  # CHATOPS_RUNTIME's value before 0.2
+from bot.ops.priority import lower_priority
 from bot.redis_connection import open_redis
 from bot.settings import Settings
 
@@ -40,6 +41,10 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     if args.queue:
         updates["chatops_queue"] = args.queue
     settings = settings.model_copy(update=updates)
+    if settings.chatops_worker_nice:
+        # Before any thread starts (a nice value is per thread on Linux; threads and forks inherit it).
+        change = lower_priority(settings.chatops_worker_nice)
+        log.info("worker CPU priority: %s", change.describe())
     run_worker(settings, burst=args.burst, simple=args.simple, name=args.name, logging_level=args.log_level)
     return 0
 

@@ -5,7 +5,9 @@
 - ``proposals``: the policy at proposal time: what a run is offered and what is refused.
 - ``break_glass``: for a few minutes, a named person may approve anything.
 - ``explain``: ``chatops policy explain``: what applies to one request and why.
+- ``deciders``: who may decide (approve, decline, supersede, stop, read a transcript, declare
+  break-glass): ``Deciders.decide``, the one function every caller asks.
 
-Slack's side of it (who is a full member, who is in which user group, a click judged by the file)
-is ``bot.slack.approvers``, ``bot.slack.policy_identity`` and ``bot.slack.policy_clicks``.
+Who is who (a full member, a guest, in which user group) is injected (``rules.Identity``); Slack's
+answer is ``bot.slack.policy_identity``.
 """

@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from agent.tooling import ToolCategory
 from bot.errors import PolicyConfigError
-from bot.policy.rules import Approve, Audience, BreakGlass, Match, Policy, Rule
+from bot.policy.rules import DEFAULTS_RULE, Approve, Audience, BreakGlass, Match, Policy, Rule
 from tools.config_errors import did_you_mean, field_message
 from tools.config_files import UnreadableConfigFile, read_yaml_file
 
@@ -92,6 +92,8 @@ class RuleSpec(_Strict):
     def _name(cls, value: str) -> str:
         if not NAME.fullmatch(value):
             raise ValueError("must be lowercase letters, digits, '-', '_' or '.' (up to 63)")
+        if value == DEFAULTS_RULE:  # the name of CHATOPS_APPROVERS' requirement, which names no one's ID
+            raise ValueError(f"'{DEFAULTS_RULE}' is reserved for CHATOPS_APPROVERS")
         return value
 
     def rule(self) -> Rule:

@@ -1,6 +1,6 @@
 """The policy at proposal time: what a run is offered, what is refused (with the reason the model
 reads), and the requirement each approval is proposed with (shown on its first card, audited;
-the web process computes its own at the click, ``bot.slack.policy_clicks``).
+the web process computes its own at the click, ``bot.policy.deciders``).
 
 ``RunPolicy.tools`` builds a run's tool list from the channel's: a tool a deny rule removes in
 this channel whatever the target is not offered at all, and a tool routed by its target
@@ -19,11 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent.config import ConfirmRequest
-from agent.tooling import Tool, ToolCategory, ToolResult, call_category, call_refusal, call_target
-from agent.types import ToolDef
+from agent.tooling import (
+    Tool,
+    ToolCategory,
+    ToolResult,
+    WrapperTool,
+    call_category,
+    call_refusal,
+    call_target,
+)
 from bot.policy.rules import Identity, Policy, Subject, may_request
 from tools.targets import TargetedTool
 
@@ -94,37 +100,22 @@ class RunPolicy:
         return self.policy.decide(subject).requirement.to_json()
 
 
-class PolicedTool:
-    """A tool of one run, every call of which the policy checks first."""
+class PolicedTool(WrapperTool):
+    """A tool of one run, every call of which the policy checks first; the rest is the tool's own
+    (``WrapperTool``: its target, command, category, an MCP tool's server, ...)."""
 
     def __init__(self, inner: Tool, policy: RunPolicy, channel: str, requester: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._policy = policy
         self._channel = channel
         self._requester = requester
 
-    @property
-    def definition(self) -> ToolDef:
-        return self._inner.definition
-
-    @property
-    def category(self) -> ToolCategory:
-        return self._inner.category
-
-    @property
-    def parallel(self) -> bool:
-        return self._inner.parallel
-
-    @property
-    def timeout(self) -> float:
-        return self._inner.timeout
-
     def refusal(self, arguments: str) -> str | None:
         """The tool's own refusal (an unknown target), then the policy's."""
-        own = call_refusal(self._inner, arguments)
+        own = call_refusal(self.inner, arguments)
         if own is not None:
             return own
-        return self._policy.refusal(self._inner, arguments, self._channel, self._requester)
+        return self._policy.refusal(self.inner, arguments, self._channel, self._requester)
 
     def execute(self, arguments: str, *, timeout: float) -> ToolResult:
         # Checked again as it runs: the loop refused it before it was run or put before anyone,
@@ -132,11 +123,4 @@ class PolicedTool:
         refused = self.refusal(arguments)
         if refused is not None:
             return ToolResult(refused, is_error=True)
-        return self._inner.execute(arguments, timeout=timeout)
-
-    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
-        return self._inner.preview(arguments, timeout=timeout)
-
-    def __getattr__(self, name: str) -> Any:
-        """The inner tool's optional parts (``target_of``, ``describe``, ``category_for``, ...)."""
-        return getattr(self._inner, name)
+        return self.inner.execute(arguments, timeout=timeout)

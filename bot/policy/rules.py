@@ -15,13 +15,14 @@ matches anything. For one call (a ``Subject``) ``Policy.decide`` answers, in one
   people must (``approvals``). No such rule: the defaults (``CHATOPS_APPROVERS``; a mutating call
   may be approved by its requester). That answer, a ``Requirement``, is computed by whoever
   decides, from its own copy of the file: the web process at the click
-  (``bot.slack.policy_clicks``), the runner and the worker before a call runs on a target
+  (``bot.policy.deciders``), the runner and the worker before a call runs on a target
   (``bot.fleet.grants.PolicyNeed``); never read back from the approval record in Redis.
 
 Two rules no file can change: a destructive call is never approved by its requester or by anyone
 whose thread message led to it (four-eyes), and guests, bots, deactivated and external accounts
-may neither request nor approve unless a rule names their user ID explicitly. Who is who comes
-from an ``Identity`` (``bot.slack.policy_identity`` asks Slack); an answer it cannot give denies.
+may neither request nor approve unless a rule names their user ID explicitly (``CHATOPS_APPROVERS``
+is no rule: it chooses among full members). Who is who comes from an ``Identity``
+(``bot.slack.policy_identity`` asks Slack); an answer it cannot give denies.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ class AccountKind(StrEnum):
     EXTERNAL = "external"  # another team (Slack Connect)
     DEACTIVATED = "deactivated"
     UNKNOWN = "unknown"  # Slack does not know the ID
+    NOT_A_PERSON = "not_a_person"  # not a user ID at all (a bot ID ``B…``, Slackbot): never decides
+    UNDECLARED = "undeclared"  # Slack's answer did not say whether it is a guest: counts as one
+    NO_WORKSPACE = "no_workspace"  # the bot's own workspace is not known yet: nobody can be judged now
 
 
 KIND_REFUSALS = {
@@ -67,7 +71,13 @@ KIND_REFUSALS = {
     AccountKind.EXTERNAL: "Only members of the bot's own workspace may decide (not Slack Connect guests).",
     AccountKind.DEACTIVATED: "This account is deactivated.",
     AccountKind.UNKNOWN: "Slack does not know this account in the bot's workspace.",
+    AccountKind.NOT_A_PERSON: "Only a person's Slack account may decide.",
+    AccountKind.UNDECLARED: "Slack did not say whether this account is a guest, so it may not decide.",
+    AccountKind.NO_WORKSPACE: f"The bot does not know its own workspace yet (auth.test). {TRY_AGAIN}",
 }
+# What a rule that lists the user ID explicitly lets decide all the same (``CHATOPS_APPROVERS`` never does).
+NAMEABLE = frozenset({AccountKind.GUEST, AccountKind.BOT, AccountKind.EXTERNAL, AccountKind.UNDECLARED})
+NOT_LISTED = "You are not on this bot's approvers list (CHATOPS_APPROVERS)."
 
 
 class Identity(Protocol):
@@ -175,6 +185,11 @@ class Requirement:
         """Nobody is named: every full member of the workspace may approve."""
         return not self.users and not self.groups
 
+    def names(self, user: str) -> bool:
+        """A policy rule lists ``user``'s ID, which lets a guest, bot or external account approve.
+        ``CHATOPS_APPROVERS`` (the defaults) never does: it lists who, among full members."""
+        return self.rule != DEFAULTS_RULE and user in self.users
+
     def to_json(self) -> str:
         return json.dumps(
             {
@@ -250,12 +265,16 @@ class Policy:
             None,
         )
 
+    def default_requirement(self, category: ToolCategory) -> Requirement:
+        """``CHATOPS_APPROVERS`` (user IDs and ``S…`` groups; empty: every full member), one approval."""
+        users = tuple(a for a in self.default_approvers if not a.startswith("S"))
+        groups = tuple(a for a in self.default_approvers if a.startswith("S"))
+        return Requirement(DEFAULTS_RULE, users, groups, category is not ToolCategory.DESTRUCTIVE, 1)
+
     def _requirement(self, rule: Rule | None, category: ToolCategory) -> Requirement:
         four_eyes = category is ToolCategory.DESTRUCTIVE
         if rule is None or rule.approve is None:
-            users = tuple(a for a in self.default_approvers if not a.startswith("S"))
-            groups = tuple(a for a in self.default_approvers if a.startswith("S"))
-            return Requirement(DEFAULTS_RULE, users, groups, not four_eyes, 1)
+            return self.default_requirement(category)
         approve = rule.approve
         return Requirement(
             rule.name,
@@ -277,7 +296,7 @@ def account_verdict(identity: Identity, user: str, *, named: bool) -> Verdict:
         return Verdict(False, f"Could not check your Slack account just now. {TRY_AGAIN}")
     if kind is AccountKind.MEMBER:
         return ALLOWED
-    if named and kind in (AccountKind.GUEST, AccountKind.BOT, AccountKind.EXTERNAL):
+    if named and kind in NAMEABLE:
         return ALLOWED
     return Verdict(False, KIND_REFUSALS[kind])
 
@@ -291,7 +310,9 @@ def may_declare_break_glass(glass: BreakGlass, identity: Identity, user: str) ->
     return verdict
 
 
-def in_audience(identity: Identity, user: str, users: Sequence[str], groups: Sequence[str]) -> Verdict:
+def in_audience(
+    identity: Identity, user: str, users: Sequence[str], groups: Sequence[str], *, noun: str = "user group"
+) -> Verdict:
     """``user`` is listed or a member of a listed group; a group that cannot be read counts as
     "unknown", never as the stale list (someone who just left could pass)."""
     if user in users:
@@ -305,7 +326,7 @@ def in_audience(identity: Identity, user: str, users: Sequence[str], groups: Seq
             return ALLOWED
     if unreadable:
         names = ", ".join(f"<!subteam^{g}>" for g in unreadable)
-        return Verdict(False, f"Could not read the user group {names} just now. {TRY_AGAIN}")
+        return Verdict(False, f"Could not read the {noun} {names} just now. {TRY_AGAIN}")
     return Verdict(False, "")
 
 
@@ -352,14 +373,23 @@ def may_approve(
         )
     if not requirement.requester_may_approve and not break_glass and user in {requester, *involved}:
         return Verdict(False, f"Policy rule '{requirement.rule}' needs an approver other than the requester.")
-    account = account_verdict(identity, user, named=user in requirement.users)
+    account = account_verdict(identity, user, named=requirement.names(user))
     if not account.allowed:
         return account
-    if break_glass or requirement.open:
+    if break_glass:
         return ALLOWED
-    listed = in_audience(identity, user, requirement.users, requirement.groups)
-    if listed.allowed or listed.reason:
-        return listed
+    return listed(requirement, identity, user)
+
+
+def listed(requirement: Requirement, identity: Identity, user: str) -> Verdict:
+    """Whether the requirement's users and groups hold ``user`` (none named: everyone)."""
+    if requirement.open:
+        return ALLOWED
+    found = in_audience(identity, user, requirement.users, requirement.groups, noun="approver group")
+    if found.allowed or found.reason:
+        return found
+    if requirement.rule == DEFAULTS_RULE:
+        return Verdict(False, NOT_LISTED)
     who = ", ".join(
         [*(f"<@{u}>" for u in requirement.users), *(f"<!subteam^{g}>" for g in requirement.groups)]
     )

@@ -16,8 +16,6 @@ answered tells its alert). A worker started on a runtime without one refuses to 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,6 +38,7 @@ from bot.runs.record import OfferedTool
 from bot.runs.run_tools import RunTools, run_tools
 from bot.runs.service import RunOptions, RunService
 from bot.settings import DEFAULTS
+from tools.targets import local_executor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,7 +79,7 @@ class Runtime:
     redact: Callable[[str], str] | None = None  # the model's text and call arguments (``agent.calls``)
     clock: Callable[[], float] = time.time
     owns_connection: bool = False
-    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    name: str = field(default_factory=local_executor)
     metrics_enabled: bool = (
         DEFAULTS.chatops_metrics_enabled
     )  # count runs, tools, ... (``bot.observability.metrics``)

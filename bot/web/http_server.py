@@ -46,19 +46,27 @@ REPORT_EVERY = 60.0  # seconds between the summaries of connections cut for a ti
 # Slack's payloads are a few KB; Bolt reads a whole body into memory before it checks the signature,
 # so anything bigger is refused from its Content-Length, before a byte of it is read.
 MAX_BODY_BYTES = 1024 * 1024
+# Constants since 0.2.0 (they were WEB_MAX_HEADER_BYTES and WEB_GRACEFUL_TIMEOUT_SECONDS):
+# Slack's request heads are under 2 KB; 32 KiB is what common proxies accept too, so nothing real is
+# refused, and a client cannot make a process hold more of a head than that (431).
+MAX_HEADER_BYTES = 32 * 1024
+# After SIGTERM, requests under way get this long to finish (an ack takes milliseconds; /metrics
+# under a slow Redis is the long one). The shipped deploy files give a process 30 s before SIGKILL
+# (terminationGracePeriodSeconds, TimeoutStopSec, stop_grace_period), above it.
+GRACEFUL_TIMEOUT_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one connection may take (``WEB_*`` settings, whose defaults are these)."""
+    """What one connection may take (``WEB_*`` settings, whose defaults are these, and the constants above)."""
 
     header_timeout: float = DEFAULTS.web_header_timeout_seconds
     body_timeout: float = DEFAULTS.web_body_timeout_seconds
     keepalive: float = DEFAULTS.web_keepalive_seconds
     max_connections: int = DEFAULTS.web_max_connections
-    max_header_bytes: int = DEFAULTS.web_max_header_bytes
+    max_header_bytes: int = MAX_HEADER_BYTES
     max_body_bytes: int = MAX_BODY_BYTES
-    graceful_timeout: float = DEFAULTS.web_graceful_timeout_seconds
+    graceful_timeout: float = GRACEFUL_TIMEOUT_SECONDS
 
 
 class State(enum.Enum):

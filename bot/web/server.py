@@ -32,17 +32,12 @@ from bot.slack.handlers.runtime import WebRuntime
 from bot.web import prefork
 from bot.web.alert_receiver import WebAlerts
 from bot.web.http_server import MAX_BODY_BYTES, Limits
-from bot.web.wsgi import WsgiApp
+from bot.web.paths import ALERTS_PREFIX, EVENTS_PATH, HEALTH_PATH, METRICS_PATH
+from bot.web.wsgi import StartResponse, WsgiApp
 
 log = logging.getLogger(__name__)
 
-EVENTS_PATH = "/slack/events"
-HEALTH_PATH = "/healthz"
-METRICS_PATH = "/metrics"  # Prometheus; see bot.observability.metrics_collector and docs/OPERATIONS.md
-
-ALERTS_PREFIX = "/alerts/"  # Alertmanager, Grafana and PagerDuty webhooks (bot.alerts.receiver)
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Service Unavailable"}
-StartResponse = Callable[..., Any]
 
 
 def _body_refusal(environ: dict[str, Any]) -> tuple[str, str] | None:
@@ -151,9 +146,7 @@ def limits_for(settings: Settings) -> Limits:
         body_timeout=settings.web_body_timeout_seconds,
         keepalive=settings.web_keepalive_seconds,
         max_connections=settings.web_max_connections,
-        max_header_bytes=settings.web_max_header_bytes,
         max_body_bytes=MAX_BODY_BYTES,
-        graceful_timeout=settings.web_graceful_timeout_seconds,
     )
 
 

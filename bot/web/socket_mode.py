@@ -18,7 +18,8 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 
 from bot.slack.handlers.app import build_app
 from bot.slack.handlers.runtime import WebRuntime
-from bot.web.server import HEALTH_PATH, StartResponse
+from bot.web.paths import HEALTH_PATH
+from bot.web.wsgi import StartResponse
 
 log = logging.getLogger(__name__)
 

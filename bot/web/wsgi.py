@@ -21,7 +21,8 @@ import h11
 
 log = logging.getLogger(__name__)
 
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 # Framing is the server's: whatever the app says about these is dropped.
 HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"transfer-encoding", b"upgrade", b"proxy-connection", b"content-length"}

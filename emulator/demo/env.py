@@ -76,7 +76,6 @@ def bot_env(
         "SLACK_API_URL": slack_api_url,
         "CHATOPS_RETENTION_DAYS": "1",
         "CHATOPS_LEASE_TTL_SECONDS": "10",
-        "CHATOPS_RECOVERY_INTERVAL_SECONDS": "10",
         "WEB_WORKERS": "1",
         "WEB_THREADS": "8",
         **llm,

@@ -26,8 +26,8 @@ import redis
 import yaml
 from rq import Queue, Worker
 
-from bot.fleet.dispatch import target_queue_name
 from bot.fleet.heartbeats import Heartbeats
+from bot.fleet.runner_acl import target_queue_name
 from bot.keys import Keys
 from emulator.demo.host import HOSTS, DemoHost, build_host
 

@@ -32,6 +32,7 @@ from bot.alerts.jobs import AlertJobs
 from bot.alerts.presenter import LoggingAlertPresenter
 from bot.keys import Keys
 from bot.redis_connection import open_redis
+from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.runs.durability import Durability
 from bot.runs.presenter import CardView, RunRef
 from bot.runs.runtime import Runtime
@@ -127,7 +128,7 @@ def reliability_runtime(settings: Settings) -> Runtime:
     directory = Path(os.environ["CHATOPS_TEST_DIR"])
     # As ``default_runtime``: through ``open_redis`` (behind sentinels, the master they name) with room
     # for the durability wait, which behind sentinels also waits for a replica.
-    client = open_redis(settings, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
+    client = open_redis(settings, blocking_seconds=DURABILITY_TIMEOUT_MS / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     presenter = SlowReportPresenter(
         make_client(settings),

@@ -137,7 +137,7 @@ class CountingInput(io.BytesIO):
 
 
 def call_app(bot: SlackBot, body: bytes) -> tuple[str, CountingInput]:
-    app = web_app(web_runtime(bot.settings))
+    app = web_app(web_runtime(bot.settings, tuning=bot.tuning))
     stream = CountingInput(body)
     stamp = str(int(time.time()))
     environ = {

@@ -29,12 +29,12 @@ from bot.settings import Settings
 from bot.slack.delivery.alert_presenter import SlackAlertPresenter
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.presenter import SlackPresenter
-from bot.slack.handlers.runtime import WebRuntime
+from bot.slack.handlers.runtime import WebRuntime, WebTuning
 from bot.slack.policy_identity import worker_policy
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import FileTool, executions
 from tests.support.after_answer import AfterAnswerPools
-from tests.support.slack_workspace import BOT_USER, CHANNEL, buttons
+from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, buttons
 from tests.support.waiting import wait_for, wait_until
 from tests.support.web_server import WebServer
 
@@ -67,6 +67,8 @@ class SlackBot:
     presenters: list[SlackPresenter] = field(default_factory=list)
     pools: AfterAnswerPools = field(default_factory=AfterAnswerPools)
     clock: Callable[[], float] = time.time  # the web process's clock (``WebRuntime.clock``)
+    # The web process's timings (``WebRuntime.tuning``); the worker's approver cache is its too.
+    tuning: WebTuning = QUIET
 
     @property
     def keys(self) -> Keys:
@@ -82,7 +84,7 @@ class SlackBot:
         return f"{self.server.url}/slack/events"
 
     def serve(self) -> SlackBot:
-        self.runtime = web_runtime(self.settings, clock=self.clock)
+        self.runtime = web_runtime(self.settings, clock=self.clock, tuning=self.tuning)
         self.server = WebServer(web_app(self.runtime, pools=self.pools))
         self.emulator.set_events_url(self.events_url)
         return self
@@ -103,7 +105,9 @@ class SlackBot:
             self.tools,
             presenter,
             alerts=AlertJobs(SlackAlertPresenter(make_client(self.settings))),
-            policy=worker_policy(self.settings, self.redis, self.keys),  # CHATOPS_POLICY_FILE
+            policy=worker_policy(  # CHATOPS_POLICY_FILE
+                self.settings, self.redis, self.keys, cache_seconds=self.tuning.approver_cache_seconds
+            ),
         )
 
     def work(self) -> None:

@@ -13,6 +13,7 @@ import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.claims import claim_once
 from bot.keys import Keys
 
 EYES = "eyes"
@@ -41,7 +42,7 @@ class Acknowledgements:
 
     def claim(self, channel: str, ts: str) -> bool:
         """Whether this caller is the one to react (nobody reacted, nobody is reacting)."""
-        return bool(self._redis.set(self._flag(channel, ts), "1", nx=True, ex=FLAG_SECONDS))
+        return claim_once(self._redis, self._flag(channel, ts), FLAG_SECONDS)
 
     def release(self, channel: str, ts: str) -> None:
         self._redis.delete(self._flag(channel, ts))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -39,6 +38,7 @@ import redis
 from slack_sdk.errors import SlackApiError
 
 from bot.keys import Keys
+from tools.fork_local import ForkLocal
 
 log = logging.getLogger(__name__)
 
@@ -328,22 +328,9 @@ class SlackSender:
             self._queued[delivery.key] = delivery
 
 
-_process: tuple[int, SlackSender] | None = None
-_process_lock = threading.Lock()
+_process: ForkLocal[SlackSender] = ForkLocal(SlackSender)
 
 
 def process_sender() -> SlackSender:
     """This process's sender (a forked child gets one of its own: threads do not survive a fork)."""
-    global _process
-    with _process_lock:
-        if _process is None or _process[0] != os.getpid():
-            _process = (os.getpid(), SlackSender())
-        return _process[1]
-
-
-def _after_fork() -> None:
-    global _process, _process_lock
-    _process, _process_lock = None, threading.Lock()  # never a lock another thread held at the fork
-
-
-os.register_at_fork(after_in_child=_after_fork)
+    return _process.get()

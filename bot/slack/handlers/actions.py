@@ -16,20 +16,20 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.errors import AlertGroupBusyError, ApprovalNotFoundError
+from bot.claims import claim_once
+from bot.errors import AlertGroupBusyError, ApprovalNotFoundError, NotAnApproverError
 from bot.policy.break_glass import BreakGlassLog
-from bot.policy.rules import Verdict
+from bot.policy.deciders import Action, Deciders, Ruling
 from bot.runs.approval_votes import VoteOutcome
 from bot.runs.approvals import Approval, ApprovalStatus, DecideOutcome
 from bot.runs.record import RunRecord
 from bot.runs.transcript_source import load_transcript
 from bot.slack.handlers.runtime import WebRuntime
-from bot.slack.policy_clicks import ClickPolicy, Judged
 from bot.slack.rendering.mrkdwn import mention
 from bot.slack.rendering.render import slack_date
 from bot.slack.rendering.transcript_text import transcript_messages
@@ -74,53 +74,51 @@ def late_note(approval: Approval) -> str:
 
 
 class Interactions:
-    """Approve / decline / stop, checked against the approver policy."""
+    """Approve / decline / stop / transcript, each asked of the deciders (``bot.policy.deciders``)."""
 
     def __init__(self, runtime: WebRuntime, clock: Callable[[], float] = time.time) -> None:
         self._rt = runtime
         self._clock = clock
 
     def approve(self, approval_id: str, user: str, card: Card) -> Reply:
-        """Who may approve and how many must: the policy file as it is now (``ClickPolicy.judge``,
-        on the record's sealed facts), never the count or rule stored in the record."""
-        service = self._rt.service()
-        glass = BreakGlassLog(service.redis, self._rt.keys, service.audit, self._clock)
-        clicks = self._clicks(glass)
+        """Who may approve and how many must: the policy file as it is now, on the record's sealed
+        facts (``Deciders.decide``), never the count or rule stored in the record."""
         approval, late = self._pending(approval_id, card)
         if late is not None:
             return late
         assert approval is not None
-        judged = clicks.judge(approval)
-        if judged.refusal:  # an altered record, a call the file now denies, an unreadable file
-            log.warning("approval %s: a click by %s decided nothing: %s", approval.id, user, judged.refusal)
-        verdict = clicks.may_approve(user, approval, judged)
-        if not verdict.allowed:
-            return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
-        requirement = judged.requirement
-        if requirement is not None and clicks.holds_glass(user):  # alone, whatever the rule's count
-            reason = f"approved by {user} (break-glass)"
-            return self._decide(
-                approval_id, user, card, approve=True, reason=reason, break_glass=True, judged=judged
+        ruling = self._deciders().decide(user, Action.APPROVE, approval)
+        if ruling.undecidable:  # an altered record, a call the file now denies, an unreadable file
+            log.warning(
+                "approval %s: a click by %s decided nothing: %s", approval.id, user, ruling.undecidable
             )
-        if requirement is not None and requirement.approvals > 1:
-            return self._vote(approval, user, card, judged)
-        return self._decide(approval_id, user, card, approve=True, judged=judged)
+        if not ruling.allowed:
+            return Reply(f"{ruling.reason} {NOTHING_CHANGED}")
+        if ruling.break_glass:  # alone, whatever the rule's count
+            reason = f"approved by {user} (break-glass)"
+            return self._decide(approval_id, user, card, approve=True, reason=reason, ruling=ruling)
+        if ruling.requirement is not None and ruling.requirement.approvals > 1:
+            return self._vote(approval, user, card, ruling)
+        return self._decide(approval_id, user, card, approve=True, ruling=ruling)
 
-    def _clicks(self, glass: BreakGlassLog | None = None) -> ClickPolicy:
-        return ClickPolicy(self._rt.policy, self._rt.rules, glass)
+    def _deciders(self) -> Deciders[Approval]:
+        """The runtime's, with break-glass judged by this handler's clock."""
+        service = self._rt.service()
+        glass = BreakGlassLog(service.redis, self._rt.keys, service.audit, self._clock)
+        return replace(self._rt.deciders, glass=glass.active_until)
 
-    def _vote(self, approval: Approval, user: str, card: Card, judged: Judged) -> Reply:
+    def _vote(self, approval: Approval, user: str, card: Card, ruling: Ruling) -> Reply:
         """One of the distinct approvals the policy file needs; the last one approves it."""
-        requirement = judged.requirement
+        requirement = ruling.requirement
         assert requirement is not None
         needed = requirement.approvals
         try:
-            vote, result = self._rt.service().lifecycle.vote(
-                approval.id, user=user, requirement=requirement, card=card
-            )
+            vote, result = self._rt.service().lifecycle.vote(approval.id, user=user, card=card, ruling=ruling)
         except ApprovalNotFoundError:
             return Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=approval.id)
-        shown = judged.shown(result.approval)
+        except NotAnApproverError as refused:
+            return Reply(f"{refused.reason} {NOTHING_CHANGED}")
+        shown = _shown(ruling, result.approval)
         if vote.outcome is VoteOutcome.MISMATCH:
             return Reply(NOT_THIS_CARD)
         if vote.outcome is VoteOutcome.WON:
@@ -139,31 +137,30 @@ class Interactions:
 
     def decline_clicked(self, approval_id: str, user: str, card: Card) -> Reply:
         """The Decline button: allowed and still pending -> open the reason modal."""
-        allowed = self._allowed(approval_id, user, card, self._clicks().may_decline)
+        allowed = self._declinable(approval_id, user, card)
         if isinstance(allowed, Reply):
             return allowed
-        return Reply(approval=allowed, open_modal=True)
+        return Reply(approval=allowed[0], open_modal=True)
 
     def decline(self, approval_id: str, user: str, card: Card, reason: str | None) -> Reply:
         """The modal's submission (or a Decline whose modal could not open)."""
-        allowed = self._allowed(approval_id, user, card, self._clicks().may_decline)
+        allowed = self._declinable(approval_id, user, card)
         if isinstance(allowed, Reply):
             return allowed
-        return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON)
+        ruling = allowed[1]
+        return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON, ruling=ruling)
 
-    def _allowed(
-        self, approval_id: str, user: str, card: Card, may: Callable[[str, Approval], Verdict]
-    ) -> Approval | Reply:
-        """The pending approval ``user`` may act on through ``card``, or the reply saying why not
-        (it is no longer pending, or the policy refuses this user)."""
+    def _declinable(self, approval_id: str, user: str, card: Card) -> tuple[Approval, Ruling] | Reply:
+        """The pending approval ``user`` may decline through ``card`` and the ruling that says so,
+        or the reply saying why not (it is no longer pending, or the deciders refuse this user)."""
         approval, late = self._pending(approval_id, card)
         if late is not None:
             return late
         assert approval is not None
-        verdict = may(user, approval)
-        if not verdict.allowed:
-            return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
-        return approval
+        ruling = self._deciders().decide(user, Action.DECLINE, approval)
+        if not ruling.allowed:
+            return Reply(f"{ruling.reason} {NOTHING_CHANGED}")
+        return approval, ruling
 
     def stop(self, run_id: str, user: str) -> Reply:
         service = self._rt.service()
@@ -172,7 +169,7 @@ class Interactions:
             return Reply(f"This run no longer exists. {NOTHING_CHANGED}", unknown=run_id)
         if record.status.terminal:
             return Reply(f"This run already ended ({record.status.value}). {NOTHING_CHANGED}")
-        verdict = self._rt.policy.may_stop(user, record.requester)
+        verdict = self._rt.deciders.decide(user, Action.STOP, requester=record.requester)
         if not verdict.allowed:
             return Reply(f"{verdict.reason} {NOTHING_CHANGED}")
         if not service.request_stop(run_id, user):
@@ -211,10 +208,10 @@ class Interactions:
         """The Transcript button of a finished run card: the transcript as readable mrkdwn, to the clicker alone.
 
         It holds every tool output (log lines, customer data), so it goes only to someone who may
-        decide (``ApproverPolicy.may_read_transcript``), as ephemeral messages in the run's thread,
+        decide (``Action.TRANSCRIPT``), as ephemeral messages in the run's thread,
         and never to the channel. ``channel``: where the click came from; it must be the run's.
         """
-        verdict = self._rt.policy.may_read_transcript(user)
+        verdict = self._rt.deciders.decide(user, Action.TRANSCRIPT)
         if not verdict.allowed:
             return Reply(f"{verdict.reason} The transcript was not sent.")
         service = self._rt.service()
@@ -226,7 +223,7 @@ class Interactions:
         if not record.status.terminal:
             return Reply("The transcript is available once the run has ended.")
         flag = self._rt.keys.slack("transcript", run_id, user)
-        if not service.redis.set(flag, "1", nx=True, ex=TRANSCRIPT_COOLDOWN_SECONDS):
+        if not claim_once(service.redis, flag, TRANSCRIPT_COOLDOWN_SECONDS):
             return Reply("This run's transcript was just sent to you (only you can see it).")
         transcript = load_transcript(service, run_id, self._rt.redact)
         try:
@@ -263,26 +260,27 @@ class Interactions:
         *,
         approve: bool,
         reason: str = "",
-        break_glass: bool = False,
-        judged: Judged | None = None,
+        ruling: Ruling,
     ) -> Reply:
         """The atomic decision; expiry is judged by Redis's clock inside it, never this host's.
-        ``judged``: the policy file's requirement for an approval (it goes into the grant)."""
-        judged = judged or Judged()
+        ``ruling``: the deciders' (its requirement and break-glass go into the grant)."""
         try:
             result = self._rt.service().lifecycle.decide(
-                approval_id,
-                user=user,
-                approve=approve,
-                reason=reason,
-                card=card,
-                break_glass=break_glass,
-                requirement=judged.requirement,
+                approval_id, user=user, approve=approve, reason=reason, card=card, ruling=ruling
             )
         except ApprovalNotFoundError:
             return Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=approval_id)
+        except NotAnApproverError as refused:
+            return Reply(f"{refused.reason} {NOTHING_CHANGED}")
         if result.outcome is DecideOutcome.MISMATCH:
             return Reply(NOT_THIS_CARD)
         if not result.won:
-            return Reply(late_note(result.approval), judged.shown(result.approval))
-        return Reply(approval=judged.shown(result.approval))
+            return Reply(late_note(result.approval), _shown(ruling, result.approval))
+        return Reply(approval=_shown(ruling, result.approval))
+
+
+def _shown(ruling: Ruling, approval: Approval) -> Approval:
+    """``approval`` as its card should show it: with the requirement the click was judged by."""
+    if ruling.requirement is None:
+        return approval
+    return approval.model_copy(update={"policy": ruling.requirement.to_json()})

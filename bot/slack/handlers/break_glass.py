@@ -15,11 +15,10 @@ from typing import Any
 from slack_bolt import Ack, App
 
 from bot.observability.audit import AuditKind
-from bot.policy import rules as policy
 from bot.policy.break_glass import BreakGlassLog
+from bot.policy.deciders import Action
 from bot.policy.file import current_policy
 from bot.slack.handlers.runtime import WebRuntime
-from bot.slack.policy_identity import SlackIdentity
 from bot.slack.rendering.blockkit import slack_date
 from bot.slack.rendering.mrkdwn import mention
 
@@ -50,7 +49,7 @@ class BreakGlassCommand:
         glass = current_policy(settings.chatops_policy_file, tuple(settings.chatops_approvers)).break_glass
         if glass is None:
             return "Break-glass is not configured (`break_glass:` in CHATOPS_POLICY_FILE)."
-        verdict = policy.may_declare_break_glass(glass, SlackIdentity(self._rt.policy), user)
+        verdict = self._rt.deciders.decide(user, Action.BREAK_GLASS)
         if not verdict.allowed:
             self._rt.service().audit.record(
                 AuditKind.BREAK_GLASS, "", user=user, channel=channel, refused=verdict.reason or "not named"

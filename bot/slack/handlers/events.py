@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.claims import Claims, ClaimState
+from bot.claims import Claims, ClaimState, claim_once
+from bot.policy.deciders import Action
+from bot.runs.approvals import ApprovalStatus
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import RunLimits
@@ -38,7 +40,6 @@ from bot.runs.thread_history import Earlier, earlier_runs
 from bot.slack.continuation import continues, last_run, remember_last_run
 from bot.slack.handlers.help import asks_for_help
 from bot.slack.handlers.runtime import WebRuntime
-from bot.slack.policy_clicks import ClickPolicy, policed_supersede
 
 log = logging.getLogger(__name__)
 
@@ -323,7 +324,8 @@ class EventHandler:
         return where.outcome(OutcomeKind.INJECTED, run_id=delivery.run_id or "")
 
     def _may_supersede(self, where: Origin) -> bool:
-        """Whether this reply may cancel the run's pending approval (``ApproverPolicy.may_supersede``).
+        """Whether this reply may cancel the run's pending approvals (``Action.SUPERSEDE``: the
+        requester or an approver, who may decline every pending card).
 
         Asked for every reply to an active run, not only one that waits for an approval: a run
         that starts waiting right after the reply was stored still finds the answer on the inbox
@@ -334,10 +336,10 @@ class EventHandler:
         record = service.get(run_id) if run_id else None
         if record is None or record.status.terminal:
             return False
-        verdict = self._rt.policy.may_supersede(where.user, record.requester)
-        if verdict.allowed:  # under CHATOPS_POLICY_FILE: only who may decline every pending card
-            clicks = ClickPolicy(self._rt.policy, self._rt.rules)
-            verdict = policed_supersede(clicks, service.approvals.for_run(record.run_id), where.user)
+        pending = [a for a in service.approvals.for_run(record.run_id) if a.status is ApprovalStatus.PENDING]
+        verdict = self._rt.deciders.decide(
+            where.user, Action.SUPERSEDE, requester=record.requester, pending=pending
+        )
         if not verdict.allowed:
             log.info("reply %s by %s cannot cancel an approval: %s", where.ts, where.user, verdict.reason)
         return verdict.allowed
@@ -367,7 +369,7 @@ class EventHandler:
     def _refuse_channel(self, where: Origin) -> Outcome:
         """Outside ``CHATOPS_CHANNELS``: say so, once per channel."""
         key = self._rt.keys.slack("channel_notice", where.channel)
-        first = bool(self._rt.redis().set(key, "1", nx=True, ex=self._retention_seconds()))
+        first = claim_once(self._rt.redis(), key, self._retention_seconds())
         return where.outcome(OutcomeKind.REFUSED_CHANNEL, notify=first)
 
     def _retention_seconds(self) -> int:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from slack_bolt import Ack, App
 
+from bot.claims import claim_once
 from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.metrics import RunMetrics
@@ -76,7 +77,7 @@ class Feedback:
         if record is None or record.channel != channel:
             return FeedbackOutcome.REFUSED
         flag = self._keys.slack("feedback", run_id, user)
-        if not self._redis.set(flag, verdict, nx=True, ex=self._retention):
+        if not claim_once(self._redis, flag, self._retention, verdict):
             return FeedbackOutcome.REPEAT
         self._audit.record(
             AuditKind.ANSWER_FEEDBACK,

@@ -81,7 +81,7 @@ class FollowUps:
         )
 
     def _schedule_queued_note(self, outcome: Outcome) -> None:
-        delay = self.runtime.settings.chatops_queued_note_seconds
+        delay = self.runtime.tuning.queued_note_seconds
         if delay <= 0 or not outcome.run_id:
             return
         run_id, channel, thread_ts = outcome.run_id, outcome.channel, outcome.thread_ts

@@ -26,13 +26,13 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from bot.policy.deciders import Action
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.record import RunRecord
 from bot.slack.delivery.presenter import redacted_blocks
 from bot.slack.handlers.help import EXAMPLE
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.memberships import visibility
-from bot.slack.policy_clicks import ClickPolicy
 from bot.slack.rendering.blockkit import Block, context, section, slack_date
 from bot.slack.rendering.mrkdwn import escape, inert, inline_code, mention, one_line
 
@@ -63,7 +63,6 @@ def home_content(runtime: WebRuntime, user: str) -> HomeContent:
     service = runtime.service()
     active = service.records.get_many(service.records.active_ids())
     mine = [r for r in active if r.requester == user and not r.status.terminal]
-    policy = ClickPolicy(runtime.policy, runtime.rules)
     waiting: list[tuple[Approval, RunRecord]] = []
     for record in active:
         if record.status.terminal:
@@ -71,7 +70,7 @@ def home_content(runtime: WebRuntime, user: str) -> HomeContent:
         for approval in service.approvals.for_run(record.run_id):
             if approval.status is not ApprovalStatus.PENDING:
                 continue
-            if policy.may_approve(user, approval).allowed:
+            if runtime.deciders.decide(user, Action.APPROVE, approval).allowed:
                 waiting.append((approval, record))
     mine.sort(key=lambda r: r.created_at, reverse=True)
     waiting.sort(key=lambda pair: pair[0].expires_at)

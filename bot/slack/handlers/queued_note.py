@@ -1,4 +1,5 @@
-"""The "queued" note: a mention no worker has picked up within ``CHATOPS_QUEUED_NOTE_SECONDS``.
+"""The "queued" note: a mention no worker has picked up within ``QUEUED_NOTE_SECONDS`` (2 s,
+``bot.slack.handlers.runtime``).
 
 The web process answers Slack within milliseconds and a worker posts the run card when it starts
 the run; with every worker busy, nothing would show in between. So each new run gets a check,
@@ -22,7 +23,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +33,7 @@ from slack_sdk.errors import SlackApiError
 
 from agent.types import RunStatus
 from bot.slack.handlers.runtime import WebRuntime
+from tools.fork_local import ForkLocal
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +47,22 @@ class Timer:
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
-        self._pid = 0
+        self._thread = ForkLocal(self._start)  # started on first use in each (forked) process
 
     def later(self, delay: float, call: Callable[[], None]) -> None:
         with self._wake:
             heapq.heappush(self._heap, (self._clock() + delay, next(self._order), call))
-            if self._pid != os.getpid():  # first use in this (forked) process
-                self._pid = os.getpid()
-                threading.Thread(target=self._loop, name="chatops-queued-note", daemon=True).start()
+            self._thread.get()
             self._wake.notify()
 
     def pending(self) -> int:
         with self._wake:
             return len(self._heap)
+
+    def _start(self) -> threading.Thread:
+        thread = threading.Thread(target=self._loop, name="chatops-queued-note", daemon=True)
+        thread.start()
+        return thread
 
     def _loop(self) -> None:
         while True:

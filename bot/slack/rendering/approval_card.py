@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from agent.arguments import check_depth
 from agent.tooling import ToolCategory
+from bot.policy.file import USER
 from bot.policy.rules import Requirement
 from bot.runs.approvals import Approval, ApprovalStatus
-from bot.slack.approvers import USER_ID
 from bot.slack.rendering.blockkit import (
     ACTION_APPROVE,
     ACTION_DECLINE,
@@ -408,8 +408,8 @@ def _age(seconds: float) -> str:
 
 
 def requirement_of(approval: Approval) -> Requirement | None:
-    """The requirement a card shows (posted with, or the one a click was judged by: ``Judged.shown``);
-    for display only, never for a decision (``ClickRules.judge`` computes that from the policy file)."""
+    """The requirement a card shows (posted with, or the one a click was judged by: ``Ruling.requirement``);
+    for display only, never for a decision (``Deciders.decide`` computes that from the policy file)."""
     return Requirement.from_json(approval.policy) if approval.policy else None
 
 
@@ -426,6 +426,6 @@ def approvers_field(approval: Approval) -> str | None:
     others = "" if requirement.requester_may_approve else "; not the requester"
     field = f"*Who may approve*\n{count} from {who or 'any full member'}{others} (rule `{escape(requirement.rule)}`)"
     if approval.approved_by and requirement.approvals > 1:
-        done = ", ".join(mention(u) for u in approval.approved_by if USER_ID.fullmatch(u))
+        done = ", ".join(mention(u) for u in approval.approved_by if USER.fullmatch(u))
         field += f"\nSo far: {done} ({len(approval.approved_by)} of {requirement.approvals})"
     return field

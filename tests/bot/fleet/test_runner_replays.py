@@ -19,9 +19,10 @@ from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from agent.redis_util import redis_now
 from bot.fleet.dispatch import RUNNER_FUNCTION, Dispatcher
 from bot.fleet.grants import execution_id
-from bot.fleet.heartbeats import Heartbeats, redis_now
+from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.job_signing import sign_job
 from bot.fleet.runner_acl import target_queue_name
 from bot.fleet.target_keys import target_key

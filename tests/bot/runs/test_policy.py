@@ -98,6 +98,22 @@ def test_each_mistake_names_the_file_the_rule_and_the_field(tmp_path: Path) -> N
     ]
 
 
+def test_no_rule_may_take_the_name_of_chatops_approvers(tmp_path: Path) -> None:
+    """A rule named ``defaults`` would pass for ``CHATOPS_APPROVERS``, or the list for a rule:
+    only a rule's list lets a guest approve (``Requirement.names``), never ``CHATOPS_APPROVERS``."""
+    path = tmp_path / "policy.yaml"
+    path.write_text("policy:\n  rules:\n    - name: defaults\n      approve: {users: [U_GUEST]}\n")
+    with pytest.raises(PolicyConfigError) as raised:
+        load_policy(path)
+    assert raised.value.problems == [
+        "rule 'defaults' (line 3): name: 'defaults' is reserved for CHATOPS_APPROVERS"
+    ]
+    listed = load_policy(None, ("U_GUEST",)).default_requirement(ToolCategory.MUTATING)
+    approve = partial(may_approve, requester="U_ALICE", involved=("U_ALICE",), category=ToolCategory.MUTATING)
+    guest = approve(listed, "U_GUEST", identity=TableIdentity())
+    assert not guest.allowed and "Guest accounts may not decide" in guest.reason
+
+
 def test_without_a_file_the_defaults_are_todays_behaviour() -> None:
     policy = load_policy(None, ("U_ALICE", "S_ONCALL"))
     identity = TableIdentity()

@@ -240,7 +240,7 @@ def test_a_replayed_reply_starts_one_run_across_two_web_processes(
     llm.enqueue(*check_then_answer(QUESTION), Reply(text="Looking at web-03."))
     bot = make_bot(models=[client(llm)], tools=[DiskTool(DISK)])
     ts, earlier = first_run(bot)
-    other = WebServer(web_app(web_runtime(bot.settings)))
+    other = WebServer(web_app(web_runtime(bot.settings, tuning=bot.tuning)))
     try:
         reply = bot.say("web-03, sorry", user="U_BOB", thread_ts=ts)
         event = {
