@@ -32,11 +32,11 @@ def profile_ack_path(
     ``WARM_UP`` not profiled), the emulator's Web API at ``api_url`` and any further ``settings``:
     the cumulative time of chatops's functions and of the libraries they call, and the seconds
     per request."""
+    from bot.ops.compose_web import build_web
     from bot.settings import Settings
-    from bot.web.server import create_app
 
     limits: dict[str, Any] = {name.lower(): int(value) for name, value in NEVER_LIMITED.items()}
-    app = create_app(
+    app = build_web(
         Settings(
             _env_file=None,  # type: ignore[call-arg]
             slack_bot_token=TOKEN,

@@ -15,7 +15,7 @@ alert job, its answer shown on the root) is under load too, and the limit holdin
 checked (exactly ``STORM_RUNS`` automatic runs, each in its own group's thread); the other
 groups are held with the Investigate button, as in a real storm. The runs answer at once
 (``worker_runtime``: the instant model of ``bench.runtimes``, the production Slack presenter
-for the alert threads, the production ``on_finished``).
+for the alert threads, the production ``AlertJobs``).
 
 Afterwards ``DRAIN_WORKERS`` more workers join the measured one (the alerts' jobs wait in the runs'
 queue behind thousands of mention runs, and one forking worker on two cores turns over only
@@ -62,7 +62,7 @@ from bench.processes import (
 from bench.runtimes import instant_runtime
 from bench.slack_events import SECRET, TOKEN
 from bench.slack_site import check_runs, event_requests, server_env
-from bot.alerts.jobs import PRESENTER, announce_answer
+from bot.alerts.jobs import AlertJobs
 from bot.runs.queueing import worker_queue_names
 from bot.runs.runtime import Runtime
 from bot.settings import Settings
@@ -97,7 +97,7 @@ def worker_runtime(settings: Settings) -> Runtime:
     from tools.safety import Redactor
 
     presenter = SlackAlertPresenter(make_client(settings), Redactor.from_settings(settings).redact)
-    return replace(instant_runtime(settings), extras={PRESENTER: presenter}, on_finished=announce_answer)
+    return replace(instant_runtime(settings), alerts=AlertJobs(presenter))
 
 
 class Site:

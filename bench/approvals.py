@@ -50,7 +50,7 @@ from bench.processes import (
 )
 from bench.runtimes import plan_runtime
 from bot.keys import Keys
-from bot.ops.worker import build_worker
+from bot.ops.compose import build_worker
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 

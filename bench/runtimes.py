@@ -24,6 +24,8 @@ import redis
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Choice, Message, Request, Response, ToolDef, Usage
+from bot.alerts.jobs import AlertJobs
+from bot.alerts.presenter import LoggingAlertPresenter
 from bot.keys import Keys
 from bot.redis_connection import open_redis
 from bot.runs.presenter import LoggingPresenter, Presenter
@@ -123,6 +125,7 @@ def instant_runtime(settings: Settings) -> Runtime:
         models=[InstantModel()],
         tools=[],
         presenter=LoggingPresenter(),
+        alerts=AlertJobs(LoggingAlertPresenter()),  # alert threads, if any, to the log
         owns_connection=True,
     )
 
@@ -146,6 +149,7 @@ def plan_runtime(settings: Settings) -> Runtime:
         models=[plan_model(stamp)],
         tools=_tools(stamp),
         presenter=_presenter(settings, client, keys),
+        alerts=AlertJobs(LoggingAlertPresenter()),  # alert threads, if any, to the log
         owns_connection=True,
     )
 
@@ -163,5 +167,6 @@ def http_runtime(settings: Settings) -> Runtime:
         models=[model],
         tools=_tools(None),
         presenter=LoggingPresenter(),
+        alerts=AlertJobs(LoggingAlertPresenter()),  # alert threads, if any, to the log
         owns_connection=True,
     )

@@ -13,18 +13,21 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bot.alerts.jobs import AlertJobs
     from bot.errors import BotError
     from bot.keys import Keys
-    from bot.ops.worker import build_worker, default_runtime, run_worker
+    from bot.ops.compose import build_runner, build_worker, default_runtime
+    from bot.ops.compose_web import build_web, create_app
+    from bot.ops.worker import run_worker
     from bot.redis_connection import open_redis
     from bot.runs.presenter import InMemoryPresenter, LoggingPresenter, Presenter
     from bot.runs.record import RunRecord
     from bot.runs.runtime import Runtime, RuntimeFactory
     from bot.runs.service import RunOptions, RunService
     from bot.settings import Settings
-    from bot.web.server import create_app
 
 _HOME = {
+    "AlertJobs": "bot.alerts.jobs",
     "BotError": "bot.errors",
     "InMemoryPresenter": "bot.runs.presenter",
     "Keys": "bot.keys",
@@ -36,14 +39,17 @@ _HOME = {
     "Runtime": "bot.runs.runtime",
     "RuntimeFactory": "bot.runs.runtime",
     "Settings": "bot.settings",
-    "build_worker": "bot.ops.worker",
-    "create_app": "bot.web.server",
-    "default_runtime": "bot.ops.worker",
+    "build_runner": "bot.ops.compose",
+    "build_web": "bot.ops.compose_web",
+    "build_worker": "bot.ops.compose",
+    "create_app": "bot.ops.compose_web",
+    "default_runtime": "bot.ops.compose",
     "open_redis": "bot.redis_connection",
     "run_worker": "bot.ops.worker",
 }
 
 __all__ = [
+    "AlertJobs",
     "BotError",
     "InMemoryPresenter",
     "Keys",
@@ -55,6 +61,8 @@ __all__ = [
     "Runtime",
     "RuntimeFactory",
     "Settings",
+    "build_runner",
+    "build_web",
     "build_worker",
     "create_app",
     "default_runtime",

@@ -26,7 +26,7 @@ certificate Redis asks for by default (``tls-auth-clients yes``).
 
 redis-py's pools are fork-aware (a child process never reuses its parent's sockets), and a client
 opens no connection until its first command: a forking worker makes its job's client in the work
-horse (``bot.ops.worker.default_runtime``), after the fork.
+horse (``bot.ops.compose.default_runtime``), after the fork.
 """
 
 from __future__ import annotations

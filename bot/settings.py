@@ -163,7 +163,7 @@ class Settings(BaseSettings):
     chatops_audit_max_len: int = Field(default=1_000_000, ge=1000)
     chatops_durability: str = Field(default="warn", pattern=r"^(strict|warn)$")
     chatops_lease_ttl_seconds: float = Field(default=30.0, gt=0)
-    chatops_runtime: str = "bot.ops.worker:default_runtime"
+    chatops_runtime: str = "bot.ops.compose:default_runtime"
     chatops_worker_nice: int = Field(default=WORKER_NICE, ge=0, le=MAX_NICE)
 
     # LLM

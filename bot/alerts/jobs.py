@@ -1,48 +1,63 @@
 """The alert job: a worker applies one accepted notification to its group's thread.
 
-Enqueued by the web receiver (``bot.alerts.receiver``) on the alerts' own queue (taken by every
-worker before the runs' queue: ``bot.runs.queueing.worker_queue_names``); it takes the group's
-lock (notifications of one group are applied one at a time, in any worker) and, when another
-worker holds it, comes back a second later. The ``AlertPresenter`` is the worker runtime's
-``extras["alerts"]`` (Slack, or the log without a token).
+Enqueued by the web receiver (``bot.alerts.receiver``) through the one queueing module
+(``bot.runs.queueing.NotificationQueue``), on the alerts' own queue (taken by every worker before
+the runs' queue); it takes the group's lock (notifications of one group are applied one at a
+time, in any worker) and, when another worker holds it, comes back a second later.
+
+``AlertJobs`` is the alerts' seam of a worker's runtime (``Runtime.alerts``): the alert threads'
+presenter (Slack, or the log on purpose) and what a run that answered tells its alert's root. A
+job on a runtime without it fails loudly; a worker started on such a runtime refuses to start
+(``bot.ops.compose``).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from dataclasses import dataclass
 
-from redis.client import Pipeline
-from rq import Queue, Retry
-
-from bot.alerts.presenter import AlertPresenter, LoggingAlertPresenter
 from bot.alerts.store import AlertStore, group_id
 from bot.alerts.threads import AlertThreads
-from bot.runs.queueing import alerts_queue_name, worker_queue
-from bot.runs.runtime import Runtime, current_runtime
+from bot.errors import BotConfigurationError
+from bot.runs.presenter import AlertPresenter
+from bot.runs.queueing import NotificationQueue
+from bot.runs.runtime import AlertSeam, Runtime, current_runtime
 
 log = logging.getLogger(__name__)
-PRESENTER = "alerts"  # the key of the runtime's extras holding the AlertPresenter
 _LOCKED_RETRY_SECONDS = 1.0
-_JOB_TIMEOUT = 120
 
 
-def alerts_queue(runtime: Runtime) -> Queue:
-    """The notifications' own queue on the runtime's connection (workers take it before the runs')."""
-    return worker_queue(alerts_queue_name(runtime.options.queue_name), runtime.redis)
+@dataclass(frozen=True)
+class AlertJobs:
+    """``Runtime.alerts``: the alert threads shown by ``presenter`` (``bot.runs.runtime.AlertSeam``)."""
+
+    presenter: AlertPresenter
+
+    def run_answered(self, runtime: Runtime, run_id: str, answer: str) -> None:
+        """A run that investigated an alert shows its answer on the alert's root message (a run of a
+        thread nobody alerted does nothing here)."""
+        threads_for(runtime, self).run_finished(run_id, answer)
 
 
-def threads_for(runtime: Runtime) -> AlertThreads:
-    presenter = runtime.extras.get(PRESENTER)
-    if not isinstance(presenter, AlertPresenter):
-        presenter = LoggingAlertPresenter()
+def seam_of(runtime: Runtime) -> AlertSeam:
+    """The runtime's alerts' seam, or a configuration error naming what is missing."""
+    if runtime.alerts is None:
+        raise BotConfigurationError(
+            "this worker's runtime has no alert seam (Runtime.alerts), so it cannot show alert threads: "
+            "build it with bot.alerts.jobs.AlertJobs(presenter)"
+        )
+    return runtime.alerts
+
+
+def threads_for(runtime: Runtime, alerts: AlertSeam) -> AlertThreads:
     store = AlertStore(runtime.redis, runtime.keys, runtime.redact)
-    return AlertThreads(store, runtime.service(), presenter, runtime.clock)
+    return AlertThreads(store, runtime.service(), alerts.presenter, runtime.clock)
 
 
 def handle_notification(notification_id: str) -> str:
     """The RQ job: apply the notification, once, under its group's lock."""
     runtime = current_runtime()
+    alerts = seam_of(runtime)
     store = AlertStore(runtime.redis, runtime.keys, runtime.redact)
     routed = store.notification(notification_id)
     if routed is None:
@@ -50,35 +65,13 @@ def handle_notification(notification_id: str) -> str:
     gid = group_id(routed.notification.source, routed.notification.group_key)
     token = store.lock(gid)
     if token is None:
-        enqueue(alerts_queue(runtime), notification_id, delay=_LOCKED_RETRY_SECONDS)
+        queue = NotificationQueue(runtime.redis, runtime.options.queue_name)
+        queue.enqueue(notification_id, delay=_LOCKED_RETRY_SECONDS)
         return "deferred"
     try:
-        outcome = threads_for(runtime).handle(routed)
+        outcome = threads_for(runtime, alerts).handle(routed)
         store.forget(notification_id)
     finally:
         store.unlock(gid, token)
     log.info("alert %s (%s): %s", routed.notification.title, routed.route, outcome)
     return outcome
-
-
-def announce_answer(runtime: Runtime, run_id: str, answer: str) -> None:
-    """``Runtime.on_finished``: a run that investigated an alert shows its answer on the alert's
-    root message (a run of a thread nobody alerted does nothing here)."""
-    threads = threads_for(runtime)
-    threads.run_finished(run_id, answer)
-
-
-def enqueue(
-    queue: Queue, notification_id: str, *, delay: float | None = None, pipeline: Pipeline | None = None
-) -> None:
-    """The notification's job; with ``pipeline`` it goes out with the caller's other writes."""
-    options = {
-        "job_timeout": _JOB_TIMEOUT,
-        "retry": Retry(max=3, interval=[1, 5, 15]),
-        "description": f"alert notification {notification_id}",
-        "failure_ttl": 7 * 24 * 3600,
-    }
-    if delay:
-        queue.enqueue_in(timedelta(seconds=delay), handle_notification, notification_id, **options)
-    else:
-        queue.enqueue(handle_notification, notification_id, pipeline=pipeline, **options)

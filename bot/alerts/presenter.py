@@ -1,70 +1,22 @@
-"""How an alert group's thread is shown: the root message, its updates, notes in the thread.
+"""Alert presenters without a chat: ``InMemoryAlertPresenter`` (tests) and ``LoggingAlertPresenter``.
 
-``AlertView`` is what the root message shows; ``AlertPresenter`` is the transport's side (Slack:
-``bot.slack.delivery.alert_presenter``). Everything in a view that came from an alert (labels,
-annotations, titles) is the sender's text, untrusted: the transport shows it inert.
+The interface, ``AlertPresenter``, and what a root message shows, ``AlertView``, are on the one
+presenter interface of the worker (``bot.runs.presenter``); Slack's is
+``bot.slack.delivery.alert_presenter``. A worker's runtime carries one through
+``bot.alerts.jobs.AlertJobs``.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import threading
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.runs.presenter import AlertView
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AlertView:
-    group_id: str
-    source: str
-    status: str  # firing | resolved
-    title: str
-    severity: str = ""
-    target: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    summary: str = ""
-    links: tuple[tuple[str, str], ...] = ()  # (what, url): source, dashboard, panel, silence
-    alerts: int = 1
-    resolved_alerts: int = 0  # of a firing group: how many of its alerts have ended
-    notifications: int = 1
-    last_notified_at: float = 0.0
-    resolved_at: float = 0.0
-    investigate_button: bool = False  # no automatic run: offer a button
-    held: int = 0  # held back by storm control: the route's groups held in its window (shown as a count)
-    answer: str = ""  # the investigation's short summary, once it finished
-    investigated_by: str = ""  # the Slack user ID who clicked Investigate (from Slack's signed click)
-
-    def encode(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def decode(cls, text: str) -> AlertView | None:
-        try:
-            data = json.loads(text)
-            data["labels"] = tuple(tuple(pair) for pair in data.get("labels", ()))
-            data["links"] = tuple(tuple(pair) for pair in data.get("links", ()))
-            return cls(**data)
-        except (ValueError, TypeError):
-            return None
-
-
-@runtime_checkable
-class AlertPresenter(Protocol):
-    def post_alert(self, channel: str, view: AlertView) -> str | None:
-        """Post the root message of a new alert thread; its ts (raises when it cannot be posted)."""
-        ...
-
-    def update_alert(self, channel: str, ts: str, view: AlertView) -> None:
-        """Redraw the root message (a repeat, a resolution, the investigation's summary)."""
-        ...
-
-    def post_alert_note(self, channel: str, thread_ts: str, text: str) -> str | None:
-        """A message in the alert's thread (new alerts of the group, resolved); its ts."""
-        ...
 
 
 @dataclass

@@ -4,9 +4,9 @@ Each request is authenticated first (the bearer token Alertmanager and Grafana s
 PagerDuty's ``X-PagerDuty-Signature``): a bad one is 401 and nothing is stored. A malformed body
 is 400 with the reason (the sender logs it and does not retry). A notification that matches no
 route is acknowledged and logged, never posted. A routed one is stored and its job enqueued
-before the 2xx (``bot.alerts.store``, ``bot.alerts.jobs``); if Redis cannot take it the answer is
-503, so the sender retries. PagerDuty events other than incident triggered, acknowledged and
-resolved (its pings) are acknowledged and ignored.
+(``bot.runs.queueing.NotificationQueue``) before the 2xx (``bot.alerts.store``); if Redis cannot
+take it the answer is 503, so the sender retries. PagerDuty events other than incident triggered,
+acknowledged and resolved (its pings) are acknowledged and ignored.
 
 Webhooks are single-use (``bot.alerts.replay``): a routed delivery is claimed before it is stored.
 One stored before (a replay, or a retry of an attempt whose 2xx was lost) is answered 200 and does
@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import redis
-from rq import Queue
 
 from bot.alerts.auth import bearer_ok, pagerduty_signature_ok
-from bot.alerts.jobs import enqueue
 from bot.alerts.pagerduty import parse_pagerduty
 from bot.alerts.payloads import PAGERDUTY_INCIDENT_EVENTS, Notification, parse_alertmanager, parse_grafana
 from bot.alerts.replay import Delivery, delivery_of, too_old
@@ -36,6 +34,7 @@ from bot.alerts.store import AlertStore, RoutedNotification
 from bot.claims import ClaimState
 from bot.errors import AlertPayloadError
 from bot.observability.metrics import RunMetrics
+from bot.runs.queueing import NotificationQueue
 
 log = logging.getLogger(__name__)
 PATHS = {
@@ -59,7 +58,7 @@ class Answer:
 @dataclass
 class AlertReceiver:
     store: AlertStore
-    queue: Queue
+    jobs: NotificationQueue
     routes: AlertRoutes
     token: str
     pagerduty_secrets: tuple[str, ...]
@@ -125,7 +124,7 @@ class AlertReceiver:
             return Answer(503, "this delivery is being stored now; retry")
         try:
             self.store.accept(
-                routed, then=lambda pipe: enqueue(self.queue, routed.id, pipeline=pipe), delivery=delivery
+                routed, then=lambda pipe: self.jobs.enqueue(routed.id, pipeline=pipe), delivery=delivery
             )
         except redis.RedisError as error:
             self.store.release(delivery)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.alerts.payloads import Alert, Notification
-from bot.alerts.presenter import AlertPresenter, AlertView
 from bot.alerts.store import AlertStore, Group, RoutedNotification, group_id
 from bot.errors import AlertGroupBusyError
+from bot.runs.presenter import AlertPresenter, AlertView
 from bot.runs.service import RunService
 
 REOPEN_SECONDS = 3600.0

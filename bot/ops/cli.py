@@ -44,7 +44,7 @@ CONFIGURATION_ERRORS = (BotConfigurationError, ToolConfigError, ConfigurationErr
 # name -> (module implementing it, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("bot.ops.worker", "run a worker: start and resume runs, expire approvals, recover dead runs"),
-    "web": ("bot.web.server", "serve Slack over HTTP (Socket Mode when SLACK_APP_TOKEN is set)"),
+    "web": ("bot.ops.web_cli", "serve Slack over HTTP (Socket Mode when SLACK_APP_TOKEN is set)"),
     "runs": ("bot.ops.runs_cli", "list runs, show a run's transcript (text, Markdown, JSON), cancel a run"),
     "audit": ("bot.ops.audit_cli", "print the newest audit entries; -f follows new ones"),
     "tools": ("bot.ops.tools_cli", "list the tools the model is offered, with category and origin"),

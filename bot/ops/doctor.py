@@ -51,6 +51,7 @@ from agent.types import Message, Request
 from bot.errors import BotConfigurationError
 from bot.models import client_options, model_keys
 from bot.observability.logs import redactor_for
+from bot.ops.compose import load_runtime_factory
 from bot.ops.doctor_approvers import check_approvers
 from bot.ops.doctor_check import TIMEOUT, Check, Outcome
 from bot.ops.doctor_mcp import check_mcp
@@ -58,7 +59,6 @@ from bot.ops.doctor_sentinel import check_sentinel
 from bot.ops.doctor_targets import check_targets
 from bot.ops.runs_cli import Progress
 from bot.ops.tools_cli import BUILT_IN, tool_rows
-from bot.ops.worker import load_runtime_factory
 from bot.redis_connection import RedisTarget, open_redis
 from bot.runs.durability import DurabilityMode, findings, read_persistence
 from bot.settings import Settings

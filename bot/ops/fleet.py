@@ -1,16 +1,17 @@
-"""The fleet built from the settings: the inventory, each kind of target's routes, the runner.
+"""The fleet built from the settings (for the composition root, ``bot.ops.compose``): the inventory,
+each kind of target's routes, the runner's key and policy.
 
-``build_fleet`` is what a worker's runtime offers a run (``bot.fleet.routing.Fleet``): local
-targets run the worker's own tools, runner targets dispatch to the target's queue
-(``bot.fleet.dispatch``), SSH targets run catalog commands over SSH (``tools.ssh``), Kubernetes
-targets run the service and ``kube_*`` tools with their context and namespace. ``build_runner_worker``
-is the other side, ``chatops runner --target NAME``.
+``load_fleet_inventory`` is the one place the inventory is loaded and checked (once per process, at
+its start: the web process, a worker, a runner). ``build_fleet`` is what a worker's runtime offers a
+run (``bot.fleet.routing.Fleet``): local targets run the worker's own tools, runner targets dispatch
+to the target's queue (``bot.fleet.dispatch``), SSH targets run catalog commands over SSH
+(``tools.ssh``), Kubernetes targets run the service and ``kube_*`` tools with their context and
+namespace. The other side, ``chatops runner --target NAME``, is ``bot.ops.compose.build_runner``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import redis
 
@@ -22,17 +23,14 @@ from bot.fleet.dispatch import Dispatcher, RunnerTool
 from bot.fleet.grants import GrantSigner, PolicyNeed
 from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.routing import Fleet
-from bot.fleet.runner import RunnerWorker, build_runner
 from bot.keys import Keys
 from bot.policy.file import current_policy, load_policy
 from bot.policy.rules import Policy, Subject
-from bot.runs.replication import REPLICA_WAIT_MS
 from bot.settings import Settings
 from tools.config import ToolsConfig
 from tools.errors import ToolConfigError, ToolError
 from tools.inventory import Inventory, SshDefaults, Target, load_inventory
-from tools.registry import ToolRegistry, build_registry
-from tools.safety import OutputFilter
+from tools.registry import ToolRegistry
 
 VERIFIED_VIAS = frozenset({"runner", "ssh", "kubernetes"})  # a changing call there needs a signed grant
 
@@ -148,39 +146,7 @@ def target_descriptions(inventory: Inventory) -> list[str]:
     return [f"{target.describe()} via {target.via}" for target in inventory]
 
 
-# -- the runner ------------------------------------------------------------------------------------
-
-
-def build_runner_worker(
-    settings: Settings, connection: redis.Redis, target_name: str, name: str | None = None
-) -> RunnerWorker:
-    """``chatops runner --target NAME``: its own registry, for that target's queue only."""
-    inventory = load_fleet_inventory(settings, runner=True)
-    target = inventory.get(target_name)
-    if target is None:
-        raise BotConfigurationError(
-            f"--target {target_name!r} is not in the inventory ({', '.join(inventory.names()) or 'empty'})"
-        )
-    if target.via != "runner":
-        raise BotConfigurationError(f"target {target_name} is reached via {target.via}, not by a runner")
-    registry = build_registry(ToolsConfig.from_settings(settings))
-    output_filter: Any = OutputFilter.from_settings(settings, extra_secrets=registry.secret_values)
-    return build_runner(
-        connection=connection,
-        keys=Keys(settings.chatops_redis_prefix),
-        queue_base=settings.chatops_queue,
-        target=target.name,
-        tools={tool.definition.name: tool for tool in registry.tools()},
-        secret=settings.chatops_runner_secret,
-        key=runner_key(settings),
-        heartbeat_seconds=settings.chatops_runner_heartbeat_seconds,
-        output_filter=output_filter,
-        state_dir=settings.chatops_runner_state_dir,
-        name=name,
-        replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
-        replica_wait_ms=REPLICA_WAIT_MS,
-        policy=runner_policy(settings, target),
-    )
+# -- the runner (built by ``bot.ops.compose.build_runner``) ---------------------------------------
 
 
 def runner_key(settings: Settings) -> bytes:

@@ -19,7 +19,8 @@ from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats
 from bot.fleet.runner_acl import runner_acl_command
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
-from bot.ops.fleet import build_runner_worker, load_fleet_inventory
+from bot.ops.compose import build_runner
+from bot.ops.fleet import load_fleet_inventory
 from bot.redis_connection import open_redis
 from bot.runs.replication import REPLICA_WAIT_MS
 from bot.settings import Settings
@@ -65,7 +66,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
         waits = REPLICA_WAIT_MS / 1000 if settings.redis_sentinels else 0.0
         connection = open_redis(settings, blocking_seconds=waits)
         try:
-            worker = build_runner_worker(settings, connection, target, name=args.name)
+            worker = build_runner(settings, connection, target, name=args.name)
             # RQ's lines for every job cost a runner about 0.4 ms a call; our own say what ran.
             rq_level = "DEBUG" if args.log_level == "DEBUG" else "WARNING"
             worker.work(burst=args.burst, logging_level=rq_level, with_scheduler=False)

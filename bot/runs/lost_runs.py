@@ -7,7 +7,7 @@ such cards (``bot/slack/delivery/lost_cards.py`` does the Slack half):
 * a click on a card whose run or approval Redis does not know redraws that card as lost (the
   web process, ``bot/slack/handlers/actions.py``);
 * this module's ``LossDetector``, run by every worker with its recovery sweep (at start, then
-  once per ``CHATOPS_LEASE_TTL_SECONDS``: ``bot.ops.worker.recovery_interval``): ``{p}data_marker``
+  once per ``CHATOPS_LEASE_TTL_SECONDS``: ``bot.ops.compose.recovery_interval``): ``{p}data_marker``
   (``bot.keys``) is written once and never expires, so finding it gone means Redis lost its data
   (or this is the first start). One worker (a lock) then scans the last day of Slack for the bot's
   cards still showing buttons whose ids Redis does not know, redraws each, and writes the marker

@@ -1,9 +1,12 @@
-"""The seam between a durable run and its chat transport.
+"""The seam between the worker and its chat transport: runs (``Presenter``) and alert threads (``AlertPresenter``).
 
 The worker tells a ``Presenter`` what a person should see: the run card (its steps and status),
 an approval request, the answer, a stop notice, and that an injected reply reached the run.
 The Slack implementation renders these as messages and reactions; ``InMemoryPresenter``
-records them for tests; ``LoggingPresenter`` writes them to the log (headless workers).
+records them for tests; ``LoggingPresenter`` writes them to the log (headless workers). An
+alert group's thread is shown through an ``AlertPresenter`` (``AlertView``: its root message;
+Slack's: ``bot.slack.delivery.alert_presenter``, the others in ``bot.alerts.presenter``), which
+a worker's runtime carries typed (``Runtime.alerts``, ``bot.runs.runtime.AlertSeam``).
 
 Presenters are called outside Redis writes and may fail (Slack is down): the worker logs
 such failures and carries on, because the run's truth is in Redis, not in the thread. The loop's
@@ -15,12 +18,13 @@ from what never will be shown (``Undeliverable``).
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agent.events import ToolEnd, ToolStart
 from agent.tool_step import DECLINED, OUTCOME_UNKNOWN_PREFIX
@@ -188,6 +192,61 @@ class Presenter(Protocol):
 
     def acknowledge(self, run: RunRef, message: Message) -> None:
         """An injected thread reply is now in the run's history (the model will read it)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AlertView:
+    """What an alert group's root message shows. Everything in it that came from an alert (labels,
+    annotations, titles) is the sender's text, untrusted: the transport shows it inert."""
+
+    group_id: str
+    source: str
+    status: str  # firing | resolved
+    title: str
+    severity: str = ""
+    target: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    summary: str = ""
+    links: tuple[tuple[str, str], ...] = ()  # (what, url): source, dashboard, panel, silence
+    alerts: int = 1
+    resolved_alerts: int = 0  # of a firing group: how many of its alerts have ended
+    notifications: int = 1
+    last_notified_at: float = 0.0
+    resolved_at: float = 0.0
+    investigate_button: bool = False  # no automatic run: offer a button
+    held: int = 0  # held back by storm control: the route's groups held in its window (shown as a count)
+    answer: str = ""  # the investigation's short summary, once it finished
+    investigated_by: str = ""  # the Slack user ID who clicked Investigate (from Slack's signed click)
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def decode(cls, text: str) -> AlertView | None:
+        try:
+            data = json.loads(text)
+            data["labels"] = tuple(tuple(pair) for pair in data.get("labels", ()))
+            data["links"] = tuple(tuple(pair) for pair in data.get("links", ()))
+            return cls(**data)
+        except (ValueError, TypeError):
+            return None
+
+
+@runtime_checkable
+class AlertPresenter(Protocol):
+    """How an alert group's thread is shown (checked when a worker starts: ``bot.ops.compose``)."""
+
+    def post_alert(self, channel: str, view: AlertView) -> str | None:
+        """Post the root message of a new alert thread; its ts (raises when it cannot be posted)."""
+        ...
+
+    def update_alert(self, channel: str, ts: str, view: AlertView) -> None:
+        """Redraw the root message (a repeat, a resolution, the investigation's summary)."""
+        ...
+
+    def post_alert_note(self, channel: str, thread_ts: str, text: str) -> str | None:
+        """A message in the alert's thread (new alerts of the group, resolved); its ts."""
         ...
 
 

@@ -2,11 +2,13 @@
 
 A run's job (``start`` for a new run, ``resume`` for every later segment: a decision, a reply, a
 deferral, the recovery sweep) and an approval's expiry job (``expire_approval``) are enqueued here
-and nowhere else. A job is named by the import path RQ stores with it, the same name that puts it
+and nowhere else (``JobQueue``), and so is an alert notification's job (``NotificationQueue``, on
+the alerts' own queue). A job is named by the import path RQ stores with it, the same name that puts it
 on the workers' allow-list (``WORKER_FUNCTIONS``): one name, checked once (a test resolves each to
 its function), and nothing of the run engine is imported to enqueue (``bot.runs.jobs`` runs a
-``RunJob``, whose service enqueues through this module). A delayed job goes to RQ's scheduled
-registry (``enqueue_in`` / ``enqueue_at``); the worker runs the scheduler.
+``RunJob``, whose service enqueues through this module); nor of the alerts, a package above this one
+(``NOTIFICATION_JOB``). A delayed job goes to RQ's scheduled registry (``enqueue_in`` /
+``enqueue_at``); the worker runs the scheduler.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
+from redis.client import Pipeline
 from rq import Queue, Retry
 from rq.job import Job
 from rq.serializers import JSONSerializer
@@ -27,7 +30,8 @@ EXPIRE_APPROVAL = "bot.runs.jobs.expire_approval"
 # The functions a worker runs, by the import path RQ stores with a job. Anything else a job names
 # is refused before it is imported: a process that can write RQ's keys (a runner's Redis user)
 # must not choose what a worker, which holds the Slack and model credentials, runs.
-WORKER_FUNCTIONS = frozenset({START, RESUME, EXPIRE_APPROVAL, "bot.alerts.jobs.handle_notification"})
+NOTIFICATION_JOB = "bot.alerts.jobs.handle_notification"  # applies one alert notification to its thread
+WORKER_FUNCTIONS = frozenset({START, RESUME, EXPIRE_APPROVAL, NOTIFICATION_JOB})
 
 
 class WorkerJob(AllowListedJob):
@@ -124,3 +128,32 @@ class JobQueue:
 
 def _expiry(approval_id: str) -> dict[str, Any]:
     return {"description": f"expire approval {approval_id}"}
+
+
+class NotificationQueue:
+    """The alert notifications' jobs (``NOTIFICATION_JOB``) on the alerts' own queue, which every
+    worker takes before the runs' (``worker_queue_names``), with their timeout, retries and how long
+    a failure stays."""
+
+    JOB_TIMEOUT = 120
+    RETRY_INTERVALS = (1, 5, 15)
+    FAILURE_TTL = 7 * 24 * 3600
+
+    def __init__(self, connection: redis.Redis, base: str) -> None:
+        self.queue = worker_queue(alerts_queue_name(base), connection)
+
+    def enqueue(
+        self, notification_id: str, *, delay: float | None = None, pipeline: Pipeline | None = None
+    ) -> None:
+        """The notification's job, ``delay`` seconds from now (by RQ's scheduler) or at once; with
+        ``pipeline`` it goes out with the caller's other writes (the receiver's store)."""
+        options: dict[str, Any] = {
+            "job_timeout": self.JOB_TIMEOUT,
+            "retry": Retry(max=len(self.RETRY_INTERVALS), interval=list(self.RETRY_INTERVALS)),
+            "description": f"alert notification {notification_id}",
+            "failure_ttl": self.FAILURE_TTL,
+        }
+        if delay:
+            self.queue.enqueue_in(timedelta(seconds=delay), NOTIFICATION_JOB, notification_id, **options)
+        else:
+            self.queue.enqueue(NOTIFICATION_JOB, notification_id, pipeline=pipeline, **options)

@@ -318,9 +318,9 @@ class RunJob:
         if result.output:  # a post that raised is not done: tried again (never lost to a log line)
             output = result.output
             steps.append(("answer", lambda: presenter.post_answer(ref, output)))
-            finished = self._rt.on_finished
-            if finished is not None:  # e.g. the alert's root message shows the answer's summary
-                steps.append(("summary", lambda: finished(self._rt, self._run_id, output)))
+            alerts = self._rt.alerts
+            if alerts is not None:  # a run that investigated an alert: its root shows the answer too
+                steps.append(("summary", lambda: alerts.run_answered(self._rt, self._run_id, output)))
         if result.status is not RunStatus.COMPLETED:
             notice = StopNotice(
                 result.status, result.error, result.iterations, _tokens(result), tuple(result.tools_used)

@@ -5,7 +5,12 @@
 binds the result to a context variable for the job's duration (``bound_runtime`` /
 ``current_runtime``). Tests build a worker whose factory returns a scripted model, test tools and
 an ``InMemoryPresenter``; production builds it from ``Settings`` (``CHATOPS_RUNTIME``, default
-``bot.ops.worker:default_runtime``).
+``bot.ops.compose:default_runtime``).
+
+Every worker also takes the alert notifications' jobs (``bot.alerts.jobs``): a runtime carries
+their seam typed, ``alerts`` (an ``AlertSeam``: the alert threads' presenter and what a run that
+answered tells its alert). A worker started on a runtime without one refuses to start
+(``bot.ops.compose``), rather than showing every alert in the log only.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import redis
 from rq import Queue
@@ -27,7 +32,7 @@ from bot.errors import BotConfigurationError
 from bot.keys import Keys
 from bot.policy.proposals import RunPolicy
 from bot.runs.durability import Durability
-from bot.runs.presenter import Presenter
+from bot.runs.presenter import AlertPresenter, Presenter
 from bot.runs.queueing import worker_queue
 from bot.runs.record import OfferedTool
 from bot.runs.run_tools import RunTools, run_tools
@@ -43,6 +48,20 @@ T = TypeVar("T")
 DEFAULT_SYSTEM_PROMPT = "You are an on-call operations assistant."
 # Waits between attempts to post an approval card (Slack's own 429/5xx retries happen inside each).
 CARD_RETRY_DELAYS = (1.0, 3.0)
+
+
+class AlertSeam(Protocol):
+    """The alerts' part of a worker's runtime (``bot.alerts.jobs.AlertJobs``)."""
+
+    @property
+    def presenter(self) -> AlertPresenter:
+        """How the alert threads are shown (Slack, or the log on purpose)."""
+        ...
+
+    def run_answered(self, runtime: Runtime, run_id: str, answer: str) -> None:
+        """A run answered: a run that investigated an alert shows its answer on the alert's root
+        message (any other run: nothing). A step of the job's report: raising leaves it undone."""
+        ...
 
 
 @dataclass
@@ -69,13 +88,10 @@ class Runtime:
     channel_tools: Callable[[str], Sequence[Tool]] | None = None  # the inventory's tools per channel
     on_close: Callable[[], None] | None = None  # e.g. the SSH connections the job's tools opened
     policy: RunPolicy | None = None  # CHATOPS_POLICY_FILE, enforced (bot.policy.proposals)
-    extras: dict[str, object] = field(default_factory=dict)  # for jobs of other packages (alerts' presenter)
-    on_finished: Callable[[Runtime, str, str], None] | None = (
-        None  # (runtime, run id, answer) once a run answered
-    )
+    alerts: AlertSeam | None = None  # the alert jobs' seam; a worker refuses a runtime without it
 
     def redis_queue(self) -> Queue:
-        """The runs' RQ queue on this runtime's connection (other packages' jobs go there too)."""
+        """The runs' RQ queue on this runtime's connection."""
         return worker_queue(self.options.queue_name, self.redis)
 
     def listed_in(self, channel: str) -> Sequence[Tool]:

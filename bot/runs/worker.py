@@ -10,7 +10,7 @@ Both are ``bot.job_worker.AllowListedWorker`` (the runners' class too): JSON job
   process (pytest-timeout, a web server) may be using.
 
 Both run a ``sweep`` (``RunService.recover`` and the lost-run check, composed by
-``bot.ops.worker``) with RQ's maintenance tasks, so a run whose worker died is resumed by any live
+``bot.ops.compose``) with RQ's maintenance tasks, so a run whose worker died is resumed by any live
 worker once its lease has expired.
 """
 

@@ -1,7 +1,7 @@
 """The web process: the HTTP server Slack, Alertmanager and Prometheus talk to.
 
 - ``server``: the WSGI app and its routes (``POST /slack/events``, the alert webhooks, ``GET /healthz``,
-  ``GET /metrics``) and ``chatops web``'s serve.
+  ``GET /metrics``) and ``serve_http``; all built by the composition root (``bot.ops.compose``).
 - ``http_server``: the HTTP/1.1 server (whole requests read on an event loop, then handed to the app).
 - ``wsgi``: the PEP 3333 bridge between the two.
 - ``paths``: the paths it answers.

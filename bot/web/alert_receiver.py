@@ -1,44 +1,28 @@
-"""The web process's ``AlertReceiver`` built from the settings (``bot.alerts.receiver``).
+"""The web process's alert webhooks: the ``AlertReceiver`` (``bot.alerts.receiver``) on each process's Redis.
 
-Its Redis is the web runtime's (opened lazily per forked process): the receiver resolves it on
-each request. The routes file and the inventory's target names are read once, at start-up; a
-mistake in either stops the web process with the file, the route and the field named.
+The composition root (``bot.ops.compose``) reads the routes file and the inventory's target
+names once, at start-up (a mistake in either stops the web process with the file, the route and
+the field named), and hands this a function building the receiver on a Redis connection; the
+receiver is built again when the web runtime's Redis is (opened lazily per forked process).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+import redis
 
 from bot.alerts.receiver import AlertReceiver, Answer
-from bot.alerts.routing import load_routes
-from bot.alerts.store import AlertStore
-from bot.errors import BotConfigurationError, NotReplicatedError
-from bot.observability.metrics import RunMetrics
-from bot.runs.queueing import alerts_queue_name, worker_queue
+from bot.errors import NotReplicatedError
 from bot.slack.handlers.runtime import WebRuntime
-from tools.errors import ToolConfigError
-from tools.inventory import SshDefaults, load_inventory
 
 
 class WebAlerts:
     """The receiver on the web runtime's per-process Redis."""
 
-    def __init__(self, runtime: WebRuntime) -> None:
-        settings = runtime.settings
+    def __init__(self, runtime: WebRuntime, receiver_on: Callable[[redis.Redis], AlertReceiver]) -> None:
         self._runtime = runtime
-        self._routes = load_routes(settings.chatops_alerts_file)
-        try:
-            defaults = SshDefaults(
-                settings.chatops_ssh_user or None,
-                settings.chatops_ssh_key_file,
-                settings.chatops_ssh_known_hosts,
-            )
-            inventory = load_inventory(settings.chatops_inventory_file, ssh_defaults=defaults)
-        except ToolConfigError as error:
-            raise BotConfigurationError(str(error)) from error
-        self._targets = () if inventory.implicit else inventory.names()
-        self._token = settings.chatops_alerts_token
-        self._secrets = tuple(settings.chatops_pagerduty_secret)
+        self._receiver_on = receiver_on
         self._cached: tuple[object, AlertReceiver] | None = None
 
     def receive(self, path: str, headers: Mapping[str, str], body: bytes) -> Answer:
@@ -58,20 +42,6 @@ class WebAlerts:
         cached = self._cached
         if cached is not None and cached[0] is client:
             return cached[1]
-        receiver = AlertReceiver(
-            AlertStore(client, self._runtime.keys, self._runtime.redact),
-            worker_queue(alerts_queue_name(self._runtime.settings.chatops_queue), client),
-            self._routes,
-            self._token,
-            self._secrets,
-            self._targets,
-            RunMetrics.for_redis(
-                client, self._runtime.keys, enabled=self._runtime.settings.chatops_metrics_enabled
-            ),
-        )
+        receiver = self._receiver_on(client)
         self._cached = (client, receiver)
         return receiver
-
-
-def alert_receiver(runtime: WebRuntime) -> WebAlerts:
-    return WebAlerts(runtime)

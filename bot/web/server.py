@@ -6,7 +6,8 @@ each reads whole requests on an event loop and hands only complete ones to the a
 thread, and is cut after ``WEB_HEADER_TIMEOUT_SECONDS`` / ``WEB_BODY_TIMEOUT_SECONDS``. Bolt's
 sync ``App`` is served through its WSGI adapter, acks take milliseconds, and the lazy halves of
 the listeners run on Bolt's thread pool inside each process. The app is built in each process
-after the fork, and ``WebRuntime`` opens Redis lazily per process, so no connection is shared.
+after the fork (by the composition root, ``bot.ops.compose.build_web``, which ``serve_http`` is
+given), and ``WebRuntime`` opens Redis lazily per process, so no connection is shared.
 
 ``GET /healthz`` answers 200 when Redis answers PING, else 503: a web process that cannot store
 events should be taken out of rotation (and Slack gets non-2xx from it anyway).
@@ -14,11 +15,9 @@ events should be taken out of rotation (and Slack gets non-2xx from it anyway).
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import logging
-import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -26,14 +25,12 @@ from typing import Any
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 
 from bot.errors import BotConfigurationError
-from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
-from bot.runs.queueing import worker_queue_names
-from bot.runs.record import active_runs_by_status
+from bot.observability.metrics_collector import MetricsEndpoint
 from bot.settings import Settings
 from bot.slack.handlers.app import PoolFactory, build_app, thread_pool
 from bot.slack.handlers.runtime import WebRuntime
 from bot.web import prefork
-from bot.web.alert_receiver import alert_receiver
+from bot.web.alert_receiver import WebAlerts
 from bot.web.http_server import MAX_BODY_BYTES, Limits
 from bot.web.paths import ALERTS_PREFIX, EVENTS_PATH, HEALTH_PATH, METRICS_PATH
 from bot.web.wsgi import StartResponse, WsgiApp
@@ -87,22 +84,18 @@ def _plain(start_response: StartResponse, status: str, text: str) -> Iterable[by
 class WebApp:
     """WSGI: ``/healthz`` here, everything else to Bolt (which answers 404 off its path)."""
 
-    def __init__(self, runtime: WebRuntime, pools: PoolFactory = thread_pool) -> None:
-        """``pools``: see ``bot.slack.handlers.app.build_app``."""
+    def __init__(
+        self,
+        runtime: WebRuntime,
+        alerts: WebAlerts,
+        metrics: MetricsEndpoint,
+        pools: PoolFactory = thread_pool,
+    ) -> None:
+        """Built by ``bot.ops.compose.build_web``. ``pools``: see ``bot.slack.handlers.app.build_app``."""
         self.runtime = runtime
         self._slack = SlackRequestHandler(build_app(runtime, pools=pools), path=EVENTS_PATH)
-        settings = runtime.settings
-        self._alerts = alert_receiver(runtime)  # before the first request: a bad routes file stops start-up
-        self._metrics = MetricsEndpoint(
-            RedisCollector(
-                runtime.redis,
-                runtime.keys,
-                worker_queue_names(settings.chatops_queue),
-                active_runs=lambda client: active_runs_by_status(client, runtime.keys),
-            ),
-            token=settings.chatops_metrics_token,
-            enabled=settings.chatops_metrics_enabled,
-        )
+        self._alerts = alerts
+        self._metrics = metrics
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == HEALTH_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
@@ -147,16 +140,6 @@ class WebApp:
         return [body]
 
 
-def create_app(settings: Settings | None = None) -> WebApp:
-    """The WSGI app (any WSGI server can serve ``bot.web.server:create_app()``, but only one that
-    reads whole requests before calling it survives slow clients). Warms the bot identity in the
-    background: ``auth.test`` must never delay startup or an ack."""
-    runtime = WebRuntime(settings or Settings())
-    app = WebApp(runtime)
-    threading.Thread(target=runtime.identity.lookup, name="chatops-identity", daemon=True).start()
-    return app
-
-
 def limits_for(settings: Settings) -> Limits:
     return Limits(
         header_timeout=settings.web_header_timeout_seconds,
@@ -167,7 +150,7 @@ def limits_for(settings: Settings) -> Limits:
     )
 
 
-def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp] = create_app) -> int:
+def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp]) -> int:
     """Bind ``WEB_HOST:PORT``, fork ``WEB_WORKERS`` children that each build the app (after the
     fork) and serve it with ``WEB_THREADS`` threads; returns when SIGTERM or SIGINT has stopped them."""
     limits = limits_for(settings)
@@ -205,10 +188,9 @@ def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp] = 
 
 
 def check_configuration(settings: Settings) -> None:
-    """What ``chatops web`` checks before it binds the port: a mistake here would otherwise surface in
-    each forked worker, after "listening", as a traceback. Raises ``BotConfigurationError`` (one
-    line naming the setting and the fix); the app is built once and dropped, so a bad alert routes or
-    policy file stops start-up here too."""
+    """What ``chatops web`` checks of the Slack settings before it builds anything: a mistake here
+    would otherwise surface in each forked worker, after "listening", as a traceback. Raises
+    ``BotConfigurationError`` (one line naming the setting and the fix)."""
     if not settings.slack_bot_token:
         raise BotConfigurationError(
             "SLACK_BOT_TOKEN is empty; fix: set it to the app's Bot User OAuth Token (xoxb-..., "
@@ -219,44 +201,3 @@ def check_configuration(settings: Settings) -> None:
             "SLACK_SIGNING_SECRET is empty, and Slack's requests cannot be verified without it; fix: set "
             "it to the app's Signing Secret (Basic Information page), or set SLACK_APP_TOKEN for Socket Mode"
         )
-    if settings.slack_app_token:
-        return  # Socket Mode builds its app in this process: its errors reach the CLI as they are
-    WebApp(WebRuntime(settings))  # opens nothing: Redis and Slack are reached on first use
-
-
-def serve(settings: Settings) -> int:
-    """``chatops web``: Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP (``serve_http``)."""
-    if settings.slack_app_token:
-        from bot.web.socket_mode import serve_socket_mode
-
-        serve_socket_mode(settings)
-        return 0
-    return serve_http(settings)
-
-
-# -- ``chatops web`` --------------------------------------------------------------------------------
-
-
-def configure_cli(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, help="port to listen on (overrides PORT)")
-    parser.add_argument("--host", help="interface to bind (overrides WEB_HOST)")
-    parser.add_argument(
-        "--workers", type=int, help="worker processes sharing the port (overrides WEB_WORKERS)"
-    )
-    parser.add_argument("--threads", type=int, help="app threads per worker process (overrides WEB_THREADS)")
-
-
-def run_cli(args: argparse.Namespace, settings: Settings) -> int:
-    updates = {
-        name: value
-        for name, value in (
-            ("port", args.port),
-            ("web_host", args.host),
-            ("web_workers", args.workers),
-            ("web_threads", args.threads),
-        )
-        if value is not None
-    }
-    settings = settings.model_copy(update=updates)
-    check_configuration(settings)  # before the port is bound: a mistake is one line and exit 2 (bot.ops.cli)
-    return serve(settings)

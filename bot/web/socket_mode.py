@@ -16,7 +16,6 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-from bot.settings import Settings
 from bot.slack.handlers.app import build_app
 from bot.slack.handlers.runtime import WebRuntime
 from bot.web.paths import HEALTH_PATH
@@ -44,8 +43,9 @@ def health_app(runtime: WebRuntime) -> Any:
     return app
 
 
-def serve_socket_mode(settings: Settings) -> None:
-    runtime = WebRuntime(settings)
+def serve_socket_mode(runtime: WebRuntime) -> None:
+    """Serve Slack over Socket Mode with ``runtime`` (``bot.ops.compose.web_runtime``) until stopped."""
+    settings = runtime.settings
     app = build_app(runtime, socket_mode=True)
     server = make_server(settings.web_host, settings.port, health_app(runtime), handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="chatops-health", daemon=True).start()

@@ -20,6 +20,8 @@ import redis
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Request, ToolCall, ToolDef
+from bot.alerts.jobs import AlertJobs
+from bot.alerts.presenter import LoggingAlertPresenter
 from bot.keys import Keys
 from bot.runs.presenter import LoggingPresenter
 from bot.runs.runtime import Runtime
@@ -116,6 +118,7 @@ def mcp_runtime(settings: Settings) -> Runtime:
         tools=registry.tools(),
         on_close=registry.close,
         presenter=LoggingPresenter(),
+        alerts=AlertJobs(LoggingAlertPresenter()),
         owns_connection=True,
     )
 
@@ -133,5 +136,6 @@ def subprocess_runtime(settings: Settings) -> Runtime:
         models=[plan_model()],
         tools=file_tools(directory, sleep_first),
         presenter=LoggingPresenter(),
+        alerts=AlertJobs(LoggingAlertPresenter()),
         owns_connection=True,
     )

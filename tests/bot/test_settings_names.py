@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agent import defaults as agent_defaults
-from bot.ops.worker import recovery_interval
+from bot.ops.compose import recovery_interval
 from bot.runs import durability, replication
 from bot.runs import service as run_service
 from bot.settings import RENAMED, RETIRED, Settings

@@ -28,11 +28,11 @@ from agent.redis_util import as_text
 from agent.types import RunStatus
 from bot.keys import Keys
 from bot.observability.audit import AuditEntry, AuditKind
+from bot.ops.compose_web import web_app, web_runtime
 from bot.redis_connection import RedisTarget
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from bot.slack.handlers.runtime import WebRuntime
-from bot.web.server import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.after_answer import AfterAnswerPools
 from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, SECRET, TOKEN, buttons, make_settings
@@ -142,8 +142,8 @@ class Cluster:
     # -- processes ------------------------------------------------------------------------------
 
     def serve(self) -> Cluster:
-        self.runtime = WebRuntime(self.settings, tuning=QUIET)
-        self.server = PooledWebServer(WebApp(self.runtime, pools=self.pools))
+        self.runtime = web_runtime(self.settings, tuning=QUIET)
+        self.server = PooledWebServer(web_app(self.runtime, pools=self.pools))
         self.emulator.set_events_url(self.events_url)
         return self
 

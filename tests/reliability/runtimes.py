@@ -28,6 +28,8 @@ from typing import Any
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import ToolCategory
 from agent.types import Request
+from bot.alerts.jobs import AlertJobs
+from bot.alerts.presenter import LoggingAlertPresenter
 from bot.keys import Keys
 from bot.redis_connection import open_redis
 from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
@@ -144,6 +146,7 @@ def reliability_runtime(settings: Settings) -> Runtime:
         tools=tools(directory),
         presenter=presenter,
         tool_output_filter=build_output_filter(settings),
+        alerts=AlertJobs(LoggingAlertPresenter()),
         owns_connection=True,
         durability=Durability.from_settings(client, keys, settings),
     )

@@ -23,7 +23,7 @@ from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.tooling import Tool, ToolCategory
 from agent.types import Message, Request, Response, RunStatus, ToolCall
 from bot.observability.audit import AuditKind
-from bot.ops.worker import slack_presenter
+from bot.ops.compose import slack_presenter
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions

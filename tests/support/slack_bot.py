@@ -18,9 +18,9 @@ from agent.chat import ChatModel
 from agent.redis_util import as_text
 from agent.tooling import Tool, ToolCategory, ToolResult
 from agent.types import RunStatus
-from bot.alerts.jobs import PRESENTER as ALERT_PRESENTER
-from bot.alerts.jobs import announce_answer
+from bot.alerts.jobs import AlertJobs
 from bot.keys import Keys
+from bot.ops.compose_web import web_app, web_runtime
 from bot.runs.queueing import worker_queue_names
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
@@ -31,7 +31,6 @@ from bot.slack.delivery.client import make_client
 from bot.slack.delivery.presenter import SlackPresenter
 from bot.slack.handlers.runtime import WebRuntime, WebTuning
 from bot.slack.policy_identity import worker_policy
-from bot.web.server import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import FileTool, executions
 from tests.support.after_answer import AfterAnswerPools
@@ -85,8 +84,8 @@ class SlackBot:
         return f"{self.server.url}/slack/events"
 
     def serve(self) -> SlackBot:
-        self.runtime = WebRuntime(self.settings, clock=self.clock, tuning=self.tuning)
-        self.server = WebServer(WebApp(self.runtime, pools=self.pools))
+        self.runtime = web_runtime(self.settings, clock=self.clock, tuning=self.tuning)
+        self.server = WebServer(web_app(self.runtime, pools=self.pools))
         self.emulator.set_events_url(self.events_url)
         return self
 
@@ -105,8 +104,7 @@ class SlackBot:
             self.models,
             self.tools,
             presenter,
-            extras={ALERT_PRESENTER: SlackAlertPresenter(make_client(self.settings))},
-            on_finished=announce_answer,
+            alerts=AlertJobs(SlackAlertPresenter(make_client(self.settings))),
             policy=worker_policy(  # CHATOPS_POLICY_FILE
                 self.settings, self.redis, self.keys, cache_seconds=self.tuning.approver_cache_seconds
             ),

@@ -1,4 +1,4 @@
-"""Alert threads in Slack (``bot.alerts.presenter.AlertPresenter``): the root message and its notes.
+"""Alert threads in Slack (``bot.runs.presenter.AlertPresenter``): the root message and its notes.
 
 Everything shown that came from the alert (title, labels, annotations, summary) is the sender's
 text and is shown inert (``mrkdwn.inert``); links are shown as their real URL (``mrkdwn.link``),
@@ -14,7 +14,7 @@ from typing import Any
 
 from slack_sdk import WebClient
 
-from bot.alerts.presenter import AlertView
+from bot.runs.presenter import AlertView
 from bot.slack.rendering.blockkit import (
     ACTION_INVESTIGATE,
     actions,

@@ -23,7 +23,6 @@ from slack_sdk.errors import SlackApiError
 
 from bot.claims import claim_once
 from bot.errors import AlertGroupBusyError, ApprovalNotFoundError, NotAnApproverError
-from bot.observability.logs import redactor_for
 from bot.policy.break_glass import BreakGlassLog
 from bot.policy.deciders import Action, Deciders, Ruling
 from bot.runs.approval_votes import VoteOutcome
@@ -226,7 +225,7 @@ class Interactions:
         flag = self._rt.keys.slack("transcript", run_id, user)
         if not claim_once(service.redis, flag, TRANSCRIPT_COOLDOWN_SECONDS):
             return Reply("This run's transcript was just sent to you (only you can see it).")
-        transcript = load_transcript(service, run_id, redactor_for(self._rt.settings).redact)
+        transcript = load_transcript(service, run_id, self._rt.redact)
         try:
             send_privately(self._rt.client(), record, user, transcript_messages(transcript))
         except SlackApiError:

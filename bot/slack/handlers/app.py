@@ -39,7 +39,6 @@ from bot.slack.handlers.callbacks import answer_app_rate_limited
 from bot.slack.handlers.events import EventHandler, Outcome, OutcomeKind
 from bot.slack.handlers.feedback import register_feedback
 from bot.slack.handlers.follow_ups import FollowUps, home_logged
-from bot.slack.handlers.help import TargetList
 from bot.slack.handlers.home import home_opened_user
 from bot.slack.handlers.queued_note import Timer
 from bot.slack.handlers.runtime import WebRuntime
@@ -148,7 +147,7 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False, pools: PoolFact
 
 def _register_events(app: App, runtime: WebRuntime, follow_ups: Executor, timer: Timer) -> None:
     handler = EventHandler(runtime, clock=runtime.clock)
-    after = FollowUps(runtime, timer, TargetList(runtime.settings))
+    after = FollowUps(runtime, timer, runtime.targets)
     # Not Bolt's lazy listeners: those copy every request and start a thread even when there is
     # nothing to do after the answer, which is the case for almost every event (a started run, a
     # duplicate, a bot's own message). Only an outcome with Slack calls to make is handed over.

@@ -35,7 +35,7 @@ from bot.policy.deciders import Action
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
-from bot.runs.limits import LimitSettings, RunLimits
+from bot.runs.limits import RunLimits
 from bot.runs.thread_history import Earlier, earlier_runs
 from bot.slack.continuation import continues, last_run, remember_last_run
 from bot.slack.handlers.help import asks_for_help
@@ -146,7 +146,7 @@ class EventHandler:
         self._rt = runtime
         self._clock = clock
         self._claims = Claims(runtime.redis)
-        self._limits = RunLimits(runtime.redis, runtime.keys, LimitSettings.from_settings(runtime.settings))
+        self._limits = RunLimits(runtime.redis, runtime.keys, runtime.limits)
 
     # -- app_mention ----------------------------------------------------------------------------
 

@@ -110,9 +110,7 @@ def register_feedback(app: App, runtime: WebRuntime) -> None:
             runtime.keys,
             service,
             service.audit,
-            RunMetrics.for_redis(
-                runtime.redis(), runtime.keys, enabled=runtime.settings.chatops_metrics_enabled
-            ),
+            runtime.metrics(),
             retention_seconds=runtime.settings.chatops_retention_days * 86400,
         )
         outcome = recorder.record(

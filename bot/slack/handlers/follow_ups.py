@@ -73,12 +73,10 @@ class FollowUps:
         )
 
     def help(self, outcome: Outcome, bot_user: str | None) -> str:
-        inventory = self.targets.inventory()
-        implicit = inventory is not None and inventory.implicit
         return help_text(
             bot_user,
             self.targets.for_channel(outcome.channel),
-            implicit=implicit,
+            implicit=self.targets.inventory.implicit,
             follow_up_minutes=self.runtime.settings.chatops_follow_up_minutes,
         )
 

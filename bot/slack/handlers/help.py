@@ -7,17 +7,12 @@ Only the bot's own words and the inventory's validated names and labels appear, 
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
-from collections.abc import Callable
+from collections.abc import Mapping
 
-from bot.settings import Settings
 from bot.slack.rendering.mrkdwn import escape
 from tools.errors import ToolError
-from tools.inventory import Inventory, Target, load_inventory
-
-log = logging.getLogger(__name__)
+from tools.inventory import Inventory, Target
 
 MAX_TARGETS = 20  # the help lists at most this many targets, then counts the rest
 EXAMPLE = "web-03 is out of disk, deal with it"
@@ -45,37 +40,22 @@ def asks_for_help(text: str) -> bool:
 
 
 class TargetList:
-    """The inventory's targets, read once per process (a broken file is logged, never raised)."""
+    """The inventory's targets a run in a channel may act on (``CHATOPS_CHANNEL_TARGETS`` applied),
+    from the inventory the composition root loaded at start (``bot.ops.compose``)."""
 
-    def __init__(self, settings: Settings, load: Callable[[Settings], Inventory] | None = None) -> None:
-        self._settings = settings
-        self._load = load or (lambda s: load_inventory(s.chatops_inventory_file))
-        self._inventory: Inventory | None = None
-        self._failed = False
-        self._lock = threading.Lock()
+    def __init__(self, inventory: Inventory, channel_targets: Mapping[str, str]) -> None:
+        self.inventory = inventory
+        self._channel_targets = dict(channel_targets)
 
-    def inventory(self) -> Inventory | None:
-        with self._lock:
-            if self._inventory is None and not self._failed:
-                try:
-                    self._inventory = self._load(self._settings)
-                except (ToolError, OSError) as error:
-                    log.warning("help: the inventory could not be read: %s", error)
-                    self._failed = True
-            return self._inventory
-
-    def for_channel(self, channel: str) -> list[Target] | None:
-        """The targets a run in ``channel`` may act on; ``None`` when there is no inventory to read."""
-        inventory = self.inventory()
-        if inventory is None:
-            return None
-        rule = self._settings.chatops_channel_targets.get(channel)
+    def for_channel(self, channel: str) -> list[Target]:
+        """The targets a run in ``channel`` may act on."""
+        rule = self._channel_targets.get(channel)
         if rule:
             try:
-                return inventory.select(rule)
+                return self.inventory.select(rule)
             except ToolError:
                 return []
-        return list(inventory)
+        return list(self.inventory)
 
 
 def _target_line(target: Target) -> str:

@@ -1,10 +1,12 @@
 """What the web process's handlers share: settings, Redis, the run service, the Slack client.
 
-Everything is created lazily and again after a fork (``tools.fork_local``), because
-``chatops web`` forks its worker processes: a Redis connection pool opened in the parent
-and shared by the children would mix their replies on one socket. Redis timeouts are short
-because Slack waits at most three seconds for an ack; a Redis that does not answer in time must
-turn into a non-2xx answer (Slack retries) rather than a late 200.
+The composition root (``bot.ops.compose_web.web_runtime``) builds a ``WebRuntime`` from the
+settings and hands it its collaborators: nothing here reads a setting to build one. What talks to
+Redis or Slack is a ``WebProcess``, built on first use in each process and again after a fork
+(``tools.fork_local``), because ``chatops web`` forks its worker processes: a Redis connection
+pool opened in the parent and shared by the children would mix their replies on one socket.
+Redis timeouts are short because Slack waits at most three seconds for an ack; a Redis that does
+not answer in time must turn into a non-2xx answer (Slack retries) rather than a late 200.
 """
 
 from __future__ import annotations
@@ -17,22 +19,19 @@ import redis
 from slack_sdk import WebClient
 
 from bot.keys import Keys
-from bot.observability.logs import redactor_for
-from bot.policy.break_glass import BreakGlassLog
+from bot.observability.metrics import RunMetrics
 from bot.policy.deciders import Deciders
-from bot.redis_connection import open_redis
 from bot.runs.approvals import Approval
+from bot.runs.limits import LimitSettings
 from bot.runs.replication import REPLICA_WAIT_MS, Replication
-from bot.runs.service import RunOptions, RunService
+from bot.runs.service import RunService
 from bot.settings import Settings
-from bot.slack.delivery.client import make_client
-from bot.slack.delivery.sender import RetryAfter
 from bot.slack.handlers.courtesy import CourtesyBudget
+from bot.slack.handlers.help import TargetList
 from bot.slack.identity import IdentityCache
-from bot.slack.policy_identity import CACHE_SECONDS, SlackIdentity, deciders_for
+from bot.slack.policy_identity import CACHE_SECONDS
 from tools.fork_local import ForkLocal
 
-LOOKUP_TIMEOUT = 1  # seconds for each of the deciders' Slack lookups: a click is decided inside Slack's 3 s (user, then group: 2 s at worst)
 # A mention no worker has picked up after this many seconds gets the "queued" note
 # (``bot.slack.handlers.queued_note``). A constant since 0.2.0 (it was CHATOPS_QUEUED_NOTE_SECONDS): an idle
 # worker takes a run within milliseconds, so 2 s means every worker is busy, and a person who sees
@@ -50,93 +49,54 @@ class WebTuning:
     replica_wait_ms: int = REPLICA_WAIT_MS  # ``bot.runs.replication``, with sentinels only
 
 
-@dataclass
-class _ProcessState:
+@dataclass(frozen=True)
+class WebProcess:
+    """What one web process talks through, opened in that process (after the fork)."""
+
     redis: redis.Redis
     service: RunService
     client: WebClient
     replication: Replication
     courtesy: CourtesyBudget
+    metrics: RunMetrics
 
 
 @dataclass
 class WebRuntime:
-    """Process-local resources of the web app, rebuilt in each forked worker."""
+    """The web app's collaborators, built by ``bot.ops.compose_web.web_runtime``; the process-local
+    ones (``redis()``, ``service()``, ...) are rebuilt in each forked worker."""
 
-    settings: Settings
+    settings: Settings  # the plain values the handlers read (channels, windows, retention, Slack's app)
+    keys: Keys
+    processes: ForkLocal[WebProcess]
+    identity: IdentityCache
+    deciders: Deciders[Approval]  # who may decide (``bot.policy.deciders``)
+    redact: Callable[[str], str]  # applied to what the web process shows in Slack
+    targets: TargetList  # the inventory's targets, for the help reply
+    limits: LimitSettings  # on new runs (``bot.runs.limits``)
     # The web process's clock: a thread's follow-up window is judged by it (tests pass their own).
     clock: Callable[[], float] = time.time
     tuning: WebTuning = field(default_factory=WebTuning)
-    keys: Keys = field(init=False)
-    identity: IdentityCache = field(init=False)
-    deciders: Deciders[Approval] = field(init=False)  # who may decide (``bot.policy.deciders``)
-    redact: Callable[[str], str] = field(init=False)  # applied to what the web process shows in Slack
-    _process: ForkLocal[_ProcessState] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self._process = ForkLocal(self._build)
-        self.keys = Keys(self.settings.chatops_redis_prefix)
-        self.identity = IdentityCache(self.redis, self.keys, self._identity_client)
-        identity = SlackIdentity(
-            self._lookup_client, bot_team=self._bot_team, ttl=self.tuning.approver_cache_seconds
-        )
-        self.deciders = deciders_for(self.settings, identity, self._break_glass_until)
-        self.redact = redactor_for(self.settings).redact
-
-    def _current(self) -> _ProcessState:
-        return self._process.get()
-
-    def _build(self) -> _ProcessState:
-        # Behind sentinels its one blocking command is WAIT 1 before an answer (bot.runs.replication).
-        waits = self.tuning.replica_wait_ms / 1000 if self.settings.redis_sentinels else 0.0
-        client = open_redis(self.settings, blocking_seconds=waits)
-        service = RunService(
-            client, self.keys, RunOptions.from_settings(self.settings), deciders=self.deciders
-        )
-        replication = Replication.from_settings(
-            client, self.keys, self.settings, timeout_ms=self.tuning.replica_wait_ms
-        )
-
-        def retry_after() -> RetryAfter | None:  # shared with the workers' sender, per workspace
-            team = self._bot_team()
-            return RetryAfter(client, self.keys, team) if team else None
-
-        courtesy = CourtesyBudget(retry_after)
-        return _ProcessState(client, service, make_client(self.settings), replication, courtesy)
 
     def redis(self) -> redis.Redis:
-        return self._current().redis
+        return self.processes.get().redis
 
     def service(self) -> RunService:
-        return self._current().service
+        return self.processes.get().service
 
     def client(self) -> WebClient:
-        return self._current().client
+        return self.processes.get().client
 
     def courtesy(self) -> CourtesyBudget:
         """This process's budget for the calls that are only a courtesy (``bot.slack.handlers.courtesy``)."""
-        return self._current().courtesy
+        return self.processes.get().courtesy
 
     def replication(self) -> Replication:
         """``confirm()`` before Slack is told something is stored (a no-op without sentinels)."""
-        return self._current().replication
+        return self.processes.get().replication
 
-    def _identity_client(self) -> WebClient:
-        return make_client(self.settings, timeout=5, retries=False)
-
-    def _lookup_client(self) -> WebClient:
-        """For ``users.info`` / ``usergroups.users.list`` while a person waits: no retries, a
-        short timeout (a click must be decided within Slack's 3 s; a failure denies)."""
-        return make_client(self.settings, timeout=LOOKUP_TIMEOUT, retries=False)
-
-    def _break_glass_until(self, user: str) -> float | None:
-        service = self.service()
-        return BreakGlassLog(service.redis, self.keys, service.audit).active_until(user)
-
-    def _bot_team(self) -> str | None:
-        """The bot's workspace (``auth.test``'s ``team_id``), which deciders must belong to."""
-        identity = self.identity.lookup()
-        return identity.team_id if identity is not None else None
+    def metrics(self) -> RunMetrics:
+        return self.processes.get().metrics
 
     def channel_allowed(self, channel: str) -> bool:
         allowed = self.settings.chatops_channels

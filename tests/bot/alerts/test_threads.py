@@ -14,16 +14,16 @@ from rq import Queue
 
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.types import Request, RunStatus
-from bot.alerts.jobs import PRESENTER
-from bot.alerts.presenter import AlertView, InMemoryAlertPresenter
+from bot.alerts.jobs import AlertJobs
+from bot.alerts.presenter import InMemoryAlertPresenter
 from bot.alerts.receiver import AlertReceiver
 from bot.alerts.routing import load_routes
 from bot.alerts.store import AlertStore, Group, group_id
 from bot.alerts.threads import AlertThreads
 from bot.errors import AlertGroupBusyError
 from bot.keys import Keys
-from bot.runs.presenter import InMemoryPresenter
-from bot.runs.queueing import alerts_queue_name, worker_queue, worker_queue_names
+from bot.runs.presenter import AlertView, InMemoryPresenter
+from bot.runs.queueing import NotificationQueue, worker_queue_names
 from bot.runs.runtime import Runtime
 from bot.runs.worker import ChatopsSimpleWorker
 from bot.slack.delivery.alert_presenter import alert_blocks
@@ -103,7 +103,7 @@ class Site:
         self.options = make_options(queue)
         self.receiver = AlertReceiver(
             AlertStore(client, keys),
-            worker_queue(alerts_queue_name(queue), client),
+            NotificationQueue(client, queue),
             load_routes(routes_file),
             TOKEN,
             (),
@@ -130,7 +130,7 @@ class Site:
             [self.model],
             file_tools(self.directory),
             InMemoryPresenter(),
-            extras={PRESENTER: self.alerts},
+            alerts=AlertJobs(self.alerts),
             redact=self.redact,
         )
 

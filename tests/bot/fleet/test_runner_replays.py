@@ -28,7 +28,7 @@ from bot.fleet.runner_acl import target_queue_name
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.observability.audit import AuditKind
-from bot.ops.worker import refusal_mover
+from bot.ops.sweep import refusal_mover
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from tests.bot.fleet.test_runner_defences import restart_arguments

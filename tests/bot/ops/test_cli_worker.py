@@ -9,7 +9,7 @@ import pytest
 
 from bot.errors import BotConfigurationError
 from bot.ops.cli import SUBCOMMANDS, build_parser
-from bot.ops.worker import load_runtime_factory
+from bot.ops.compose import load_runtime_factory
 from bot.runs.jobs import start
 
 ROOT = Path(__file__).resolve().parents[3]

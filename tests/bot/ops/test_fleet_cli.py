@@ -13,7 +13,7 @@ from bot.errors import BotConfigurationError
 from bot.fleet.heartbeats import Heartbeats
 from bot.keys import Keys
 from bot.ops.cli import build_parser
-from bot.ops.fleet import build_runner_worker
+from bot.ops.compose import build_runner
 from bot.ops.fleet_cli import run_targets
 from bot.settings import Settings
 
@@ -66,12 +66,12 @@ def test_a_runner_for_a_target_it_cannot_serve_does_not_start(
     settings: Settings, redis_client: redis.Redis, target: str, error: str
 ) -> None:
     with pytest.raises(BotConfigurationError, match=error):
-        build_runner_worker(settings, redis_client, target)
+        build_runner(settings, redis_client, target)
 
 
 def test_a_runner_without_the_secret_does_not_start(settings: Settings, redis_client: redis.Redis) -> None:
     with pytest.raises(BotConfigurationError, match="CHATOPS_RUNNER_SECRET"):
-        build_runner_worker(settings.model_copy(update={"chatops_runner_secret": ""}), redis_client, "web-03")
+        build_runner(settings.model_copy(update={"chatops_runner_secret": ""}), redis_client, "web-03")
 
 
 def test_doctor_says_which_runner_targets_have_no_live_runner(

@@ -9,12 +9,12 @@ import pytest
 
 from bot.errors import BotConfigurationError
 from bot.ops.cli import build_parser
+from bot.ops.compose import check_at_start
+from bot.ops.compose_web import web_runtime
 from bot.ops.doctor import Outcome, _check_policy
 from bot.ops.policy_cli import run_cli
-from bot.ops.worker import check_at_start
 from bot.policy.rules import Requirement
 from bot.settings import Settings
-from bot.slack.handlers.runtime import WebRuntime
 from tests.bot.slack.test_policy_e2e import example_policy
 
 
@@ -148,5 +148,5 @@ def test_a_worker_and_a_web_process_refuse_to_start_with_a_policy_file_but_no_ru
     with pytest.raises(BotConfigurationError, match="CHATOPS_POLICY_FILE needs CHATOPS_RUNNER_SECRET"):
         check_at_start(unsealed)
     with pytest.raises(BotConfigurationError, match="CHATOPS_POLICY_FILE needs CHATOPS_RUNNER_SECRET"):
-        WebRuntime(unsealed)
+        web_runtime(unsealed)
     check_at_start(unsealed.model_copy(update={"chatops_runner_secret": "s3cret-s3cret"}))

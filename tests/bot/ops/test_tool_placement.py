@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from agent.tooling import Tool
-from bot.ops.worker import default_runtime, load_runtime_factory
+from bot.ops.compose import default_runtime, load_runtime_factory
 from bot.runs.runtime import Runtime
 from bot.settings import Settings
 from tools.base import FunctionTool, ToolContext

@@ -21,12 +21,11 @@ from agent.types import RunStatus
 from bot.keys import Keys
 from bot.observability.metrics import APPROVAL_WAIT, RUNS_STARTED, TOOL_DURATION, MetricsStore
 from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
+from bot.ops.compose_web import web_app, web_runtime
 from bot.runs.queueing import alerts_queue_name
 from bot.runs.service import RunService
 from bot.settings import Settings
 from bot.slack.delivery.client import make_client
-from bot.slack.handlers.runtime import WebRuntime
-from bot.web.server import WebApp
 from emulator.models.openai_server import OpenAIServer, Reply, ScriptedUsage
 from emulator.slack import SlackEmulator, WorkspaceConfig
 from tests.support.harness import Harness, make_options
@@ -58,7 +57,7 @@ def serve_web(redis_url: str, key_prefix: str, queue_name: str) -> Iterator[Call
 
     def start(**overrides: object) -> str:
         servers.append(
-            WebServer(WebApp(WebRuntime(web_settings(redis_url, key_prefix, queue_name, **overrides))))
+            WebServer(web_app(web_runtime(web_settings(redis_url, key_prefix, queue_name, **overrides))))
         )
         return servers[-1].url
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import redis
 
+from bot.alerts.jobs import AlertJobs
+from bot.alerts.presenter import LoggingAlertPresenter
 from bot.keys import Keys
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
@@ -31,5 +33,6 @@ def slack_runtime(settings: Settings) -> Runtime:
         models=[plan_model()],
         tools=file_tools(Path(os.environ["CHATOPS_TEST_DIR"])),
         presenter=SlackPresenter(make_client(settings), client, keys),
+        alerts=AlertJobs(LoggingAlertPresenter()),
         owns_connection=True,
     )

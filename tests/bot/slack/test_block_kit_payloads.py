@@ -15,9 +15,8 @@ from slack_sdk.models.views import View
 
 from agent.tooling import ToolCategory
 from agent.types import RunStatus
-from bot.alerts.presenter import AlertView
 from bot.runs.approvals import Approval
-from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
+from bot.runs.presenter import AlertView, CardView, Step, StepStatus, StopNotice
 from bot.slack.delivery.alert_presenter import alert_blocks
 from bot.slack.rendering import render
 from bot.slack.rendering.blockkit import CARD_TEXT, MAX_BLOCKS, MESSAGE_TEXT, button, fit_text

@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 
-from bot.ops.worker import recovery_sweep
+from bot.ops.sweep import recovery_sweep
 from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack.rendering import render
 from tests.support.slack_bot import SlackBot

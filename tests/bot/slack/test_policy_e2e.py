@@ -23,10 +23,10 @@ from agent.tooling import CallTarget, ToolCategory, ToolResult
 from agent.types import Request, RunStatus, ToolDef
 from bot.observability.audit import AuditKind
 from bot.ops.cli import build_parser
+from bot.ops.compose_web import web_runtime
 from bot.ops.policy_cli import run_cli
 from bot.runs.approvals import ApprovalStatus
 from bot.slack.handlers.actions import Interactions
-from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, UserSpec
 from emulator.slack.config import UserGroupSpec
@@ -431,7 +431,7 @@ def test_break_glass_is_for_the_named_group_announced_audited_and_expires(
 
     ts, _ = start(bot, "U_ALICE", "service_restart@web-03")
     later = card_of(bot, ts)
-    web = WebRuntime(bot.settings, tuning=bot.tuning)
+    web = web_runtime(bot.settings, tuning=bot.tuning)
     expired = Interactions(web, clock=lambda: time.time() + 31 * 60)  # 30 minutes are over
     reply = expired.approve(approval_id_of(later), "U_BOB", (CHANNEL, later["ts"]))
     assert reply.note is not None and "lets only <!subteam^S_SRE_LEADS>" in reply.note

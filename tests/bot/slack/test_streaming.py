@@ -401,7 +401,7 @@ def test_the_workers_presenter_streams_only_when_the_setting_says_auto(
     key_prefix: str,
     queue_name: str,
 ) -> None:
-    from bot.ops.worker import slack_presenter
+    from bot.ops.compose import slack_presenter
     from tests.support.slack_workspace import make_settings
 
     settings = make_settings(emulator, redis_url, key_prefix, queue_name, chatops_slack_streaming=mode)
