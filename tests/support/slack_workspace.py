@@ -23,9 +23,8 @@ TOKEN = "xoxb-e2e-token"
 
 def suite_workspace(**changes: Any) -> WorkspaceConfig:
     """The suite's emulated workspace (its token and secret, quick event retries), with ``changes``."""
-    return WorkspaceConfig(
-        bot_token=TOKEN, signing_secret=SECRET, event_timeout=3.0, retry_delays=(0.0, 0.3, 0.3), **changes
-    )
+    defaults: dict[str, Any] = {"event_timeout": 3.0, "retry_delays": (0.0, 0.3, 0.3)}
+    return WorkspaceConfig(bot_token=TOKEN, signing_secret=SECRET, **{**defaults, **changes})
 
 
 CHANNEL = "C_INCIDENT"
