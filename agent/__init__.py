@@ -4,11 +4,9 @@ The names below are the public API (the README's example uses nothing else); the
 come from are the implementation and may move. ``agent`` imports neither ``tools`` nor ``bot``.
 """
 
-from agent.anthropic_client import AnthropicClient
 from agent.chat import ChatModel
 from agent.condense import CondenseError, Condenser, HistoryCondenser
 from agent.config import ConfirmCallback, ConfirmRequest, RunConfig
-from agent.endpoints import ClientOptions, ModelEndpoint, build_model
 from agent.errors import AgentError, ConfigurationError, LeaseLostError, LLMError, MemoryStoreError
 from agent.events import (
     Condensed,
@@ -22,8 +20,10 @@ from agent.events import (
     ToolStart,
 )
 from agent.keys import MemoryKeys
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory, Memory
+from agent.models.anthropic_client import AnthropicClient
+from agent.models.endpoints import ClientOptions, ModelEndpoint, build_model
+from agent.models.openai_client import LLMClient
 from agent.recovery import RecoveryAction, RecoveryPolicy, RecoveryStrategy
 from agent.redis_memory import RedisMemory
 from agent.run import Run

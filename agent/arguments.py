@@ -82,7 +82,10 @@ def parse_arguments(
     value = _loads(text)
     if not isinstance(value, dict):
         raise ArgumentsRejected(f"the arguments must be a JSON object, not {_json_type(value)}")
-    checked = {key: item for key, item in value.items() if key not in trusted}
+    if trusted and not value.keys().isdisjoint(trusted):
+        checked = {key: item for key, item in value.items() if key not in trusted}
+    else:
+        checked = value  # the usual case: no key of the runtime's
     if trusted and len(checked) == len(value) and size > max_bytes:
         raise _too_large(size, max_bytes)  # no key of the runtime's: the text itself is bounded
     if len(checked) < len(value) and _size(canonical_arguments(checked)) > max_bytes:
@@ -116,9 +119,34 @@ def _checked_once(text: str, trusted: tuple[str, ...]) -> dict[str, Any] | str:
         return str(rejected)
 
 
+def arguments_without(text: str, keys: tuple[str, ...]) -> str:
+    """``text`` less its top-level ``keys``: what a wrapper hands the tool it wraps (a router drops
+    the ``target`` it routed by). Worked out once per distinct text, like ``checked_arguments``
+    (whose parse it reads), so the layers of one call do not parse and serialise it again each.
+    Text that is not an arguments object comes back as it is: the inner tool refuses it itself."""
+    if len(text) > MAX_ARGUMENTS_BYTES:
+        return _without(text, keys)
+    return _without_once(text, keys)
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _without_once(text: str, keys: tuple[str, ...]) -> str:
+    return _without(text, keys)
+
+
+def _without(text: str, keys: tuple[str, ...]) -> str:
+    try:
+        parsed = checked_arguments(text)
+    except ArgumentsRejected:
+        return text
+    return json.dumps({key: value for key, value in parsed.items() if key not in keys})
+
+
 def canonical_arguments(parsed: dict[str, Any]) -> str:
     """One text per arguments object (sorted keys, no spaces, unicode kept): for hashing and identity."""
-    return json.dumps(parsed, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    if _canonical_chunks is not None:
+        return "".join(_canonical_chunks(parsed, 0))
+    return _CANONICAL.encode(parsed)
 
 
 def confirmed_by(arguments: str) -> str | None:
@@ -138,6 +166,8 @@ def check_depth(text: str, max_depth: int) -> None:
     unterminated string) passes here and is refused by the parser, which then recurses at most
     ``max_depth`` levels.
     """
+    if text.count("{") + text.count("[") <= max_depth:
+        return  # the usual case: fewer opening brackets than the limit, wherever they are (C speed)
     depth = 0
     in_string = False
     skip_to = -1  # the character after a backslash is escaped, whatever it is
@@ -192,6 +222,10 @@ def showable(char: str) -> bool:
 
 def unshowable_character(text: str) -> str | None:
     """The first character of ``text`` an approver could not see for what it is, if any."""
+    # Printable (``str.isprintable``: no category C* or Z* but the ASCII space) implies showable:
+    # every unshowable category is one of those. Checked in C before the walk by character.
+    if text.isprintable() or text.replace("\n", " ").replace("\t", " ").isprintable():
+        return None
     for char in text:
         if not showable(char):
             return char
@@ -200,12 +234,7 @@ def unshowable_character(text: str) -> str | None:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_unique_keys,
-            parse_constant=_refuse_constant,
-            parse_float=_finite_float,
-        )
+        return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise ArgumentsRejected(
             f"the arguments are not valid JSON ({exc.msg} at position {exc.pos})"
@@ -242,20 +271,38 @@ def _finite_float(text: str) -> float:
 
 
 def _check_strings(value: Any, path: str, max_string: int) -> None:
-    """Every key and string value, recursively: short enough and showable."""
+    """Every key and string value, recursively: short enough and showable.
+
+    A key or string that passes the check made in C (``_fine``) costs no call and no path text;
+    the path is built for what needs a closer look, or a look inside.
+    """
     if isinstance(value, str):
         _check_string(value, path, max_string, what="argument")
     elif isinstance(value, dict):
         for key, item in value.items():
+            fine_key = len(key) <= max_string and key.isprintable()
+            if fine_key and (type(item) in _SCALARS or (type(item) is str and _fine(item, max_string))):
+                continue
             where = f"{path}.{key}" if path else key
             _check_string(key, where, max_string, what="argument name")
             _check_strings(item, where, max_string)
     elif isinstance(value, list):
         for index, item in enumerate(value):
+            if type(item) in _SCALARS or (type(item) is str and _fine(item, max_string)):
+                continue
             _check_strings(item, f"{path}[{index}]", max_string)
 
 
+_SCALARS = frozenset({int, float, bool, type(None)})  # what JSON parses to besides str, dict and list
+
+
+def _fine(text: str, max_string: int) -> bool:
+    return len(text) <= max_string and text.isprintable()
+
+
 def _check_string(text: str, path: str, max_string: int, *, what: str) -> None:
+    if _fine(text, max_string):
+        return  # the usual case, decided in C; the label below is built only for a refusal
     label = f"{what} {_quoted(path)}" if path else what
     if len(text) > max_string:
         raise ArgumentsRejected(
@@ -294,3 +341,23 @@ def _json_type(value: Any) -> str:
     if value is None:
         return "null"
     return "a number"
+
+
+# Built once: ``json.loads`` and ``json.dumps`` with any option build a new decoder or encoder per call.
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_keys, parse_constant=_refuse_constant, parse_float=_finite_float
+)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# ``_CANONICAL.encode`` builds its C encoder anew on every call (two thirds of its cost for a small
+# object); this is that encoder, built once with the same options. No cycle check: what it encodes
+# is parsed JSON or built from it. Used only when the C encoder exists and agrees with ``_CANONICAL``.
+_canonical_chunks = (
+    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _CANONICAL.default, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+    if getattr(json.encoder, "c_make_encoder", None) is not None
+    else None
+)
+_SAMPLE = {"b": [1, 2.5, None, True, {"z": "é\n\u202e", "a": -1}], "a": "x"}
+if _canonical_chunks is not None and "".join(_canonical_chunks(_SAMPLE, 0)) != _CANONICAL.encode(_SAMPLE):
+    _canonical_chunks = None

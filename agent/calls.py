@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from agent.arguments import MAX_ARGUMENTS_BYTES, MAX_ARGUMENTS_DEPTH, check_depth, checked_arguments
 from agent.errors import ArgumentsRejected
-from agent.types import Message, RunState, runtime_call_id
+from agent.types import Message, RunState, revised, runtime_call_id
 
 SECRET_REFUSAL = (
     "the arguments contained a secret value (it was redacted); nothing ran: never pass secrets "
@@ -43,11 +43,13 @@ def number_calls(
     ``refused``: history never holds a 3 MB argument, and nothing runs for them. ``update``: other
     fields of the stored message, set in the same copy.
     """
+    # Copies without validating again: every value below is a string or a list of calls built
+    # from the model's already validated message (``agent.types.revised``).
     changes = dict(update or {})
     if redact is not None and message.content:
         changes["content"] = redact(message.content)
     if not message.tool_calls:
-        return message.model_copy(update=changes) if changes else message
+        return revised(message, changes) if changes else message
     calls = []
     for position, call in enumerate(message.tool_calls, 1):
         state.call_seq += 1
@@ -67,9 +69,9 @@ def number_calls(
                 f"at most {cap} tool calls are run per turn (this was call {position}); "
                 "nothing ran: call it again in the next turn if it is still needed"
             )
-        calls.append(call.model_copy(update=fields))
+        calls.append(revised(call, fields))
     changes["tool_calls"] = calls
-    return message.model_copy(update=changes)
+    return revised(message, changes)
 
 
 def _unkeepable(arguments: str) -> str | None:

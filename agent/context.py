@@ -42,6 +42,11 @@ class RunContext:
     def deadline_passed(self) -> bool:
         return self.remaining_seconds() <= 0
 
+    @property
+    def listening(self) -> bool:
+        """Whether anyone receives events: the loop builds its per-call events only then."""
+        return self.config.on_event is not None
+
     def emit(self, event: Event) -> None:
         if self.config.on_event is not None:
             self.config.on_event(event)

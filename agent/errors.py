@@ -94,7 +94,7 @@ class LLMTimeoutError(TransientLLMError):
 
 
 class ServerError(TransientLLMError):
-    """A transient HTTP status other than 429 (see ``agent.retry.RETRYABLE_STATUSES``), or an
+    """A transient HTTP status other than 429 (see ``agent.models.retry.RETRYABLE_STATUSES``), or an
     unclassified error the provider reported after a 200."""
 
 

@@ -53,19 +53,18 @@ def call_signature(name: str, arguments: str, output: str) -> str:
         )
     except ValueError:  # refused arguments (too deep, too large...): the text itself is the signature
         canonical = arguments
-    digest = hashlib.sha256()
-    for part in (name, canonical, output):
-        digest.update(part.encode())
-        digest.update(b"\x00")  # a separator no part can forge by concatenation
-    return digest.hexdigest()
+    # Each part followed by a separator no part can forge by concatenation, hashed in one call.
+    return hashlib.sha256(f"{name}\x00{canonical}\x00{output}\x00".encode()).hexdigest()
 
 
 def _canonical(arguments: str) -> str:
     """The canonical arguments without the runtime's; raises ``ArgumentsRejected`` (a
     ``ValueError``) as the call's own check does."""
     # The call's own check (the gate read it already): the runtime's keys are dropped.
-    parsed = checked_arguments(arguments, TRUSTED_ARGUMENTS)
-    return canonical_arguments({key: value for key, value in parsed.items() if key not in _RUNTIME_ARGUMENTS})
+    parsed = checked_arguments(arguments, TRUSTED_ARGUMENTS)  # the caller's own copy: ours to change
+    for key in _RUNTIME_ARGUMENTS:
+        parsed.pop(key, None)
+    return canonical_arguments(parsed)
 
 
 _canonical_call = functools.lru_cache(maxsize=64)(_canonical)  # a pure function of the text

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
+from pydantic import BaseModel
+
 from agent.types import Message, RunState
 
 
@@ -56,12 +58,13 @@ class InMemoryMemory:
 
     Messages and state are kept as their JSON, as ``RedisMemory`` stores them: nothing the caller
     changes later leaks in, what cannot be stored fails here too, and serialising is much cheaper
-    than a deep copy.
+    than a deep copy. The JSON is kept as the serializer's bytes (``model_dump_json`` without its
+    keyword handling and decoding: a third of its cost for a message).
     """
 
     def __init__(self, messages: Sequence[Message] = (), state: RunState | None = None) -> None:
-        self._messages = [m.model_dump_json() for m in messages]
-        self._state = state.model_dump_json() if state else None
+        self._messages = [_json(m) for m in messages]
+        self._state = _json(state) if state else None
         self._lock = threading.Lock()
 
     def load_messages(self) -> list[Message]:
@@ -74,17 +77,22 @@ class InMemoryMemory:
 
     def append(self, messages: Sequence[Message], state: RunState, *, wait: bool = True) -> None:
         with self._lock:
-            self._messages.extend(m.model_dump_json() for m in messages)
-            self._state = state.model_dump_json()
+            self._messages += [_json(m) for m in messages]
+            self._state = _json(state)
 
     def save_state(self, state: RunState) -> None:
         with self._lock:
-            self._state = state.model_dump_json()
+            self._state = _json(state)
 
     def replace_messages(self, messages: Sequence[Message], state: RunState) -> None:
         with self._lock:
-            self._messages = [m.model_dump_json() for m in messages]
-            self._state = state.model_dump_json()
+            self._messages = [_json(m) for m in messages]
+            self._state = _json(state)
 
     def flush(self) -> None:
         """Nothing to confirm: every write here is done when it returns."""
+
+
+def _json(model: BaseModel) -> bytes:
+    """``model.model_dump_json()`` as bytes, with its defaults."""
+    return model.__pydantic_serializer__.to_json(model)

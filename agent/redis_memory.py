@@ -172,7 +172,7 @@ class _InFlight:
     """A write sent on the pinned connection whose answer has not been read yet."""
 
     keys: list[str]
-    args: list[str]
+    args: list[str | bytes]
 
 
 class RedisMemory:
@@ -284,8 +284,9 @@ class RedisMemory:
                     script_keys += step.keys
             token = "" if self.fence is None else str(self.fence)
             fields = _encode(state.status.value, dumped, self._clock(), self._stored_fields)
-            args = [token, json.dumps(header), str(len(fields)), *fields]
-            args += [m.model_dump_json() for m in messages]
+            args: list[str | bytes] = [token, json.dumps(header), str(len(fields)), *fields]
+            # Each message's JSON as the serializer's bytes (``model_dump_json`` without decoding).
+            args += [m.__pydantic_serializer__.to_json(m) for m in messages]
             if wait or terminal:
                 self._unpin()
                 self._write_and_wait(script_keys, args)
@@ -297,11 +298,11 @@ class RedisMemory:
             elif self._known_len is not None:
                 self._known_len += len(messages)
 
-    def _write_and_wait(self, keys: list[str], args: list[str]) -> None:
+    def _write_and_wait(self, keys: list[str], args: list[str | bytes]) -> None:
         """The write script through the client (loading it when Redis lost it), answer awaited."""
         self._call(lambda: self._write(keys=keys, args=args))
 
-    def _send(self, keys: list[str], args: list[str]) -> None:
+    def _send(self, keys: list[str], args: list[str | bytes]) -> None:
         """Send a write on the pinned connection and leave its answer to ``_settle``.
 
         The connection stays pinned while writes follow each other without waiting (no pool

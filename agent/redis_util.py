@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import redis
 
@@ -30,3 +30,30 @@ def hset_if_exists(client: redis.Redis, key: str, fields: dict[str, str]) -> boo
     """HSET on a hash that still exists (atomically): an expired record must not come back as a stray."""
     flat = [item for pair in fields.items() for item in pair]
     return bool(client.register_script(_HSET_IF_EXISTS)(keys=[key], args=flat))
+
+
+# -- Redis's clock: what every host judges deadlines, expiries and heartbeats by ---------------------
+
+# A Lua function ``now()``, Redis's time in seconds, to prepend to a script that judges time.
+NOW_LUA = """
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+"""
+
+
+def time_reply(reply: Sequence[int]) -> float:
+    """A ``TIME`` reply (seconds, microseconds), as from a pipeline, in seconds."""
+    seconds, micros = reply
+    return float(seconds) + micros / 1e6
+
+
+def redis_now(client: redis.Redis) -> float:
+    """Redis's time now, in seconds (one round trip)."""
+    return time_reply(client.time())
+
+
+def redis_clock(client: redis.Redis) -> Callable[[], float]:
+    """A clock reading Redis's time: one clock for every host, whatever their own say."""
+    return lambda: redis_now(client)

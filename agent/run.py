@@ -88,11 +88,15 @@ class Run:
         self._condenser = config.condense
 
     def execute(self) -> RunResult:
-        ctx = self._load()
+        ctx, prompted = self._load()
         if ctx.state.status.terminal:
             return self._result(ctx)  # a finished run asked again (a retried job) does nothing
         ctx.begin_segment()
-        ctx.set_status(RunStatus.RUNNING)
+        if prompted:  # a new run: its system prompt and its running state, in one write
+            ctx.state.status = RunStatus.RUNNING
+            self._config.memory.replace_messages(ctx.messages, ctx.state)
+        else:
+            ctx.set_status(RunStatus.RUNNING)
         # Not a ``with`` block: its exit would wait for a hung tool's thread, past the deadline.
         pool = ThreadPoolExecutor(self._config.max_parallel_tools, thread_name_prefix="chatops-tool")
         try:
@@ -113,7 +117,9 @@ class Run:
 
     # -- start ------------------------------------------------------------------------------
 
-    def _load(self) -> RunContext:
+    def _load(self) -> tuple[RunContext, bool]:
+        """The run as its memory holds it, and whether the system prompt was put first (a new run
+        whose history does not start with one: ``execute`` stores it with the running state)."""
         memory = self._config.memory
         state = memory.load_state()
         messages = memory.load_messages()
@@ -134,8 +140,8 @@ class Run:
         )
         if fresh and (not messages or messages[0].role != "system"):
             ctx.messages = [Message.system(self._config.system_prompt), *messages]
-            memory.replace_messages(ctx.messages, state)
-        return ctx
+            return ctx, True
+        return ctx, False
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -151,7 +157,8 @@ class Run:
                 raise _Stop(RunStatus.ITERATION_LIMIT, f"stopped after {ctx.state.iteration} iterations")
             self._check_deadline(ctx)
             ctx.state.iteration += 1
-            ctx.emit(IterationStarted(ctx.state.iteration))
+            if ctx.listening:
+                ctx.emit(IterationStarted(ctx.state.iteration))
             self._inject(ctx)
             response = self._request(ctx)
             message = self._answer(ctx, response)
@@ -222,6 +229,8 @@ class Run:
     # -- requests and recovery -----------------------------------------------------------------
 
     def _current_model(self, ctx: RunContext) -> ChatModel:
+        if not ctx.state.failed_models:
+            return self._config.models[0]  # the usual case: nothing failed yet
         for model in self._config.models:
             if chain_key(model) not in ctx.state.failed_models:
                 return model
@@ -238,14 +247,13 @@ class Run:
         empty_retries = 0
         while True:
             model = self._current_model(ctx)
-            # Built from values already typed (the history's messages, the run's tool list):
-            # validating them again walked the whole history on every request. A copy of each
-            # list: the request keeps the history as it was sent.
-            request = Request.model_construct(
-                model=model.model,
-                messages=list(ctx.messages),
-                tools=list(self._tool_defs),
-                time_left=ctx.remaining_seconds(),  # the client's retries end by the deadline
+            # A copy of each list: the request keeps the history as it was sent (a copy of
+            # pointers; a client encodes the whole history for every request anyway).
+            request = Request.of_run(
+                model.model,
+                list(ctx.messages),
+                list(self._tool_defs),
+                ctx.remaining_seconds(),  # the client's retries end by the deadline
             )
             try:
                 response = self._send(ctx, model, request)
@@ -307,8 +315,10 @@ class Run:
         raise EmptyResponseError("the stream ended without a response", model=model.model)
 
     def _account(self, ctx: RunContext, response: Response) -> None:
-        ctx.state.usage = ctx.state.usage + response.usage
-        ctx.state.model = response.model or ctx.state.model
+        state = ctx.state
+        state.usage = state.usage + response.usage
+        if response.model and response.model != state.model:
+            state.model = response.model
         budget = self._config.limits.token_budget
         if budget is not None and ctx.state.usage.paid_tokens > budget:
             message = response.message

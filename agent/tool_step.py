@@ -16,8 +16,9 @@ import json
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from agent.arguments import CONFIRMED_BY, confirmed_by
 from agent.config import ConfirmRequest
@@ -52,6 +53,8 @@ TIMEOUT_GRACE_SECONDS = 1.0
 
 # Keys only the loop writes into a call's arguments, after a person approved it.
 RESERVED_ARGUMENTS = (CONFIRMED_BY, APPROVED_PLAN, APPROVAL_GRANT)
+_RESERVED = frozenset(RESERVED_ARGUMENTS)
+_CATEGORY_TEXT = {category: category.value for category in ToolCategory}  # ``.value`` is a Python property
 
 
 def without_reserved_arguments(call: ToolCall) -> ToolCall:
@@ -68,7 +71,7 @@ def without_reserved_arguments(call: ToolCall) -> ToolCall:
             arguments = json.loads(call.arguments or "{}")
         except (ValueError, RecursionError):
             return call
-    if not isinstance(arguments, dict) or not any(key in arguments for key in RESERVED_ARGUMENTS):
+    if not isinstance(arguments, dict) or arguments.keys().isdisjoint(_RESERVED):
         return call
     for key in RESERVED_ARGUMENTS:
         arguments.pop(key, None)
@@ -99,8 +102,7 @@ class StepOutcome(StrEnum):
     DEADLINE = "deadline"
 
 
-@dataclass(frozen=True)
-class CallResult:
+class CallResult(NamedTuple):  # a tuple: built once per call, several times cheaper than a dataclass
     call: ToolCall  # with confirmed_by written in, for approved calls
     category: ToolCategory | None
     result: ToolResult
@@ -166,7 +168,8 @@ class ToolStep:
         for call in calls:
             tool = self._tool(call)
             assert tool is not None  # _parallel_batch only takes known tools, read-only calls only
-            self._ctx.emit(ToolStart(call, ToolCategory.READ_ONLY))
+            if self._ctx.listening:
+                self._ctx.emit(ToolStart(call, ToolCategory.READ_ONLY))
             timeout = self._timeout_for(tool)
             futures.append(
                 (call, tool, timeout, self._pool.submit(tool.execute, call.arguments, timeout=timeout))
@@ -289,7 +292,8 @@ class ToolStep:
     def _execute(
         self, call: ToolCall, tool: Tool, category: ToolCategory, arguments: str | None = None
     ) -> CallResult:
-        self._ctx.emit(ToolStart(call, category))
+        if self._ctx.listening:
+            self._ctx.emit(ToolStart(call, category))
         started = time.monotonic()
         timeout = self._timeout_for(tool)
         if enforces_own_timeout(tool):  # no hand-off to the pool and back: it returns by its timeout
@@ -361,24 +365,32 @@ class ToolStep:
         """Filter, loop-check and append results in call order; True when the loop must stop."""
         stop = False
         messages = []
+        state = self._ctx.state
         for item in results:
-            text = self._filtered(item.result.output or "(no output)")
+            output = item.result.output or "(no output)"
+            text = self._filtered(output)
             # Loop detection hashes what the tool found, not its decoration (elapsed time, approval
-            # note); filtered too, so the persisted window never hashes an unredacted secret.
+            # note); filtered too, so the persisted window never hashes an unredacted secret. The
+            # filter is a function of the text: an undecorated output is filtered once.
             stable = item.result.stable_output
-            hashed = text if stable is None else self._filtered(stable or "(no output)")
+            if stable is not None:
+                stable = stable or "(no output)"
+            hashed = text if stable is None or stable == output else self._filtered(stable)
             verdict, count = self._ctx.detector.record(item.call.name, item.call.arguments, hashed)
             if verdict is LoopVerdict.STOP:
                 stop = True
             if verdict is not LoopVerdict.OK:
                 text = LOOP_WARNING.format(count=count)
-            if item.executed and item.call.name not in self._ctx.state.tools_used:
-                self._ctx.state.tools_used.append(item.call.name)
+            if item.executed and item.call.name not in state.tools_used:
+                state.tools_used.append(item.call.name)
             messages.append(self._result_message(item, text))
-        self._ctx.state.executing_call_id = None
+        if state.executing_call_id is not None:
+            state.executing_call_id = None
         # Not waited for: the answer is read at the next write or read of the run (see Memory.append).
         # Until then only the model sees these results; nothing outside the run acts on them.
         self._ctx.append(messages, wait=False)
+        if not self._ctx.listening:
+            return stop
         for item, message in zip(results, messages, strict=True):
             self._ctx.emit(
                 ToolEnd(
@@ -404,14 +416,14 @@ class ToolStep:
         if item.result.target is not None:
             meta["target"] = item.result.target
         if item.category is not None:
-            meta["category"] = item.category.value
+            meta["category"] = _CATEGORY_TEXT[item.category]
         if not item.executed:  # the run card, rebuilt from history, must not show it as having run
             meta["refused"] = True
         if item.executed and item.category is not None and item.category.requires_confirmation:
             # History keeps the call as it ran, confirmed_by included, next to its result.
             meta["arguments"] = item.call.arguments
             meta["confirmed_by"] = confirmed_by(item.call.arguments)
-        return Message.tool(item.call.id, text, **meta)
+        return Message.tool_result(item.call.id, text, meta)
 
     def _close(self, calls: list[ToolCall], reason: str) -> None:
         """Give every call that will not run a result, so the history stays valid to send."""

@@ -1,13 +1,15 @@
 """What the loop needs to know about a tool. Concrete tools live in ``tools/``.
 
 The loop never imports a concrete tool: anything with this shape can be offered to a run.
+``WrapperTool`` is the one base of the tools that wrap another (a route by target, a policy or
+grant check, a runner's proxy): it forwards everything, each wrapper overrides what it changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from agent.types import ToolDef
 
@@ -44,6 +46,10 @@ class CallCategory:
 
     category: ToolCategory
     reason: str | None = None
+
+
+# A call whose tool's category decides: one shared (frozen) answer per category.
+_OF_TOOL = {category: CallCategory(category) for category in ToolCategory}
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ def call_category(tool: Tool, arguments: str) -> CallCategory:
     ``tool.category_for(arguments)`` when the tool has it, never below ``tool.category``: the
     arguments can make a call need approval, never spare one.
     """
-    static = CallCategory(tool.category)
+    static = _OF_TOOL[tool.category]
     category_for = getattr(tool, "category_for", None)
     if category_for is None:
         return static
@@ -188,3 +194,68 @@ def describe_call(tool: Tool, arguments: str) -> str | None:
         return None
     text = describe(arguments)
     return text if isinstance(text, str) and text else None
+
+
+class WrapperTool:
+    """A tool that is another tool with some of its parts changed: everything is forwarded to
+    ``inner``, so a wrapper overrides only what it changes (pydantic-ai's ``WrapperToolset``, for
+    one tool).
+
+    Forwarded: the ``Tool`` protocol, every optional part the loop reads (``category_for``,
+    ``refusal``, ``target_of``, ``describe``, ``enforces_timeout``), each through the reader above
+    so a missing part means what it means for any tool, and by name every other attribute of
+    ``inner`` (parts other layers define: where a tool runs, an MCP tool's server).
+
+    ``inner_arguments(arguments)`` is what ``inner`` receives of a call's arguments: the same text
+    by default; a wrapper that drops its own keys returns them through
+    ``agent.arguments.arguments_without``, worked out once per call for every part that asks.
+    """
+
+    def __init__(self, inner: Tool) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy being made): never recurse
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def definition(self) -> ToolDef:
+        return self.inner.definition
+
+    @property
+    def category(self) -> ToolCategory:
+        return self.inner.category
+
+    @property
+    def parallel(self) -> bool:
+        return self.inner.parallel
+
+    @property
+    def timeout(self) -> float:
+        return self.inner.timeout
+
+    @property
+    def enforces_timeout(self) -> bool:
+        return enforces_own_timeout(self.inner)
+
+    def inner_arguments(self, arguments: str) -> str:
+        return arguments
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        return self.inner.execute(self.inner_arguments(arguments), timeout=timeout)
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        return self.inner.preview(self.inner_arguments(arguments), timeout=timeout)
+
+    def category_for(self, arguments: str) -> CallCategory:
+        return call_category(self.inner, self.inner_arguments(arguments))
+
+    def refusal(self, arguments: str) -> str | None:
+        return call_refusal(self.inner, self.inner_arguments(arguments))
+
+    def target_of(self, arguments: str) -> CallTarget | None:
+        return call_target(self.inner, self.inner_arguments(arguments))
+
+    def describe(self, arguments: str) -> str | None:
+        return describe_call(self.inner, self.inner_arguments(arguments))

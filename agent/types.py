@@ -1,14 +1,14 @@
 """Neutral message and result types shared by the runtime, the tools and the bot.
 
 They mirror the OpenAI Chat Completions shapes closely enough that converting to and
-from the wire is a field-by-field copy (see ``agent.wire``), but carry no transport.
+from the wire is a field-by-field copy (see ``agent.models.openai_wire``), but carry no transport.
 """
 
 from __future__ import annotations
 
 import hashlib
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict, Unpack
@@ -18,6 +18,24 @@ from agent.arguments import canonical_arguments, checked_arguments
 from agent.defaults import DEADLINE_SECONDS, MAX_CALLS_PER_TURN, MAX_ITERATIONS
 
 Role = Literal["system", "user", "assistant", "tool"]
+_Model = TypeVar("_Model", bound=BaseModel)
+_set = object.__setattr__
+
+
+def revised(model: _Model, changes: dict[str, Any]) -> _Model:
+    """A shallow copy of ``model`` with ``changes``, not validated: ``model.model_copy(update=changes)``
+    without its generic copying (a third of the loop's copies' cost).
+
+    Only for values the runtime builds from values already of their field's type (a stored call's
+    ids, a redacted text, a list of calls), on the models below: no extra fields, no private ones.
+    ``tests/agent/test_types.py`` holds it equal to ``model_copy`` for each use.
+    """
+    copied = type(model).__new__(type(model))
+    _set(copied, "__dict__", {**model.__dict__, **changes})
+    _set(copied, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys())
+    _set(copied, "__pydantic_extra__", None)
+    _set(copied, "__pydantic_private__", None)
+    return copied
 
 
 class ToolCall(BaseModel):
@@ -102,7 +120,7 @@ class Message(BaseModel):
     name: str | None = None
     meta: MessageMeta = Field(default_factory=lambda: MessageMeta())
     provider_source: str | None = None
-    """The endpoint an assistant message came from (``agent.endpoints``), for ``provider_fields``."""
+    """The endpoint an assistant message came from (``agent.models.endpoints``), for ``provider_fields``."""
     provider_fields: dict[str, Any] = Field(default_factory=dict)
     """Fields of an assistant message that its provider needs back in later requests (DeepSeek's
     ``reasoning_content``, Anthropic's thinking blocks); sent only to ``provider_source``, never shown."""
@@ -122,6 +140,19 @@ class Message(BaseModel):
     @classmethod
     def tool(cls, call_id: str, text: str, **meta: Unpack[MessageMeta]) -> Message:
         return cls(role="tool", tool_call_id=call_id, content=text, meta=meta)
+
+    @classmethod
+    def tool_result(cls, call_id: str, text: str, meta: MessageMeta) -> Message:
+        """``Message.tool`` for the loop's own results, not validated again: the call id is the
+        runtime's, ``text`` went through the output filter, ``meta`` was typed where it was built."""
+        fields = {
+            "tool_call_id": call_id,
+            "content": text,
+            "meta": meta,
+            "tool_calls": [],
+            "provider_fields": {},
+        }
+        return revised(_TOOL_RESULT, fields)  # each result its own lists, as a validated one has
 
 
 class ToolDef(BaseModel):
@@ -145,6 +176,20 @@ class Request(BaseModel):
     time_left: float | None = None
     """Seconds the run has left (its deadline): a client's retries must end within them. Not sent."""
 
+    @classmethod
+    def of_run(cls, model: str, messages: list[Message], tools: list[ToolDef], time_left: float) -> Request:
+        """A run's request, from values already typed (the history's messages, the run's tool list):
+        validating them again walked the whole history on every request."""
+        return revised(
+            _REQUEST, {"model": model, "messages": messages, "tools": tools, "time_left": time_left}
+        )
+
+
+_REQUEST = Request(model="", messages=[])  # what of_run revises
+
+
+_TOOL_RESULT = Message(role="tool", content="", tool_call_id="")  # what tool_result revises
+
 
 class Usage(BaseModel):
     """Token counts. ``prompt_tokens`` is the whole prompt; of it, ``cache_read_tokens`` were served
@@ -162,11 +207,15 @@ class Usage(BaseModel):
         return self.prompt_tokens - self.cache_read_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        # Sums of two validated counts: no validation again (this runs on every model answer).
+        return revised(
+            self,
+            {
+                "prompt_tokens": self.prompt_tokens + other.prompt_tokens,
+                "completion_tokens": self.completion_tokens + other.completion_tokens,
+                "cache_read_tokens": self.cache_read_tokens + other.cache_read_tokens,
+                "cache_write_tokens": self.cache_write_tokens + other.cache_write_tokens,
+            },
         )
 
 

@@ -33,7 +33,7 @@ def profile_ack_path(
     the cumulative time of chatops's functions and of the libraries they call, and the seconds
     per request."""
     from bot.settings import Settings
-    from bot.slack.web import create_app
+    from bot.web.server import create_app
 
     limits: dict[str, Any] = {name.lower(): int(value) for name, value in NEVER_LIMITED.items()}
     app = create_app(

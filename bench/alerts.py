@@ -92,8 +92,8 @@ def worker_runtime(settings: Settings) -> Runtime:
     """``CHATOPS_RUNTIME=bench.alerts:worker_runtime``: runs answered at once (``instant_runtime``),
     alert threads posted to Slack (the emulator) by the production presenter, redacted as the
     production worker does, and a finished run's answer shown on its alert's root message."""
-    from bot.slack.alert_presenter import SlackAlertPresenter
-    from bot.slack.client import make_client
+    from bot.slack.delivery.alert_presenter import SlackAlertPresenter
+    from bot.slack.delivery.client import make_client
     from tools.safety import Redactor
 
     presenter = SlackAlertPresenter(make_client(settings), Redactor.from_settings(settings).redact)

@@ -291,7 +291,7 @@ def _report(
     )
     result.note(
         f"One recovery sweep over the {waiting:,} waiting runs took {sweep * 1000:,.0f} ms. A worker runs it "
-        "between jobs every CHATOPS_RECOVERY_INTERVAL_SECONDS (default 30 s), so a job arriving during "
+        "between jobs once per lease (CHATOPS_LEASE_TTL_SECONDS, default 30 s), so a job arriving during "
         "a sweep waits that long at most."
     )
     result.data = {

@@ -1,6 +1,6 @@
 """The comparison of the ingress benchmark: a bare Bolt app whose handler does nothing, on chatops's server.
 
-``python -m bench.bare_app`` serves it with ``bot.slack.web.serve_http`` (the same server as
+``python -m bench.bare_app`` serves it with ``bot.web.server.serve_http`` (the same server as
 ``chatops web``: ``WEB_WORKERS`` processes x ``WEB_THREADS`` threads, keep-alive, access log)
 and the same Bolt options (signature verification, ``process_before_response``, an
 ``authorize`` function instead of ``auth.test``). Its ``app_mention`` listener only acks.
@@ -15,7 +15,8 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.authorization import AuthorizeResult
 
 from bot.settings import Settings
-from bot.slack.web import EVENTS_PATH, serve_http
+from bot.web.paths import EVENTS_PATH
+from bot.web.server import serve_http
 
 
 def build_bare_app(settings: Settings) -> SlackRequestHandler:

@@ -1,7 +1,13 @@
 """A burst of mentions through the whole bot: 3,000 signed mentions at 300/s, 2 workers, zero-latency model.
 
 ``chatops web`` (its own HTTP server, as deployed) and two ``chatops worker`` processes (forking, as
-deployed) on one Redis; the Slack emulator in a process of its own serves the Web API the workers'
+deployed) on one Redis, started as shipped: each the ``Procfile``'s line, run as a Procfile runner
+runs it (``sh -c LINE`` in a session of its own, like honcho), at the priority the bot gives itself
+(the workers lower theirs, ``bot/ops/priority.py``); ``--worker-nice N`` nices the workers from the
+outside instead, as the benchmark did before (issue 29). ``--busy N`` runs N busy loops (``yes >
+/dev/null``, each in a session of its own at nice 0, as a user's stray job) beside it for the
+burst. The Slack emulator in a process of its own (at ``--slack-nice``: it stands for Slack's
+servers, which are elsewhere) serves the Web API the workers'
 real ``SlackPresenter`` calls (run card, "is working" status, card updates, answer). Each mention
 starts a new thread (``plan: check``: one read-only tool call, then the answer) in one of 100
 channels; the root messages are created in the emulator first, then a lean open-loop generator
@@ -46,9 +52,11 @@ from bench.common import (
 from bench.cpu_meter import CpuMeter
 from bench.processes import (
     Process,
+    as_shipped,
     chatops_command,
     free_port,
     processes,
+    procfile,
     start_process,
     wait_for_web,
     wait_until,
@@ -56,14 +64,14 @@ from bench.processes import (
 )
 from bench.slack_events import BOT_USER, SECRET, TOKEN, mention_request
 from bot.keys import Keys
-from bot.runs.metrics import RUNS_FINISHED, metric_key
+from bot.observability.metrics import RUNS_FINISHED, metric_key
 from emulator.slack import SlackEmulatorClient
 
 RATE = 300
 QUICK_MENTIONS, QUICK_RATE = 40, 40
 WARM_MENTIONS = 30
 WORKERS = 2
-NICE = 19
+SLACK_NICE = 19
 CHANNELS = 100
 TEXT = "plan: check"
 WAIT_SECONDS = 600.0  # how long the benchmark waits for the last run (past the target: to measure it)
@@ -222,11 +230,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--mentions", type=int, help=f"mentions in the burst (default {MENTIONS})")
         parser.add_argument("--rate", type=float, help=f"mentions per second (default {RATE})")
         parser.add_argument(
-            "--nice",
+            "--slack-nice",
             type=int,
-            default=NICE,
-            help=f"nice value of the workers and the emulator (default {NICE}): the web process and "
-            "Redis come first, as if the others ran on machines of their own",
+            default=SLACK_NICE,
+            help=f"nice value of the Slack emulator (default {SLACK_NICE}): it stands for Slack's "
+            "servers, which are not on the bot's machine",
+        )
+        parser.add_argument(
+            "--worker-nice",
+            type=int,
+            help="nice the workers (and their session's scheduling group) from outside, as the benchmark "
+            "did before issue 29 (default: as shipped, the workers set their own priority)",
+        )
+        parser.add_argument(
+            "--busy", type=int, default=0, help="busy loops (yes > /dev/null) beside the burst (default 0)"
         )
         parser.add_argument(
             "--workers", type=int, default=WORKERS, help=f"worker processes (default {WORKERS})"
@@ -258,14 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         started: list[Process] = []
         try:
             with processes(started):
-                started.append(start_process("slack", emulator_command(slack_port), env, logs, args.nice))
+                started.append(
+                    start_process("slack", emulator_command(slack_port), env, logs, args.slack_nice)
+                )
                 control = SlackEmulatorClient(f"http://127.0.0.1:{slack_port}")
                 wait_until(lambda: _answers(control), 30, "the Slack emulator", watch=started)
-                started.append(start_process("web", [*chatops_command(), "web"], env, logs))
-                for number in range(args.workers):
-                    command = [*chatops_command(), "worker", "--name", f"{queue}-{number}"]
-                    command += ["--simple"] if args.simple else []
-                    started.append(start_process(f"worker{number}", command, env, logs, args.nice))
+                started += start_bot(env, logs, args)
                 wait_for_web(port, started)
                 meters = {p.name: CpuMeter(p.popen.pid) for p in started}
                 meters["Redis"] = CpuMeter(redis_client=bench.client)
@@ -274,6 +289,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 load = settle(options.settle)
                 result = Result(NAME, "Mention burst", options.quick, load)
                 wait = WAIT_SECONDS if args.workers else 0.0  # no workers: the acks alone
+                for number in range(args.busy):  # after the settling: it waits for a quiet machine
+                    busy = start_process(f"busy{number}", ["/bin/sh", "-c", "exec yes > /dev/null"], {}, logs)
+                    started.append(busy)
+                    meters[busy.name] = CpuMeter(busy.popen.pid)
                 burst = run_burst(bench, control, port, count, rate, "burst", meters, wait)
                 print_burst(burst)
                 completed, cards, answers = check_runs(bench, control, "burst")
@@ -283,6 +302,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot(options, result, burst, rate)
     result.save(options)
     return 0
+
+
+def start_bot(env: dict[str, str], logs: Path, args: argparse.Namespace) -> list[Process]:
+    """The web process and the workers, each from its ``Procfile`` line as a Procfile runner starts
+    it; the workers niced from outside only with ``--worker-nice``."""
+    lines = procfile()
+    command, shipped_env = as_shipped(lines["web"], env)
+    started = [start_process("web", command, shipped_env, logs)]
+    for number in range(args.workers):
+        command, shipped_env = as_shipped(lines["worker"] + (" --simple" if args.simple else ""), env)
+        started.append(start_process(f"worker{number}", command, shipped_env, logs, args.worker_nice or 0))
+    return started
 
 
 def _answers(control: SlackEmulatorClient) -> bool:

@@ -68,7 +68,7 @@ def report(
         f"{count:,} signed mentions at {rate:g}/s into `chatops web`, {args.workers} "
         f"{'`chatops worker --simple`' if args.simple else 'forking `chatops worker`'}s, zero-latency "
         "model, one read-only tool call per run, the real Slack presenter against the emulator (its own "
-        f"process; it and the workers at nice {args.nice}); seconds from the first mention's due time",
+        f"process at nice {args.slack_nice}); {launch(args)}; seconds from the first mention's due time",
         [
             "mentions",
             "acked",
@@ -114,6 +114,9 @@ def report(
         [[n / max(burst.acked, 1) for _, n in top] + [sum(burst.redis_calls.values()) / max(burst.acked, 1)]],
     )
     result.data = {
+        "launch": launch(args),
+        "worker_nice": args.worker_nice,
+        "busy_loops": args.busy,
         "redis_calls": burst.redis_calls,
         "latencies_ms": burst.latencies_ms,
         "completions": burst.completions,
@@ -144,6 +147,16 @@ def report(
         f"ack latency median {median(burst.latencies_ms):.2f} ms over {len(burst.latencies_ms)} events"
     )
     result.note(f"cards showing the final state when the last run was done: {cards} of {count}")
+
+
+def launch(args: argparse.Namespace) -> str:
+    """How the bot's processes were started, and what ran beside them."""
+    if args.worker_nice is None:
+        text = "web and workers started as shipped (each its Procfile line, `sh -c` in a session of its own)"
+    else:
+        text = f"web and workers from the Procfile, the workers niced to {args.worker_nice} from outside"
+    loops = f"{args.busy} busy loop{'s' if args.busy != 1 else ''} (`yes > /dev/null`, nice 0) beside it"
+    return f"{text}; {loops if args.busy else 'nothing else running'}"
 
 
 def plot(options: Options, result: Result, burst: Burst, rate: float) -> None:

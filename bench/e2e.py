@@ -56,7 +56,7 @@ from bench.processes import (
 from bench.runtimes import stamps_key
 from bot.keys import Keys
 from bot.runs.queueing import fetch_worker_job
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 
 NAME = "e2e"

@@ -9,7 +9,7 @@ production loop (``agent.run.Run``) with a scripted zero-latency model.
    call at a time; p50 and p99 of each, and the difference.
 2. Fan-out: a ``check`` catalog tool (``sleep 0.2`` and the host name, a stand-in for a real
    probe) on each of 20 targets, alone (the slowest of the 20 single checks), then on all 20 in one
-   model turn (the loop runs read-only calls in parallel, bounded by ``CHATOPS_MAX_PARALLEL_TOOLS``).
+   model turn (the loop runs read-only calls in parallel, bounded by ``bot.runs.service.MAX_PARALLEL_TOOLS``, 20).
 
 Targets: p50 added latency at most 5 ms; 20 targets within 1.5x the slowest single check.
 """
@@ -76,7 +76,6 @@ def settings(bench: BenchRedis, queue: str, inventory: Path, tools_file: Path) -
         chatops_tools_file=tools_file,
         chatops_runner_secret=SECRET,
         chatops_runner_heartbeat_seconds=5,
-        chatops_max_parallel_tools=TARGETS,
     )
 
 

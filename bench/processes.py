@@ -33,6 +33,27 @@ def chatops_command() -> list[str]:
     return [sys.executable, "-m", "bot.ops.cli"]
 
 
+PROCFILE = ROOT / "Procfile"
+
+
+def procfile(path: Path = PROCFILE) -> dict[str, str]:
+    """The Procfile's process types and their command lines (``web: chatops web`` -> web)."""
+    lines = {}
+    for line in path.read_text().splitlines():
+        name, colon, command = line.partition(":")
+        if colon and name.strip() and not name.lstrip().startswith("#"):
+            lines[name.strip()] = command.strip()
+    return lines
+
+
+def as_shipped(line: str, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """A Procfile line started as a Procfile runner starts it (honcho: ``sh -c LINE``, in a session
+    of its own as ``start_process`` gives every process), with the ``chatops`` of this interpreter's
+    environment first on ``PATH``: (command, environment)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.environ.get('PATH', ''))}"
+    return ["/bin/sh", "-c", line], {**env, "PATH": path}
+
+
 @dataclass
 class Process:
     """A subprocess we started, in its own process group (chatops web and RQ fork children)."""
@@ -62,11 +83,13 @@ def start_process(
 ) -> Process:
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     if os.environ.get("BENCH_NO_NICE") == "1":
         # The smoke test's quick runs (figures mean nothing): a niced worker beside a busy machine's
-        # other work would only make the smoke test wait for CPU it never gets.
+        # other work would only make the smoke test wait for CPU it never gets; nor does a worker
+        # lower itself (bot/ops/priority.py).
         nice = 0
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+        full_env["CHATOPS_WORKER_NICE"] = "0"
     full_env.pop("SLACK_APP_TOKEN", None)
     with open(log, "wb") as handle:
         popen = subprocess.Popen(

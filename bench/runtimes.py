@@ -8,7 +8,7 @@
   into Redis (``BENCH_STAMPS``) so the benchmark can time the steps; the presenter is the real
   ``SlackPresenter`` when ``SLACK_BOT_TOKEN`` is set (talking to the emulator), else the log.
 * ``http_runtime``: the production ``LLMClient`` against ``LLM_BASE_URL`` (the scripted OpenAI
-  server of ``emulator.openai_server``) with the ``check`` tool (scale-out).
+  server of ``emulator.models.openai_server``) with the ``check`` tool (scale-out).
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def plan_model(stamp: Stamper | None) -> FunctionModel:
 def _presenter(settings: Settings, client: redis.Redis, keys: Keys) -> Presenter:
     if not settings.slack_bot_token:
         return LoggingPresenter()
-    from bot.slack.client import make_client
-    from bot.slack.presenter import SlackPresenter
+    from bot.slack.delivery.client import make_client
+    from bot.slack.delivery.presenter import SlackPresenter
 
     return SlackPresenter(make_client(settings), client, keys)
 
@@ -151,7 +151,7 @@ def plan_runtime(settings: Settings) -> Runtime:
 
 
 def http_runtime(settings: Settings) -> Runtime:
-    from agent.llm import LLMClient
+    from agent.models.openai_client import LLMClient
 
     client = open_redis(settings)
     keys = Keys(settings.chatops_redis_prefix)

@@ -1,6 +1,6 @@
 """Scale-out: throughput with 1, 2, 4 and 8 worker processes against one Redis, as a ratio to linear.
 
-The model is the scripted OpenAI-compatible server (``emulator.openai_server``) answering every
+The model is the scripted OpenAI-compatible server (``emulator.models.openai_server``) answering every
 request after 500 ms, reached over HTTP by the production ``LLMClient``; a run is 5 iterations
 (4 calls to a read-only tool, then the answer). Each configuration gets the same 200 runs, all
 submitted at once, and is timed from the first submit to the last run finished (about 8 minutes
@@ -42,7 +42,7 @@ from bench.processes import (
 )
 from bot.keys import Keys
 from bot.runs.service import RunOptions, RunService
-from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall
 
 NAME = "scaleout"
 WORKERS = (1, 2, 4, 8)

@@ -4,7 +4,7 @@ The names below are the public API for embedding the bot (a runtime of your own 
 ``CHATOPS_RUNTIME``, a worker or the web app in your own process); the modules they come from
 are the implementation and may move. Each is imported on first use: importing any part of
 ``bot`` loads nothing else, so a worker, which imports ``bot.runs``, never loads the Slack
-transport, and the root modules (settings, errors, logs) never import a sub-package.
+transport, and the root modules (settings, errors, keys, claims) never import a sub-package.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from bot.runs.runtime import Runtime, RuntimeFactory
     from bot.runs.service import RunOptions, RunService
     from bot.settings import Settings
-    from bot.slack.web import create_app
+    from bot.web.server import create_app
 
 _HOME = {
     "BotError": "bot.errors",
@@ -37,7 +37,7 @@ _HOME = {
     "RuntimeFactory": "bot.runs.runtime",
     "Settings": "bot.settings",
     "build_worker": "bot.ops.worker",
-    "create_app": "bot.slack.web",
+    "create_app": "bot.web.server",
     "default_runtime": "bot.ops.worker",
     "open_redis": "bot.redis_connection",
     "run_worker": "bot.ops.worker",

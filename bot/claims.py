@@ -1,8 +1,12 @@
-"""Two-phase dedupe claims in Redis: ``pending`` while an event is being stored, ``done`` after.
+"""Claims in Redis, each one ``SET NX``; the key is always the caller's, and so is its owner in
+the key table (this module owns only how a key is claimed):
 
-Used by Slack's events (``bot.slack.events``: event ids, message timestamps) and the alert
-webhooks (``bot.alerts.store``: one claim per delivery); the key is the caller's, and so is its
-owner in the key table.
+* ``Claims``: two-phase dedupe claims, ``pending`` while an event is being stored, ``done`` after,
+  for Slack's events (``bot.slack.handlers.events``: event ids, message timestamps) and the alert
+  webhooks (``bot.alerts.store``: one claim per delivery);
+* ``claim_once``: the first caller wins, for a while (one :eyes:, one notice, one feedback vote);
+* ``take_lock`` / ``release_lock``: a lock held by a random token and freed by its holder only
+  (an alert group's, the lost-run scan's).
 
 A plain ``SET NX`` claim taken before storing loses events: if storing then fails (Redis drops
 mid-request), the claim stays and the sender's retry is answered "already seen" although nothing
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -77,6 +82,29 @@ class Claims:
         """Best effort: when Redis is what failed, the pending TTL frees the claim instead."""
         with contextlib.suppress(redis.RedisError):
             self._redis().delete(key)
+
+
+def claim_once(client: redis.Redis, key: str, seconds: float, value: str = "1") -> bool:
+    """Whether this caller is the first to claim ``key`` (for ``seconds``; ``value`` is kept)."""
+    return bool(client.set(key, value, nx=True, px=_milliseconds(seconds)))
+
+
+def take_lock(client: redis.Redis, key: str, seconds: float) -> str | None:
+    """A token if this caller now holds the lock ``key`` for ``seconds`` (``None``: another does)."""
+    token = secrets.token_hex(16)
+    return token if claim_once(client, key, seconds, token) else None
+
+
+# Compare and delete in one step: a holder whose lock expired never frees the next holder's.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def release_lock(client: redis.Redis, key: str, token: str) -> bool:
+    """Free the lock if ``token`` still holds it; whether it did."""
+    return bool(client.register_script(_RELEASE)(keys=[key], args=[token]))
 
 
 def _milliseconds(seconds: float) -> int:

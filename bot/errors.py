@@ -6,7 +6,7 @@ Tree::
     ├── BotConfigurationError   misuse: a job outside a chatops worker, a bad runtime factory
     ├── RunNotFoundError        no run record with that id (never created, or expired)
     ├── ApprovalNotFoundError   no approval record with that id
-    ├── NotAnApproverError      the person who clicked is not on the approvers list
+    ├── NotAnApproverError      the person may not decide that approval (``bot.policy.deciders``)
     ├── PolicyConfigError       ``CHATOPS_POLICY_FILE`` is wrong (also a ``BotConfigurationError``)
     ├── DurabilityError         an executing mark could not be made crash-safe: the tool must not run
     │   ├── NotDurableError         the server's persistence can lose it (``CHATOPS_DURABILITY=strict``)
@@ -57,11 +57,12 @@ class ApprovalNotFoundError(BotError):
 
 
 class NotAnApproverError(BotError):
-    """``user`` may not decide approvals (``CHATOPS_APPROVERS`` does not list them)."""
+    """``user`` may not decide this approval (``bot.policy.deciders`` refused; ``reason`` says why)."""
 
-    def __init__(self, user: str) -> None:
-        super().__init__(f"{user} is not an approver")
+    def __init__(self, user: str, reason: str = "") -> None:
+        super().__init__(f"{user} may not decide this approval" + (f": {reason}" if reason else ""))
         self.user = user
+        self.reason = reason
 
 
 class DurabilityError(BotError):

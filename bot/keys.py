@@ -134,7 +134,7 @@ class Keys(MemoryKeys):
         return f"{self.approval(approval_id)}:votes"
 
     def break_glass(self, user: str) -> str:
-        """One person's active break-glass (``bot.runs.break_glass``)."""
+        """One person's active break-glass (``bot.policy.break_glass``)."""
         return f"{self.prefix}policy:break_glass:{key_part(user, 'user id')}"
 
     def thread(self, channel: str, thread_ts: str) -> str:
@@ -160,7 +160,7 @@ class Keys(MemoryKeys):
         return f"{self.prefix}seen:message:{key_part(channel, 'channel')}:{key_part(ts, 'message ts')}"
 
     def metrics(self, name: str) -> str:
-        """One Prometheus metric's values, pushed by every process (``bot/runs/metrics.py``)."""
+        """One Prometheus metric's values, pushed by every process (``bot/observability/metrics.py``)."""
         return f"{self.prefix}metrics:{key_part(name, 'metric name')}"
 
     def limits(self, kind: str, ident: str) -> str:

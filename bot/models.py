@@ -1,7 +1,8 @@
 """The run's chain of models, from the settings: the primary (``LLM_*``), then ``LLM_FALLBACKS``.
 
-Each model has its own endpoint (``agent.endpoints``); keys come from the environment variables
-the endpoints name, read from the process environment and the ``.env`` file alike.
+Each model has its own endpoint (``agent.models.endpoints``), in the order
+``Settings.model_endpoints`` gives them; keys come from the environment variables the endpoints
+name, read from the process environment and the ``.env`` file alike.
 """
 
 from __future__ import annotations
@@ -13,33 +14,11 @@ from typing import TYPE_CHECKING
 from dotenv import dotenv_values
 
 from agent.chat import ChatModel
-from agent.endpoints import PRIMARY_KEY_ENV, ClientOptions, ModelEndpoint, build_model, parse_fallbacks
-from agent.http_model import RetryNotice
+from agent.models.endpoints import PRIMARY_KEY_ENV, ClientOptions, build_model
+from agent.models.http_model import RetryNotice
 
 if TYPE_CHECKING:
     from bot.settings import Settings
-
-
-def primary_endpoint(settings: Settings) -> ModelEndpoint:
-    return ModelEndpoint(
-        provider=settings.llm_provider,  # type: ignore[arg-type]  # the settings pattern allows only these
-        model=settings.llm_model,
-        base_url=settings.llm_base_url,
-        api_key_env=PRIMARY_KEY_ENV,
-        api_version=settings.llm_api_version,
-    )
-
-
-def endpoints(settings: Settings) -> list[ModelEndpoint]:
-    """The primary first, then the fallbacks in order."""
-    primary = primary_endpoint(settings)
-    return [primary, *parse_fallbacks(settings.llm_fallbacks, primary)]
-
-
-def key_variables(settings: Settings) -> list[str]:
-    """The environment variables the fallbacks read their keys from (``LLM_API_KEY`` aside)."""
-    names = [endpoint.api_key_env for endpoint in endpoints(settings)[1:]]
-    return list(dict.fromkeys(name for name in names if name and name != PRIMARY_KEY_ENV))
 
 
 def model_keys(settings: Settings) -> dict[str, str]:
@@ -53,11 +32,9 @@ def model_keys(settings: Settings) -> dict[str, str]:
 def client_options(
     settings: Settings, on_retry: Callable[[RetryNotice], None] | None = None
 ) -> ClientOptions:
+    """The connect timeout and the retries are ``agent.defaults``' constants (``ClientOptions``' defaults)."""
     return ClientOptions(
-        connect_timeout=settings.llm_connect_timeout,
         read_timeout=settings.llm_read_timeout,
-        max_attempts=settings.llm_max_attempts,
-        max_retry_wait=settings.llm_retry_max_wait_seconds,
         max_tokens=settings.llm_max_tokens,
         extra_headers=settings.llm_extra_headers,
         on_retry=on_retry,
@@ -73,4 +50,4 @@ def build_models(
     """One client per endpoint of the chain."""
     options = client_options(settings, on_retry)
     keys = model_keys(settings) if keys is None else keys
-    return [build_model(endpoint, keys, options) for endpoint in endpoints(settings)]
+    return [build_model(endpoint, keys, options) for endpoint in settings.model_endpoints()]

@@ -12,10 +12,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agent import defaults as agent_defaults
 from agent.errors import AgentError
 from agent.keys import DEFAULT_PREFIX
-from tools.catalog.templates import env_references
+from agent.models.endpoints import PRIMARY_KEY_ENV, ModelEndpoint, parse_fallbacks
 from tools.config import BOT_SECRET_ENV, KUBE_NAMESPACE, LOG_DIRS, SERVICE_BACKEND, SERVICE_BACKENDS
 from tools.egress import DEFAULT_UNLISTED, Unlisted
 from tools.egress_endpoints import ALL_INTERFACES
+from tools.env_references import env_references
 from tools.safety import DEFAULT_MAX_CHARS, MIN_MAX_CHARS
 
 
@@ -31,10 +32,35 @@ CsvList = Annotated[list[str], NoDecode]
 # A renamed setting's old name keeps working until the version named, with a warning at every start
 # naming the new one (bot/settings_names.py; docs/OPERATIONS.md, "Renamed and retired settings").
 RENAMED: Final = {"LLM_FALLBACK_MODELS": ("LLM_FALLBACKS", "0.3.0")}
-# Settings that no longer exist, and why: a warning says they do nothing (an error would stop an upgrade).
+# Settings that no longer exist, and what became of them: a warning at every start says they do nothing
+# (an error would stop an upgrade). Tuning knobs nobody needed to change became constants in 0.2.0,
+# each named and explained where it is used (CHANGELOG.md lists them).
 RETIRED: Final = {
-    "CHATOPS_TOOL_STATE_DIR": "dry-run plans travel with their approval record since 0.1.0",
+    "CHATOPS_TOOL_STATE_DIR": "no longer used: dry-run plans travel with their approval record since 0.1.0",
+    **{
+        name: f"retired in 0.2.0, now a constant ({value})"
+        for name, value in {
+            "CHATOPS_QUEUED_NOTE_SECONDS": "2 s",
+            "REDIS_REPLICA_WAIT_MS": "500 ms",
+            "CHATOPS_DURABILITY_TIMEOUT_MS": "2000 ms",
+            "CHATOPS_JOB_RETRIES": "3",
+            "CHATOPS_MAX_RUN_ATTEMPTS": "5",
+            "LLM_CONNECT_TIMEOUT": "5 s",
+            "LLM_MAX_ATTEMPTS": "5",
+            "LLM_RETRY_MAX_WAIT_SECONDS": "60 s",
+            "CHATOPS_APPROVER_CACHE_SECONDS": "60 s",
+            "CHATOPS_MAX_PARALLEL_TOOLS": "20",
+            "CHATOPS_MAX_CALLS_PER_TURN": "32",
+            "WEB_MAX_HEADER_BYTES": "32768",
+            "WEB_GRACEFUL_TIMEOUT_SECONDS": "20 s",
+        }.items()
+    },
+    "CHATOPS_RECOVERY_INTERVAL_SECONDS": "retired in 0.2.0: workers sweep once per CHATOPS_LEASE_TTL_SECONDS",
 }
+# ``chatops worker`` lowers itself to this nice value (bot/ops/priority.py): a nice-0 web process
+# outweighs it about 9 to 1 (the kernel's weights 1024 and 110) when both want the CPU.
+WORKER_NICE: Final = 10
+MAX_NICE: Final = 19
 
 
 def _names(field: str) -> AliasChoices:
@@ -108,8 +134,6 @@ class Settings(BaseSettings):
     slack_signing_secret: str = ""
     slack_app_token: str = ""
     slack_api_url: str = "https://slack.com/api/"
-    # A mention no worker has picked up after this many seconds gets a "queued" note (0: never).
-    chatops_queued_note_seconds: float = Field(default=2.0, ge=0)
     # A plain reply in a thread whose last run ended at most this many minutes ago starts a follow-up
     # run that sees the thread's earlier runs (bot.slack.continuation); 0: only a reply to a run that
     # asked a question does. Limits and channels apply as to a mention.
@@ -133,18 +157,14 @@ class Settings(BaseSettings):
     redis_tls_cert_file: Path | None = None
     redis_tls_key_file: Path | None = None
     redis_sentinel_tls: bool = False  # the sentinels listen with TLS (sentinel.conf: tls-port)
-    redis_replica_wait_ms: int = Field(default=500, ge=1)  # with sentinels: WAIT 1 before Slack is answered
     chatops_redis_prefix: str = DEFAULT_PREFIX
     chatops_queue: str = "chatops"
     chatops_retention_days: int = Field(default=agent_defaults.RETENTION_DAYS, ge=1)
     chatops_audit_max_len: int = Field(default=1_000_000, ge=1000)
     chatops_durability: str = Field(default="warn", pattern=r"^(strict|warn)$")
-    chatops_durability_timeout_ms: int = Field(default=2000, ge=1)  # 0 would make WAIT block forever
     chatops_lease_ttl_seconds: float = Field(default=30.0, gt=0)
-    chatops_job_retries: int = Field(default=3, ge=0)
-    chatops_max_run_attempts: int = Field(default=5, ge=1)
-    chatops_recovery_interval_seconds: int = Field(default=30, ge=1)
     chatops_runtime: str = "bot.ops.worker:default_runtime"
+    chatops_worker_nice: int = Field(default=WORKER_NICE, ge=0, le=MAX_NICE)
 
     # LLM
     llm_provider: str = Field(default="openai", pattern=r"^(openai|anthropic|azure)$")
@@ -153,20 +173,16 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     llm_api_version: str = ""  # azure: the api-version query parameter
     llm_extra_headers: dict[str, str] = Field(default_factory=dict)  # JSON object
-    # JSON list or [provider:]model[@url], ... (agent.endpoints); LLM_FALLBACK_MODELS until 0.3.0
+    # JSON list or [provider:]model[@url], ... (agent.models.endpoints); LLM_FALLBACK_MODELS until 0.3.0
     llm_fallbacks: str = Field(default="", validation_alias=_names("llm_fallbacks"))
     llm_max_tokens: int = Field(default=agent_defaults.MAX_TOKENS, ge=1)
-    llm_connect_timeout: float = agent_defaults.CONNECT_TIMEOUT_SECONDS
     llm_read_timeout: float = agent_defaults.READ_TIMEOUT_SECONDS
-    llm_max_attempts: int = Field(default=agent_defaults.MAX_ATTEMPTS, ge=1)
-    llm_retry_max_wait_seconds: float = Field(default=agent_defaults.RETRY_MAX_WAIT_SECONDS, ge=0)
     chatops_system_prompt_file: Path | None = None
 
     # Tools and approvals
     chatops_tools_file: Path | None = None
     chatops_approvers: CsvList = Field(default_factory=list)
-    chatops_approver_cache_seconds: float = Field(default=60.0, ge=0)
-    chatops_policy_file: Path | None = None  # YAML access policy (bot/runs/policy_file.py, docs/POLICY.md)
+    chatops_policy_file: Path | None = None  # YAML access policy (bot/policy/file.py, docs/POLICY.md)
     chatops_channels: CsvList = Field(default_factory=list)
     chatops_approval_timeout_seconds: int = Field(default=agent_defaults.APPROVAL_TIMEOUT_SECONDS, ge=10)
     chatops_log_dirs: CsvList = Field(default_factory=lambda: list(LOG_DIRS))
@@ -206,7 +222,6 @@ class Settings(BaseSettings):
     chatops_ssh_user: str = ""  # defaults for Ansible hosts without ansible_user / a key file
     chatops_ssh_key_file: Path | None = None
     chatops_ssh_known_hosts: Path | None = None
-    chatops_max_parallel_tools: int = Field(default=20, ge=1)  # read-only calls of one turn at once
 
     # Alerts (bot/alerts): webhooks from Alertmanager, Grafana and PagerDuty, routed to channels
     chatops_alerts_file: Path | None = None  # YAML alerts.routes (bot/alerts/routing.py)
@@ -222,7 +237,6 @@ class Settings(BaseSettings):
     chatops_max_iterations: int = Field(default=agent_defaults.MAX_ITERATIONS, ge=1)
     chatops_deadline_seconds: float = Field(default=agent_defaults.DEADLINE_SECONDS, gt=0)
     chatops_token_budget: int | None = None
-    chatops_max_calls_per_turn: int = Field(default=agent_defaults.MAX_CALLS_PER_TURN, ge=1)
 
     # Limits
     chatops_rate_window_seconds: int = Field(default=60, ge=1)
@@ -240,8 +254,6 @@ class Settings(BaseSettings):
     web_body_timeout_seconds: float = Field(default=10.0, gt=0)
     web_keepalive_seconds: float = Field(default=5.0, ge=0)
     web_max_connections: int = Field(default=1000, ge=1)
-    web_max_header_bytes: int = Field(default=32768, ge=1024)
-    web_graceful_timeout_seconds: float = Field(default=20.0, ge=0)
 
     # Operations
     chatops_log_format: str = Field(default="auto", pattern=r"^(auto|json|text)$")
@@ -305,12 +317,13 @@ class Settings(BaseSettings):
     def _model_keys_are_secret(self) -> Settings:
         """Check ``LLM_FALLBACKS`` now, and treat the variables holding its keys like
         ``LLM_API_KEY``: redacted from every output, hidden from the commands tools run."""
-        from bot.models import key_variables  # bot.models reads these settings
-
         try:
-            names = key_variables(self)
+            fallbacks = self.model_endpoints()[1:]
         except AgentError as error:
             raise SettingsConflict(("LLM_FALLBACKS",), str(error)) from error
+        names = dict.fromkeys(
+            e.api_key_env for e in fallbacks if e.api_key_env and e.api_key_env != PRIMARY_KEY_ENV
+        )
         missing = [name for name in names if name not in self.chatops_redact_env]
         if missing:
             self.chatops_redact_env = [*self.chatops_redact_env, *missing]
@@ -325,6 +338,17 @@ class Settings(BaseSettings):
         if missing:
             self.chatops_redact_env = [*self.chatops_redact_env, *missing]
         return self
+
+    def model_endpoints(self) -> list[ModelEndpoint]:
+        """The run's chain of models: the primary (``LLM_*``), then ``LLM_FALLBACKS`` in order."""
+        primary = ModelEndpoint(
+            provider=self.llm_provider,  # type: ignore[arg-type]  # the field's pattern allows only these
+            model=self.llm_model,
+            base_url=self.llm_base_url,
+            api_key_env=PRIMARY_KEY_ENV,
+            api_version=self.llm_api_version,
+        )
+        return [primary, *parse_fallbacks(self.llm_fallbacks, primary)]
 
     def _observability_header_values(self) -> list[str]:
         headers = (self.chatops_prometheus_headers, self.chatops_alertmanager_headers)

@@ -12,7 +12,9 @@ settings own (``CHATOPS_``, ``SLACK_``, ``REDIS_``, ``LLM_``, ``WEB_``: derived 
   Kubernetes' service-link variables (``REDIS_PORT=tcp://10.0.0.1:6379``, ``CHATOPS_WEB_SERVICE_HOST``,
   ... for a Service named ``redis`` or ``chatops-web``) are recognised by name *and* value and ignored;
 * a renamed setting's old name works (``bot.settings.RENAMED``: the field's alias) with a warning naming
-  the new one; both names set at once is an error; a retired setting (``RETIRED``) is a warning.
+  the new one; both names set at once is an error; a retired setting (``RETIRED``) is a warning
+  naming what became of it (most are constants now, with their value), in the file as in the
+  environment: an upgrade with an old ``.env`` still starts, and says what no longer applies.
 
 Names the settings themselves point at (the fallback models' key variables, ``${NAME}`` in headers, every
 ``CHATOPS_REDACT_ENV`` entry) and the names chatops's deploy files read are known too.
@@ -149,7 +151,7 @@ def _unknown(
         message = f"deprecated: renamed {new} (the old name works until chatops {until}); rename it"
         return NameProblem(name, source, message, fatal=False)
     if name in RETIRED:
-        return NameProblem(name, source, f"no longer used ({RETIRED[name]}); remove it", fatal=False)
+        return NameProblem(name, source, f"{RETIRED[name]}; remove it", fatal=False)
     if not in_file and is_service_link(name, value):
         return None
     nearest, edits = closest(name, settings)

@@ -97,7 +97,8 @@ def rq_named(client: redis.Redis, queues: Iterable[str]) -> Leftovers:
     worker_keys = [k for w in workers for k in (w, w + b":executions")]
     found.keys |= _existing(client, _job_keys(client, jobs) + worker_keys + schedulers)
     for shared in (b"rq:queues", b"rq:workers"):
-        for member in client.smembers(shared):
+        for raw in client.smembers(shared):
+            member = raw if isinstance(raw, bytes) else str(raw).encode()
             if any(b in member for b in bases) or member in workers:
                 found.members.add((shared, member))
     return found
@@ -142,7 +143,8 @@ def rq_leftovers(client: redis.Redis, queues: Iterable[str]) -> Leftovers:
         elif len(parts) >= 3 and parts[1] in _JOB_FAMILIES and parts[2] in owners[b"job"]:
             found.keys.add(key)  # rq:results:ID, rq:executions:ID, rq:execution:ID:...
     for shared in (b"rq:queues", b"rq:workers"):
-        for member in client.smembers(shared):
+        for raw in client.smembers(shared):
+            member = raw if isinstance(raw, bytes) else raw.encode()  # a client decoding replies gives str
             if any(b in member for b in bases) or _names_owned(member, owners):
                 found.members.add((shared, member))
     return found

@@ -10,6 +10,7 @@ they found, and remove it).
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -35,6 +36,12 @@ def _no_process_left_behind() -> Iterator[None]:
     left = processes_left_behind(token)
     if left:
         pytest.fail("the tests left processes running (now killed):\n  " + "\n  ".join(left), pytrace=False)
+
+
+# The workers the tests start keep the priority they are started with (a worker lowers itself to
+# nice 10 by default, bot/ops/priority.py): on a machine busy with other work a lowered worker
+# would wait for CPU it never gets. tests/bot/ops/test_worker_priority.py tests the default.
+os.environ.setdefault("CHATOPS_WORKER_NICE", "0")
 
 
 @pytest.fixture(scope="session")

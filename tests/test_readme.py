@@ -55,7 +55,7 @@ def test_the_bot_api_loads_nothing_until_asked() -> None:
         "loaded = [m for m in sys.modules if m.startswith(('bot.slack', 'bot.ops', 'slack_sdk', 'slack_bolt'))]\n"
         "assert not loaded, loaded\n"
         "from bot import Settings, create_app\n"
-        "assert 'bot.slack.web' in sys.modules and Settings.__module__ == 'bot.settings'\n"
+        "assert 'bot.web.server' in sys.modules and Settings.__module__ == 'bot.settings'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=README.parent)
 

@@ -6,7 +6,7 @@ and the approver's Slack user ID for approved calls) and returns text or a ``Too
     class DiskArgs(BaseModel):
         path: str | None = None
 
-    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+    @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10, placement=HOST)
     def disk_usage(args: DiskArgs, ctx: ToolContext) -> str:
         \"\"\"Disk usage per mount.\"\"\"
 
@@ -19,6 +19,10 @@ validated arguments and may raise one call above the tool's category (a read-onl
 of a host the egress policy does not list becomes a mutating call). ``category_for`` answers the
 loop with it, and ``execute`` holds the call to the same answer: a raised call without
 ``confirmed_by`` is refused, and an approved one runs with ``ToolContext.escalated`` set.
+
+Where a tool runs is declared with it (``placement=``, ``tools.placement``): ``HOST`` for a tool
+that reads or changes the machine it runs on, ``WORKER`` for one that touches none. The registry
+refuses a tool without one.
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agent.arguments import CONFIRMED_BY as CONFIRMED_BY  # re-exported: the catalog fills it in
-from agent.arguments import parse_arguments
+from agent.arguments import checked_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVED_PLAN, CallCategory, ToolCategory, ToolResult
 from agent.types import ToolDef
 from tools.errors import ToolArgumentError, ToolCallError, ToolConfigError
+from tools.placement import Placement
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +125,7 @@ class FunctionTool(Generic[ArgsT]):
         command: CommandFunction[ArgsT] | None = None,
         categorize: CategorizeFunction[ArgsT] | None = None,
         enforces_timeout: bool = False,
+        placement: Placement | None = None,
     ) -> None:
         self.name = name or func.__name__
         if not _TOOL_NAME_RE.fullmatch(self.name):
@@ -141,6 +147,7 @@ class FunctionTool(Generic[ArgsT]):
         self._parallel = parallel
         self._timeout = float(timeout)
         self._enforces_timeout = enforces_timeout
+        self._placement = placement
         text = description if description is not None else _docstring_summary(func)
         if not text:
             raise ToolConfigError(f"tool {self.name}: a description (or docstring) is required")
@@ -169,6 +176,12 @@ class FunctionTool(Generic[ArgsT]):
         ``tools.process``, killed with its process group at the deadline). The loop then runs it
         on its own thread (``agent.tooling.enforces_own_timeout``)."""
         return self._enforces_timeout
+
+    @property
+    def placement(self) -> Placement | None:
+        """Where it runs (``tools.placement``), as whoever defines it declares; ``None``: undeclared,
+        which the registry refuses."""
+        return self._placement
 
     def category_for(self, arguments: str) -> CallCategory:
         """This call's category (``agent.tooling.call_category``): the tool's, unless ``categorize``
@@ -292,6 +305,7 @@ def tool(
     description: str | None = None,
     preview: ToolFunction[Any] | None = None,
     categorize: CategorizeFunction[Any] | None = None,
+    placement: Placement | None = None,
 ) -> Callable[[ToolFunction[Any]], FunctionTool[Any]]:
     """Decorator: turn ``func(args: SomeModel, ctx: ToolContext)`` into a ``FunctionTool``.
 
@@ -309,6 +323,7 @@ def tool(
             timeout=timeout,
             preview=preview,
             categorize=categorize,
+            placement=placement,
         )
 
     return wrap
@@ -357,9 +372,12 @@ def _clean_schema(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_arguments(arguments: str) -> dict[str, Any]:
-    """The arguments object, within ``agent.arguments``' limits: a tool called directly is bounded too."""
+    """The arguments object, within ``agent.arguments``' limits: a tool called directly is bounded too.
+
+    Read through the parse cache: one call's text is read by ``category_for``, ``describe`` and
+    ``execute`` (and its wrappers' checks) and parsed once."""
     try:
-        return parse_arguments(arguments, trusted=(APPROVED_PLAN,))
+        return checked_arguments(arguments, (APPROVED_PLAN,))
     except ArgumentsRejected as exc:
         raise ToolArgumentError(str(exc)) from exc
 

@@ -5,6 +5,10 @@ Typical start-up (the bot)::
     registry = build_registry_from_settings(settings)         # raises ToolConfigError on mistakes
     output_filter = build_output_filter(settings, registry)   # the run's tool_output_filter
     RunConfig(..., tools=registry.tools(), tool_output_filter=output_filter)
+
+Every tool in a registry declares where it runs (``tools.placement``): the built-ins where they
+are defined, catalog and MCP tools from what they are. One that does not stops start-up here,
+whoever builds the registry (the worker's runtime, ``chatops runner``, ``tools list``, ``doctor``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from tools.config import ToolsConfig, ToolSettings
 from tools.errors import DuplicateToolError, ToolConfigError
 from tools.inventory import Target
 from tools.mcp import McpHost, McpToolset, Pool, build_toolset, process_pool
+from tools.placement import require_placement
 from tools.safety import OutputFilter, OutputSettings
 from tools.ssh import SshRunner
 
@@ -44,8 +49,12 @@ class ToolRegistry:
             self.register(tool)
 
     def register(self, tool: Tool, *, replace: bool = False) -> None:
-        """Add ``tool``; a second tool with the same name is a ``DuplicateToolError`` unless ``replace``."""
+        """Add ``tool``; a second tool with the same name is a ``DuplicateToolError`` unless ``replace``.
+
+        A tool that does not declare where it runs (``tools.placement``) is a ``ToolConfigError``
+        naming it: with an inventory it would otherwise be guessed to run on the worker's own host."""
         name = tool.definition.name
+        require_placement(tool, name)
         if name in self._tools and not replace:
             raise DuplicateToolError(f"two tools are named {name!r}")
         self._tools[name] = tool
@@ -76,14 +85,6 @@ class ToolRegistry:
         """What the model is offered, sorted by name."""
         return [tool.definition for tool in self.tools()]
 
-    def target_kinds(self, name: str) -> frozenset[str] | None:
-        """The kinds of target a catalog tool runs on (its ``targets:``); ``None`` for an ``http``
-        tool (it acts on no machine) and for tools the catalog does not define."""
-        spec = self.catalog.specs.get(name) if self.catalog is not None else None
-        if spec is None or spec.run is None:
-            return None
-        return frozenset(spec.targets)
-
     def over_ssh(self, name: str, target: Target) -> Tool | None:
         """The catalog tool ``name`` with its commands run on ``target`` over SSH (``None`` when
         the catalog does not let it run there); one SSH connection per target, reused."""
@@ -107,8 +108,11 @@ class ToolRegistry:
         self._ssh.clear()
 
 
-def build_registry(config: ToolsConfig | None = None, *, mcp_pool: Pool | None = None) -> ToolRegistry:
-    """The built-in tools, then the catalog (``config.tools_file``) on top.
+def build_registry(
+    config: ToolsConfig | None = None, *, mcp_pool: Pool | None = None, extra: Iterable[Tool] = ()
+) -> ToolRegistry:
+    """The built-in tools and ``extra`` (a deployment's own Python tools), then the catalog
+    (``config.tools_file``) on top.
 
     Raises ``ToolConfigError`` (``CatalogError``, ``DuplicateToolError``) on any mistake, so a
     bad configuration stops start-up instead of half-loading. The catalog's ``mcp_servers`` are
@@ -116,7 +120,7 @@ def build_registry(config: ToolsConfig | None = None, *, mcp_pool: Pool | None =
     job, and a run keeps the list its first job offered (``bot.runs.run_tools``)."""
     config = config or ToolsConfig()
     egress = config.egress_policy()  # one policy for built-in and catalog network tools
-    registry = ToolRegistry(builtin_tools(config, egress))
+    registry = ToolRegistry([*builtin_tools(config, egress), *extra])
     if config.tools_file is not None:
         catalog = load_catalog(
             config.tools_file,
@@ -139,10 +143,10 @@ def build_registry(config: ToolsConfig | None = None, *, mcp_pool: Pool | None =
 
 
 def build_registry_from_settings(
-    settings: ToolSettings, env: Mapping[str, str] | None = None
+    settings: ToolSettings, env: Mapping[str, str] | None = None, *, extra: Iterable[Tool] = ()
 ) -> ToolRegistry:
     """``build_registry`` from a ``bot.settings.Settings`` (or anything with the same fields)."""
-    return build_registry(ToolsConfig.from_settings(settings, env))
+    return build_registry(ToolsConfig.from_settings(settings, env), extra=extra)
 
 
 def shared_mcp_sessions(config: ToolsConfig) -> McpHost | None:

@@ -16,6 +16,11 @@ exactly as the model wrote them (``receives_target``), every other route receive
 
 Every result names its target (``[web-03] ...`` and ``ToolResult.target``) and who executed it
 (``ToolResult.executor``): the audit, the run card and the model all see where a call ran.
+
+Which tools are routed so is their own declaration (``tools.placement``, read by
+``bot.fleet.routing``). One call is asked for its refusal, category, target, command and
+execution; its arguments are parsed once (``agent.arguments.checked_arguments``) and the route's
+share of them worked out once (``arguments_without``), whichever part asks first.
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.arguments import arguments_without, checked_arguments
+from agent.errors import ArgumentsRejected
 from agent.tooling import (
     CallCategory,
     CallTarget,
     Tool,
-    ToolCategory,
     ToolResult,
+    WrapperTool,
     call_category,
     call_refusal,
     describe_call,
@@ -59,8 +66,11 @@ class Resolved:
     arguments: str  # what the route receives
 
 
-class TargetedTool:
-    """A tool whose calls each run on the target they name (see the module docstring)."""
+class TargetedTool(WrapperTool):
+    """A tool whose calls each run on the target they name (see the module docstring).
+
+    It wraps ``base`` (the category, parallelism and placement are its) and changes every part
+    a call reaches: each goes to the route of the call's target."""
 
     def __init__(
         self,
@@ -78,7 +88,7 @@ class TargetedTool:
             )
         if default is not None and default not in routes:
             default = None  # the channel's default cannot run this tool: the model must name one
-        self._base = base
+        super().__init__(base)
         self._routes = dict(sorted(routes.items()))
         self._default = default
         self._definition = _with_target(base.definition, self._routes, default)
@@ -86,14 +96,6 @@ class TargetedTool:
     @property
     def definition(self) -> ToolDef:
         return self._definition
-
-    @property
-    def category(self) -> ToolCategory:
-        return self._base.category
-
-    @property
-    def parallel(self) -> bool:
-        return self._base.parallel
 
     @property
     def timeout(self) -> float:
@@ -116,7 +118,7 @@ class TargetedTool:
         """The same tool offered on fewer targets (an access policy denies it on ``names``);
         ``None`` when no target is left."""
         kept = {name: route for name, route in self._routes.items() if name not in names}
-        return TargetedTool(self._base, kept, default=self._default) if kept else None
+        return TargetedTool(self.inner, kept, default=self._default) if kept else None
 
     # -- the Tool protocol --------------------------------------------------------------------
 
@@ -144,7 +146,7 @@ class TargetedTool:
     def category_for(self, arguments: str) -> CallCategory:
         resolved = self._resolve(arguments)
         if isinstance(resolved, str):
-            return CallCategory(self._base.category)
+            return CallCategory(self.inner.category)
         return call_category(resolved.route, resolved.arguments)
 
     def refusal(self, arguments: str) -> str | None:
@@ -164,26 +166,26 @@ class TargetedTool:
     # -- resolution -----------------------------------------------------------------------------
 
     def _resolve(self, arguments: str) -> Resolved | str:
+        """The call's target and route, and what the route receives; or why there is none. Every
+        part of one call asks: the parse and the route's arguments are worked out once per text."""
+        tool = self.inner.definition.name
         try:
-            parsed = json.loads(arguments or "{}")
-        except (ValueError, RecursionError):
-            return f"invalid arguments for {self._base.definition.name}: not a JSON object"
-        if not isinstance(parsed, dict):
-            return f"invalid arguments for {self._base.definition.name}: not a JSON object"
+            parsed = checked_arguments(arguments)
+        except ArgumentsRejected as error:
+            return f"invalid arguments for {tool}: {error}"
         name = parsed.get(TARGET_ARGUMENT, self._default)
         if name is None:
-            return f"{self._base.definition.name} needs a target: one of {self._listed()}. Ask in the thread which one is meant."
+            return f"{tool} needs a target: one of {self._listed()}. Ask in the thread which one is meant."
         if not isinstance(name, str) or name not in self._routes:
             shown = name if isinstance(name, str) else json.dumps(name)
             return (
-                f"no such target {shown[:80]!r} for {self._base.definition.name}; the targets are "
+                f"no such target {shown[:80]!r} for {tool}; the targets are "
                 f"{self._listed()}. Ask in the thread which one is meant; never guess."
             )
         target, route = self._routes[name]
         if getattr(route, "receives_target", False):
             return Resolved(target, route, arguments)
-        rest = {key: value for key, value in parsed.items() if key != TARGET_ARGUMENT}
-        return Resolved(target, route, json.dumps(rest))
+        return Resolved(target, route, arguments_without(arguments, (TARGET_ARGUMENT,)))
 
     def _listed(self) -> str:
         return ", ".join(self._routes)

@@ -6,11 +6,17 @@ The pure half, with no I/O beyond reading the routes file:
   ``Notification`` of ``Alert``s; a malformed one raises ``AlertPayloadError``, the 400 reason;
 * ``pagerduty``: the same for a PagerDuty V3 webhook (one incident event);
 * ``auth``: the bearer token of Alertmanager and Grafana, the HMAC signature of PagerDuty;
-* ``matchers``: Alertmanager's label matcher syntax, regexes on RE2;
+* ``tools.alert_matchers``: Alertmanager's label matcher syntax, regexes on RE2 (shared with the
+  model's alert filters);
 * ``routing``: ``CHATOPS_ALERTS_FILE``, which route (channel, auto or button, target) an
   alert takes.
 
-Nothing here imports ``bot.slack`` or ``bot.ops``: the receiver and the jobs build on it.
+The I/O half: ``receiver`` (the webhook route's logic), ``replay`` (a delivery claimed once),
+``store`` (the alerts' Redis records), ``threads`` (one thread per alert group), ``jobs`` (the
+worker job), ``presenter`` (the seam to the chat transport; Slack's is
+``bot.slack.delivery.alert_presenter``).
+
+Nothing here imports ``bot.slack``, ``bot.web`` or ``bot.ops``.
 """
 
 from bot.alerts.auth import bearer_ok, pagerduty_signature_ok

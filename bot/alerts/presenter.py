@@ -1,7 +1,7 @@
 """How an alert group's thread is shown: the root message, its updates, notes in the thread.
 
 ``AlertView`` is what the root message shows; ``AlertPresenter`` is the transport's side (Slack:
-``bot.slack.alert_presenter``). Everything in a view that came from an alert (labels,
+``bot.slack.delivery.alert_presenter``). Everything in a view that came from an alert (labels,
 annotations, titles) is the sender's text, untrusted: the transport shows it inert.
 """
 

@@ -35,7 +35,7 @@ from bot.alerts.routing import AlertRoutes, Route
 from bot.alerts.store import AlertStore, RoutedNotification
 from bot.claims import ClaimState
 from bot.errors import AlertPayloadError
-from bot.runs.metrics import RunMetrics
+from bot.observability.metrics import RunMetrics
 
 log = logging.getLogger(__name__)
 PATHS = {

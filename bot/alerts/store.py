@@ -27,40 +27,40 @@ from typing import Any
 import redis
 from redis.client import Pipeline
 
-from agent.redis_util import as_text, as_text_dict
+from agent.redis_util import NOW_LUA, as_text, as_text_dict
 from bot.alerts.payloads import Alert, Notification
 from bot.alerts.replay import Delivery
-from bot.claims import Claims, ClaimState
+from bot.claims import Claims, ClaimState, release_lock, take_lock
 from bot.keys import Keys
 
 NOTIFICATION_TTL_SECONDS = 24 * 3600
 GROUP_TTL_SECONDS = 14 * 24 * 3600  # a thread is reopened, not recreated, within this
-LOCK_MS = 60_000
+LOCK_SECONDS = 60.0
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 # Allow one more automatic run for the route unless max_runs started within the window.
-_STORM = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+_STORM = (
+    NOW_LUA
+    + """
+local at = now()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at - tonumber(ARGV[2]))
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('ZADD', KEYS[1], at, ARGV[3])
 redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 60)
 return 1
 """
+)
 
 # The groups a route's storm limit held back within its window, each once (the root's count).
-_HOLD = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
-redis.call('ZADD', KEYS[1], now, ARGV[2])
+_HOLD = (
+    NOW_LUA
+    + """
+local at = now()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', at - tonumber(ARGV[1]))
+redis.call('ZADD', KEYS[1], at, ARGV[2])
 redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1])) + 60)
 return redis.call('ZCARD', KEYS[1])
 """
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,6 @@ class AlertStore:
         self._redis = client
         self._keys = keys
         self._redact = redact or (lambda text: text)
-        self._release = client.register_script(_RELEASE)
         self._storm = client.register_script(_STORM)
         self._hold = client.register_script(_HOLD)
         self._claims = Claims(lambda: client)
@@ -196,12 +195,10 @@ class AlertStore:
 
     def lock(self, group: str) -> str | None:
         """A token if this worker now handles the group's notifications (``None``: another does)."""
-        token = uuid.uuid4().hex
-        taken = self._redis.set(self._keys.alert_lock(group), token, nx=True, px=LOCK_MS)
-        return token if taken else None
+        return take_lock(self._redis, self._keys.alert_lock(group), LOCK_SECONDS)
 
     def unlock(self, group: str, token: str) -> None:
-        self._release(keys=[self._keys.alert_lock(group)], args=[token])
+        release_lock(self._redis, self._keys.alert_lock(group), token)
 
     def storm_allows(self, route: str, max_runs: int, window_seconds: float) -> bool:
         """True (and counted) if the route may start one more automatic run now."""

@@ -1,12 +1,15 @@
 """The fleet: where tool calls run when the inventory names targets.
 
-* ``grants``: the HMAC grant an approval carries, which a runner verifies itself before it acts;
-* ``heartbeats``: the record of each target's runner (last seen, by whom), its one owner;
-* ``executions``: one remote execution's mark and result (at most once across crashes);
-* ``dispatch``: the worker's side: a tool call for a runner target goes to that target's queue;
-* ``runner``: the runner's side: an RQ worker on the host that runs only its own registry's tools;
-* ``routing``: the tool list a run is offered, each call routed to its target's executor.
+- Routing: ``routing`` (the run's tool list, each call routed to its target by the tool's own
+  placement, ``tools.placement``), ``dispatch`` (the
+  worker's side: a call for a runner target goes to that target's queue, signed), ``runner`` and
+  ``runner_job`` (the runner's side: an RQ worker on the host running only its registry's tools).
+- Trust: ``target_keys`` (each target's key), ``job_signing`` (every runner job signed),
+  ``grants`` (the approval a runner verifies itself), ``grant_ledger`` (grants spent, on the host's
+  disk), ``direct_grants`` (the same checks before an SSH or Kubernetes call), ``runner_acl`` (a
+  runner's Redis user reaches its own keys only), ``refusals`` (what a runner refused, audited).
+- Records: ``heartbeats`` (each runner's last heartbeat), ``executions`` (one remote execution's
+  mark and result, at most once across crashes).
 
-``bot.runs`` imports ``grants`` (the web process signs a grant when an approver clicks); nothing
-here imports ``bot.runs``, ``bot.slack`` or ``bot.ops``.
+The bottom layer of ``bot``: it imports none of ``bot.runs``, ``bot.slack``, ``bot.web``, ``bot.ops``.
 """

@@ -13,7 +13,6 @@ runner is still alive; when it is not, or the deadline passes, it abandons the e
 
 from __future__ import annotations
 
-import json
 import math
 import time
 import uuid
@@ -23,8 +22,16 @@ import redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from agent.tooling import APPROVAL_GRANT, ToolCategory, ToolResult
-from agent.types import ToolDef
+from agent.arguments import checked_arguments
+from agent.errors import ArgumentsRejected
+from agent.tooling import (
+    APPROVAL_GRANT,
+    CallCategory,
+    Tool,
+    ToolCategory,
+    ToolResult,
+    WrapperTool,
+)
 from bot.fleet.executions import Executions, RemoteResult
 from bot.fleet.grants import Grant
 from bot.fleet.heartbeats import Heartbeats
@@ -118,42 +125,31 @@ class Dispatcher:
 def _execution_id(arguments: str) -> str | None:
     """An approved call's execution id, from its grant (the runner checks the grant's signature)."""
     try:
-        text = json.loads(arguments).get(APPROVAL_GRANT)
-    except (ValueError, AttributeError):
+        text = checked_arguments(arguments).get(APPROVAL_GRANT)  # the gate's parse, not a new one
+    except ArgumentsRejected:
         return None
     grant = Grant.decode(text) if isinstance(text, str) else None
     return grant.execution_id if grant is not None else None
 
 
-class RunnerTool:
+class RunnerTool(WrapperTool):
     """The route of one tool on one runner target: every call is sent to that runner.
 
-    ``base`` is the worker's own tool of that name: it gives the schema and the category the
-    worker's gate uses; the runner decides again from its own registry before acting.
+    It wraps the worker's own tool of that name, whose schema, category and timeout the worker's
+    gate uses (the runner decides again from its own registry before acting); every part a call
+    reaches goes to the runner instead.
     """
 
     receives_target = True  # the runner binds the arguments exactly as the model wrote them
 
-    def __init__(
-        self, base: ToolDef, category: ToolCategory, timeout: float, target: str, dispatcher: Dispatcher
-    ):
-        self._definition = base
-        self._category = category
-        self._timeout = timeout
+    def __init__(self, inner: Tool, target: str, dispatcher: Dispatcher) -> None:
+        super().__init__(inner)
         self._target = target
         self._dispatcher = dispatcher
 
     @property
-    def definition(self) -> ToolDef:
-        return self._definition
-
-    @property
-    def category(self) -> ToolCategory:
-        return self._category
-
-    @property
     def parallel(self) -> bool:
-        return self._category is ToolCategory.READ_ONLY
+        return self.category is ToolCategory.READ_ONLY
 
     @property
     def enforces_timeout(self) -> bool:
@@ -161,9 +157,10 @@ class RunnerTool:
         returns by its timeout whatever the runner does, so the loop need not hand it to its pool."""
         return True
 
-    @property
-    def timeout(self) -> float:
-        return self._timeout
+    def category_for(self, arguments: str) -> CallCategory:
+        """The tool's own category: the arguments carry the target, which the local tool would not
+        take, and the runner holds the call to its own registry's answer anyway."""
+        return CallCategory(self.category)
 
     def execute(self, arguments: str, *, timeout: float) -> ToolResult:
         return self._call("execute", arguments, timeout)
@@ -173,7 +170,7 @@ class RunnerTool:
 
     def describe(self, arguments: str) -> str | None:
         """The exact command, as the runner that will run it describes it."""
-        result = self._call("describe", arguments, min(self._timeout, 10.0))
+        result = self._call("describe", arguments, min(self.timeout, 10.0))
         return None if result.is_error or not result.output else result.output
 
     def refusal(self, arguments: str) -> str | None:
@@ -184,13 +181,14 @@ class RunnerTool:
         if unreachable is not None:
             return unreachable
         beat = heartbeats.get(self._target)
-        if beat is not None and self._definition.name not in beat.tools:
-            return f"the runner of {self._target} has no tool {self._definition.name}; it was not run"
+        name = self.definition.name
+        if beat is not None and name not in beat.tools:
+            return f"the runner of {self._target} has no tool {name}; it was not run"
         return None
 
     def _call(self, op: str, arguments: str, timeout: float) -> ToolResult:
-        mutating = op == "execute" and self._category.requires_confirmation
+        mutating = op == "execute" and self.category.requires_confirmation
         remote = self._dispatcher.call(
-            self._target, op, self._definition.name, arguments, timeout=timeout, mutating=mutating
+            self._target, op, self.definition.name, arguments, timeout=timeout, mutating=mutating
         )
         return remote.to_tool_result(self._target)

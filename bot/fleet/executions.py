@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass
 
 import redis
 
-from agent.redis_util import as_text
+from agent.redis_util import NOW_LUA, as_text
 from agent.tooling import ToolResult
+from bot.claims import claim_once
 from bot.fleet.refusals import record_refusal
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
@@ -42,12 +43,14 @@ _TTL_SECONDS = 24 * 3600  # outlives every retry of the job and every wait of it
 LATE = "late"
 # Claim the execution unless its deadline passed (by Redis's clock) or someone claimed it first:
 # one round trip on the path of every call.
-_CLAIM = """
-local t = redis.call('TIME')
-if tonumber(t[1]) + tonumber(t[2]) / 1e6 > tonumber(ARGV[2]) then return 'late' end
+_CLAIM = (
+    NOW_LUA
+    + """
+if now() > tonumber(ARGV[2]) then return 'late' end
 if redis.call('SET', KEYS[1], 'executing ' .. ARGV[1], 'NX', 'EX', ARGV[3]) then return 'ok' end
 return redis.call('GET', KEYS[1]) or 'gone'
 """
+)
 
 
 @dataclass(frozen=True)
@@ -152,10 +155,8 @@ class Executions:
 
     def abandon(self, execution_id: str) -> bool:
         """The dispatcher gives up: True if the call never started (and now never will)."""
-        return bool(
-            self._redis.set(
-                self._keys.execution(self.target, execution_id), ABANDONED, nx=True, ex=_TTL_SECONDS
-            )
+        return claim_once(
+            self._redis, self._keys.execution(self.target, execution_id), _TTL_SECONDS, ABANDONED
         )
 
     def state(self, execution_id: str) -> str | None:

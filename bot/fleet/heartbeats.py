@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
 
-from agent.redis_util import as_text
+from agent.redis_util import as_text, redis_now, time_reply
 from bot.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -31,16 +30,6 @@ class Heartbeat:
     executor: str  # host:pid of the runner
     seen_at: float  # Redis's clock
     tools: tuple[str, ...] = ()
-
-
-def redis_now(client: redis.Redis) -> float:
-    seconds, micros = client.time()
-    return float(seconds) + micros / 1e6
-
-
-def redis_clock(client: redis.Redis) -> Callable[[], float]:
-    """A clock reading Redis's time: what grants and heartbeats are judged by on every host."""
-    return lambda: redis_now(client)
 
 
 class Heartbeats:
@@ -67,8 +56,8 @@ class Heartbeats:
         with self._redis.pipeline(transaction=False) as pipe:
             pipe.get(self._keys.runner_heartbeat(target))
             pipe.time()
-            raw, (seconds, micros) = pipe.execute()
-        now = float(seconds) + micros / 1e6
+            raw, reply = pipe.execute()
+        now = time_reply(reply)
         beat = _decode(target, as_text(raw))
         if beat is None:
             return f"target {target} is unreachable: no runner has been seen", now

@@ -1,14 +1,21 @@
 """The tools a run is offered when the inventory names targets, each call routed to its target.
 
-Which tools act on a machine, and on which kinds of target each can run:
+Where a tool may run is the tool's own declaration (``tools.placement``, made where it is
+defined), never a list kept here:
 
-* the built-in host tools (health, logs, files, cleanup): ``runner`` and ``local`` targets, where
-  Python code can run; the service tools also on ``kubernetes`` targets (the target's context and
-  namespace); the Kubernetes tools (``kube_*``) only there;
-* catalog ``run:`` tools: the kinds their ``targets:`` names (default ``[runner, local]``), ``ssh``
-  among them when the catalog says so;
-* network tools (``http_check``, ``tcp_check``, ``dns_lookup``) and catalog ``http:`` tools act on
-  no machine: they run where the worker runs, through the egress policy, and take no target.
+* a tool placed on its ``target`` acts on a machine: with an inventory it takes a ``target``
+  argument and each call runs on that target's route, on the kinds of target its placement names
+  (the built-in host tools on ``runner`` and ``local`` targets, where Python code can run; the
+  service tools also on ``kubernetes`` targets, with the target's context and namespace; a catalog
+  ``run:`` tool on its ``targets:``, ``ssh`` among them when the catalog says so);
+* a tool placed in the ``worker`` acts on no machine (the network tools, catalog ``http:`` tools,
+  Prometheus and Alertmanager, an MCP server not bound to a target): it runs where the worker
+  runs, through the egress policy, and takes no target;
+* tools that exist only on some targets (the Kubernetes tools of a ``kubernetes`` target, an MCP
+  server bound to one) come from ``target_tools``.
+
+A tool that declares nothing is refused when the fleet is built (``BotConfigurationError``
+naming it), as the registry refuses it: it is never guessed to run on the worker's own host.
 
 A channel may narrow the targets (``CHATOPS_CHANNEL_TARGETS``: a target name, its default, or a
 label filter; one match is the default). A tool none of the channel's targets can run is not
@@ -21,55 +28,35 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.tooling import Tool
+from bot.errors import BotConfigurationError
+from tools.errors import ToolConfigError
 from tools.inventory import Inventory, Target, parse_selector
+from tools.placement import Placement, require_placement
 from tools.targets import TargetedTool
-
-HOST_KINDS = frozenset({"runner", "local"})
-SERVICE_KINDS = frozenset({"runner", "local", "kubernetes"})
-# The built-in tools that act on the machine they run on (the rest reach the network from the worker).
-HOST_TOOLS = frozenset(
-    {
-        "disk_usage",
-        "cpu_load",
-        "memory",
-        "top_processes",
-        "tail_log",
-        "list_logs",
-        "clean_old_logs",
-        "largest_files",
-    }
-)
-SERVICE_TOOLS = frozenset({"service_status", "service_restart"})
 
 RouteFactory = Callable[[Tool, Target], Tool | None]
 """The route of a (local tool, target) pair for one kind of target; ``None``: it cannot run there."""
-KindsOf = Callable[[str], frozenset[str] | None]
-"""The kinds of target a tool runs on (``None``: it acts on no machine and takes no target)."""
-
-
-def builtin_kinds(name: str) -> frozenset[str] | None:
-    if name in HOST_TOOLS:
-        return HOST_KINDS
-    if name in SERVICE_TOOLS:
-        return SERVICE_KINDS
-    return None
 
 
 @dataclass
 class Fleet:
     """The inventory and how to reach each kind of target; ``tools_for(channel)`` builds a run's list.
 
-    ``kinds_of`` says where each local tool may run; ``routes`` builds a route per kind of target
-    (``local`` is the tool itself); ``target_tools`` adds tools that exist only on some targets
-    (the Kubernetes tools of a ``kubernetes`` target, by name).
+    Each local tool's placement says where it may run (checked here: one without is a start-up
+    error); ``routes`` builds a route per kind of target (``local`` is the tool itself);
+    ``target_tools`` adds tools that exist only on some targets (the Kubernetes tools of a
+    ``kubernetes`` target, by name).
     """
 
     inventory: Inventory
     local_tools: Sequence[Tool]
-    kinds_of: KindsOf
     routes: Mapping[str, RouteFactory]
     target_tools: Callable[[Target], Sequence[Tool]] = lambda _target: ()
     channel_targets: Mapping[str, str] = field(default_factory=dict)
+    placements: dict[str, Placement] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.placements = {tool.definition.name: _declared(tool) for tool in self.local_tools}
 
     def tools_for(self, channel: str) -> list[Tool]:
         """The tools of a run in ``channel``, sorted by name (the run's cacheable prefix)."""
@@ -80,18 +67,22 @@ class Fleet:
         routes: dict[str, dict[str, tuple[Target, Tool]]] = {}
         bases: dict[str, Tool] = {}
         for tool in self.local_tools:
-            kinds = self.kinds_of(tool.definition.name)
-            if kinds is None:
+            placement = self.placements[tool.definition.name]
+            if not placement.on_target:
                 offered[tool.definition.name] = tool
                 continue
             bases[tool.definition.name] = tool
             for target in targets:
-                route = self._route(tool, target, kinds)
+                route = self._route(tool, target, placement.kinds)
                 if route is not None:
                     routes.setdefault(tool.definition.name, {})[target.name] = (target, route)
         for target in targets:
             for tool in self.target_tools(target):
                 name = tool.definition.name
+                if not _declared(tool).on_target:
+                    raise BotConfigurationError(
+                        f"tool {name} is offered by target {target.name} but placed in the worker"
+                    )
                 bases.setdefault(name, tool)
                 routes.setdefault(name, {})[target.name] = (target, tool)
         for name, by_target in routes.items():
@@ -117,3 +108,10 @@ class Fleet:
         if selector.name is not None:  # a name: the default; every target stays reachable
             return everything, selector.name if chosen else None
         return chosen, chosen[0].name if len(chosen) == 1 else None
+
+
+def _declared(tool: Tool) -> Placement:
+    try:
+        return require_placement(tool, tool.definition.name)
+    except ToolConfigError as error:
+        raise BotConfigurationError(str(error)) from error

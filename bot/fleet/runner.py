@@ -6,67 +6,53 @@ docs/OPERATIONS.md), the inventory, its own tool settings (``CHATOPS_TOOLS_FILE`
 LLM credentials. It runs jobs in its own process (RQ's ``SimpleWorker``: no fork per call, so a
 call through a runner costs milliseconds), deserialises them as JSON (never pickle), and runs
 only ``bot.fleet.runner_job.perform``: any other function named by a job in its queue is refused
-without being imported (``RunnerJob.func``).
+without being imported (``RunnerJob``, on the workers' ``bot.job_worker.AllowListedWorker``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis
-from rq.executions import Execution
-from rq.job import Job
 from rq.queue import Queue
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
 
+from agent.redis_util import redis_clock
 from agent.tooling import ToolCategory
 from bot.errors import BotConfigurationError
 from bot.fleet.dispatch import RUNNER_FUNCTION
 from bot.fleet.executions import Executions
 from bot.fleet.grant_ledger import GrantLedger
 from bot.fleet.grants import GrantSigner, PolicyNeed
-from bot.fleet.heartbeats import Heartbeats, HeartbeatThread, redis_clock
+from bot.fleet.heartbeats import Heartbeats, HeartbeatThread
 from bot.fleet.runner_acl import runner_worker_name, target_queue_name
-from bot.fleet.runner_job import RunnerContext, bound, perform
+from bot.fleet.runner_job import RunnerContext, bound
 from bot.fleet.target_keys import target_key
+from bot.job_worker import AllowListedJob, AllowListedWorker
 from bot.keys import Keys
+from tools.targets import local_executor
 
 log = logging.getLogger(__name__)
 
 
-class RefusedJobError(Exception):
-    """A job in a runner's queue named a function other than the runner's one."""
+class RunnerJob(AllowListedJob):
+    """A runner's job: only the runner's one function is ever called."""
+
+    functions = frozenset({RUNNER_FUNCTION})
+    refusal = f"a runner runs only {RUNNER_FUNCTION}"
 
 
-class RunnerJob(Job):
-    """A job whose function is never imported by name: only the runner's own is ever called."""
-
-    @property
-    def func(self) -> Any:
-        if self.func_name != RUNNER_FUNCTION:
-            raise RefusedJobError(f"a runner runs only {RUNNER_FUNCTION}, not {self.func_name!r}")
-        return perform
-
-
-class RunnerWorker(SimpleWorker):
+class RunnerWorker(AllowListedWorker, SimpleWorker):
     """Binds the runner's context around every job; beats its heartbeat from its own thread."""
 
     def __init__(self, *args: Any, context: RunnerContext, heartbeat: HeartbeatThread, **kwargs: Any) -> None:
-        kwargs["job_class"] = RunnerJob
-        kwargs["serializer"] = JSONSerializer
-        super().__init__(*args, **kwargs)
-        self.context = context
+        super().__init__(*args, job_class=RunnerJob, bind=partial(bound, context), **kwargs)
         self.fleet_heartbeat = heartbeat
-
-    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
-        with bound(self.context):
-            return super().perform_job(job, queue, execution)
 
     def clean_group_registries(self) -> None:
         """RQ's groups are shared by every queue, out of a runner's Redis user's reach
@@ -78,10 +64,6 @@ class RunnerWorker(SimpleWorker):
             return bool(super().work(*args, **kwargs))
         finally:
             self.fleet_heartbeat.stop()
-
-
-def executor_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def build_runner(
@@ -108,7 +90,7 @@ def build_runner(
             "a runner needs its key (CHATOPS_RUNNER_KEY) or CHATOPS_RUNNER_SECRET to verify jobs and approvals"
         )
     own = key or target_key(secret.encode(), target)  # the one key it uses: its target's
-    executor = executor_name()
+    executor = local_executor()
     context = RunnerContext(
         target=target,
         executor=executor,

@@ -21,11 +21,11 @@ import redis
 
 from agent.redis_util import as_text, as_text_dict
 from bot.keys import Keys
-from bot.logs import redactor_for
+from bot.observability.audit import AuditEntry, AuditKind
+from bot.observability.logs import redactor_for
+from bot.observability.transcript import stamp
 from bot.ops.runs_cli import cli_errors
 from bot.redis_connection import open_redis
-from bot.runs.audit import AuditEntry, AuditKind
-from bot.runs.transcript import stamp
 from bot.settings import Settings
 
 VALUE_CHARS = 200
@@ -43,7 +43,7 @@ def parse_entry(entry_id: bytes | str, raw: dict[bytes | str, bytes | str]) -> A
     return AuditEntry(as_text(entry_id) or "", kind, run_id, at, fields)
 
 
-# The fields naming who acted in an entry (``bot.runs.audit``).
+# The fields naming who acted in an entry (``bot.observability.audit``).
 ACTOR_FIELDS = ("requester", "decided_by", "approved_by", "confirmed_by", "stopped_by", "user")
 
 

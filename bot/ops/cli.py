@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from types import ModuleType
 
 from agent.errors import ConfigurationError
 from bot.errors import BotConfigurationError
-from bot.logs import configure_logging, redactor_for
+from bot.observability.logs import configure_logging, redactor_for
 from bot.settings_load import SettingsFileMissingError, load_settings
 from tools.errors import ToolConfigError
 
@@ -43,7 +44,7 @@ CONFIGURATION_ERRORS = (BotConfigurationError, ToolConfigError, ConfigurationErr
 # name -> (module implementing it, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("bot.ops.worker", "run a worker: start and resume runs, expire approvals, recover dead runs"),
-    "web": ("bot.slack.web", "serve Slack over HTTP (Socket Mode when SLACK_APP_TOKEN is set)"),
+    "web": ("bot.web.server", "serve Slack over HTTP (Socket Mode when SLACK_APP_TOKEN is set)"),
     "runs": ("bot.ops.runs_cli", "list runs, show a run's transcript (text, Markdown, JSON), cancel a run"),
     "audit": ("bot.ops.audit_cli", "print the newest audit entries; -f follows new ones"),
     "tools": ("bot.ops.tools_cli", "list the tools the model is offered, with category and origin"),
@@ -62,8 +63,18 @@ def _module(name: str) -> ModuleType:
     return module
 
 
+def version() -> str:
+    """The installed distribution's version: pyproject.toml's ``version``, the one place it is written
+    (an editable install reads it at install time: ``make`` installs again when pyproject.toml changes)."""
+    try:
+        return importlib.metadata.version("chatops")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed: pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatops", description="A chat-ops bot for on-call teams.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("--env-file", help="read settings from this file instead of ./.env")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ... (default INFO)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

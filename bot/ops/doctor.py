@@ -36,8 +36,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -46,12 +45,17 @@ from rq import Queue, Worker
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent.endpoints import ClientOptions, ModelEndpoint, build_model
 from agent.errors import ConfigurationError, EmptyResponseError, LLMError, RetriesExhaustedError
+from agent.models.endpoints import ClientOptions, ModelEndpoint, build_model
 from agent.types import Message, Request
 from bot.errors import BotConfigurationError
-from bot.logs import redactor_for
-from bot.models import client_options, endpoints, model_keys
+from bot.models import client_options, model_keys
+from bot.observability.logs import redactor_for
+from bot.ops.doctor_approvers import check_approvers
+from bot.ops.doctor_check import TIMEOUT, Check, Outcome
+from bot.ops.doctor_mcp import check_mcp
+from bot.ops.doctor_sentinel import check_sentinel
+from bot.ops.doctor_targets import check_targets
 from bot.ops.runs_cli import Progress
 from bot.ops.tools_cli import BUILT_IN, tool_rows
 from bot.ops.worker import load_runtime_factory
@@ -59,35 +63,12 @@ from bot.redis_connection import RedisTarget, open_redis
 from bot.runs.durability import DurabilityMode, findings, read_persistence
 from bot.settings import Settings
 from bot.settings_load import SettingProblem
-from bot.slack.client import api_base_url
+from bot.slack.delivery.client import api_base_url
 from tools.errors import ToolConfigError
 from tools.safety import Redactor
 
-TIMEOUT = 10.0
 MIN_REDIS = (5, 0)  # streams (the audit log)
 REPORTS_SETTINGS = True  # bot.ops.cli: the settings' errors are this command's first check, not a stop
-
-
-class Outcome(StrEnum):
-    PASS = "PASS"
-    WARN = "WARN"
-    FAIL = "FAIL"
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    outcome: Outcome
-    summary: str
-    fix: str = ""
-
-    def lines(self) -> list[str]:
-        first, *rest = self.summary.splitlines() or [""]
-        out = [f"{self.outcome.value}  {self.name:<8}  {first}"]
-        out += [f"{'':16}{line}" for line in rest]
-        if self.fix:
-            out.append(f"{'':16}fix: {self.fix}")
-        return out
 
 
 def default_manifest() -> Path | None:
@@ -267,13 +248,14 @@ PROBE_TEXT = "Reply with the single word OK."
 
 def check_llm(settings: Settings) -> Check:
     try:
-        chain = endpoints(settings)
+        chain = settings.model_endpoints()
     except ConfigurationError as error:
         return Check("llm", Outcome.FAIL, f"LLM_FALLBACKS: {error}", "fix LLM_FALLBACKS (.env.example)")
     keys = model_keys(settings)
+    options = client_options(settings)
     options = replace(
-        client_options(settings),
-        connect_timeout=min(settings.llm_connect_timeout, TIMEOUT),
+        options,
+        connect_timeout=min(options.connect_timeout, TIMEOUT),
         read_timeout=min(settings.llm_read_timeout, 30.0),
         max_attempts=1,
     )
@@ -344,23 +326,11 @@ def check_tools(settings: Settings) -> Check:
     return Check("tools", Outcome.PASS, f"{len(rows)} tools ({builtin} built-in{catalog})")
 
 
-def _check_targets(settings: Settings) -> Check:
-    from bot.ops.doctor_targets import check_targets  # it uses Check, defined here
-
-    return check_targets(settings)
-
-
-def _check_sentinel(settings: Settings) -> Check:
-    from bot.ops.doctor_sentinel import check_sentinel  # it uses Check, defined here
-
-    return check_sentinel(settings)
-
-
 def _check_policy(settings: Settings) -> Check:
     """``CHATOPS_POLICY_FILE`` reads without a mistake (each one names the rule and field)."""
     from bot.errors import PolicyConfigError
+    from bot.policy.file import load_policy
     from bot.runs.approval_seal import NEEDS_SECRET
-    from bot.runs.policy_file import load_policy
 
     if not settings.chatops_runner_secret:
         return Check("policy", Outcome.FAIL, NEEDS_SECRET, "set CHATOPS_RUNNER_SECRET to a long random value")
@@ -370,18 +340,6 @@ def _check_policy(settings: Settings) -> Check:
         return Check("policy", Outcome.FAIL, str(error), "chatops policy check shows the same list")
     glass = f"; break-glass {policy.break_glass.minutes} min" if policy.break_glass else ""
     return Check("policy", Outcome.PASS, f"{policy.source}: {len(policy.rules)} rule(s){glass}")
-
-
-def _check_approvers(settings: Settings) -> Check:
-    from bot.ops.doctor_approvers import check_approvers  # it uses Check, defined here
-
-    return check_approvers(settings)
-
-
-def _check_mcp(settings: Settings) -> Check:
-    from bot.ops.doctor_mcp import check_mcp  # it uses Check, defined here
-
-    return check_mcp(settings)
 
 
 # A check that reads settings with these prefixes is not run when one of them was refused: it would
@@ -421,14 +379,14 @@ def run_checks(
         ("settings", lambda: check_settings(settings, problems)),
         ("redis", lambda: check_redis(settings, redact)),
         ("persist", lambda: check_persistence(settings, redact)),
-        *([("sentinel", lambda: _check_sentinel(settings))] if settings.redis_sentinels else []),
+        *([("sentinel", lambda: check_sentinel(settings))] if settings.redis_sentinels else []),
         ("slack", lambda: check_slack(settings, manifest)),
         ("llm", lambda: check_llm(settings)),
         ("tools", lambda: check_tools(settings)),
-        ("targets", lambda: _check_targets(settings)),
-        ("mcp", lambda: _check_mcp(settings)),
+        ("targets", lambda: check_targets(settings)),
+        ("mcp", lambda: check_mcp(settings)),
         *([("policy", lambda: _check_policy(settings))] if settings.chatops_policy_file else []),
-        ("approve", lambda: _check_approvers(settings)),
+        ("approve", lambda: check_approvers(settings)),
     ]
     results = []
     for number, (name, check) in enumerate(steps, 1):

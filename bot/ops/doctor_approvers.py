@@ -1,8 +1,8 @@
 """``chatops doctor``'s check of who may approve: an empty ``CHATOPS_APPROVERS`` is not a mistake in a
 team of three, but in a larger workspace it lets any full member approve a restart (a typo in the name
 used to do the same, silently: ``bot.settings_names``). The warning says who can approve, counted with
-the rule the clicks use (``bot.slack.approvers.full_member``: no guests, bots, deactivated accounts or
-other workspaces' people) over ``users.list``.
+the rule the clicks use (``bot.slack.policy_identity.Account.kind``: no guests, bots, deactivated
+accounts or other workspaces' people) over ``users.list``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.ops.doctor import TIMEOUT, Check, Outcome
+from bot.ops.doctor_check import TIMEOUT, Check, Outcome
+from bot.policy.rules import AccountKind
 from bot.settings import Settings
-from bot.slack.approvers import Account, full_member
-from bot.slack.client import api_base_url
+from bot.slack.delivery.client import api_base_url
+from bot.slack.policy_identity import Account
 
 HANDFUL = 5  # more full members than this, and "anyone may approve" is a warning
 SLACKBOT = "USLACKBOT"  # Slack's own account: not a bot by users.list, never a person
@@ -65,4 +66,4 @@ def _full_members(settings: Settings) -> int:
 
 
 def _counts(user: dict[str, Any], team: str) -> bool:
-    return user.get("id") != SLACKBOT and full_member(Account.from_user(user), team).allowed
+    return user.get("id") != SLACKBOT and Account.from_user(user).kind(team) is AccountKind.MEMBER

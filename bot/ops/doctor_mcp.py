@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.ops.doctor import Check, Outcome
+from bot.ops.doctor_check import Check, Outcome
 from bot.settings import Settings
 from tools.errors import ToolConfigError
 from tools.registry import build_registry_from_settings

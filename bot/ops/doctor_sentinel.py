@@ -3,7 +3,7 @@
 What each listed sentinel says about ``REDIS_SENTINEL_MASTER`` (its address, its replicas, the
 other sentinels it knows), whether they agree, whether the master they name answers as a master,
 and whether ``WAIT 1`` is possible: a probe write (``Keys.durability_probe``, expiring in a
-minute) confirmed by a replica within ``REDIS_REPLICA_WAIT_MS``. Without that, every click,
+minute) confirmed by a replica within ``REPLICA_WAIT_MS`` (``bot.runs.replication``). Without that, every click,
 reply and new run is answered with an error (``bot.runs.replication``) and every mutating tool
 refused: a failure. A sentinel that does not answer, sentinels that disagree, or a single
 replica (a failover leaves none until the old master is back) are warnings.
@@ -21,9 +21,9 @@ from redis.retry import Retry
 
 from bot.errors import NotReplicatedError
 from bot.keys import Keys
-from bot.ops.doctor import Check, Outcome
+from bot.ops.doctor_check import Check, Outcome
 from bot.redis_connection import CONNECT_TIMEOUT_SECONDS, REPLY_TIMEOUT_SECONDS, RedisTarget, open_redis
-from bot.runs.replication import Replication
+from bot.runs.replication import REPLICA_WAIT_MS, Replication
 from bot.settings import Settings
 
 NAME = "sentinel"
@@ -130,14 +130,12 @@ def _describe(view: SentinelView) -> str:
 
 def _master_and_wait(settings: Settings) -> tuple[str, float]:
     """The role of the server ``master_for`` reaches, and how long ``WAIT 1`` took there."""
-    client = open_redis(settings, blocking_seconds=settings.redis_replica_wait_ms / 1000)
+    client = open_redis(settings, blocking_seconds=REPLICA_WAIT_MS / 1000)
     try:
         role = str(client.info("replication").get("role", ""))
         started = time.monotonic()
         keys = Keys(settings.chatops_redis_prefix)
-        Replication(
-            client, keys.durability_probe(), replicas=1, timeout_ms=settings.redis_replica_wait_ms
-        ).confirm()
+        Replication(client, keys.durability_probe(), replicas=1, timeout_ms=REPLICA_WAIT_MS).confirm()
         return role, time.monotonic() - started
     finally:
         client.close()

@@ -7,7 +7,7 @@ import redis
 from bot.errors import BotConfigurationError
 from bot.fleet.heartbeats import Heartbeats
 from bot.keys import Keys
-from bot.ops.doctor import Check, Outcome
+from bot.ops.doctor_check import Check, Outcome
 from bot.ops.fleet import load_fleet_inventory
 from bot.redis_connection import open_redis
 from bot.settings import Settings

@@ -14,17 +14,19 @@ from typing import Any
 
 import redis
 
+from agent.redis_util import redis_clock
 from agent.tooling import Tool, ToolCategory
 from bot.errors import BotConfigurationError
 from bot.fleet.direct_grants import GrantCheckedRoute, PolicyNeeds
 from bot.fleet.dispatch import Dispatcher, RunnerTool
 from bot.fleet.grants import GrantSigner, PolicyNeed
-from bot.fleet.heartbeats import Heartbeats, redis_clock
-from bot.fleet.routing import Fleet, builtin_kinds
+from bot.fleet.heartbeats import Heartbeats
+from bot.fleet.routing import Fleet
 from bot.fleet.runner import RunnerWorker, build_runner
 from bot.keys import Keys
-from bot.runs.policy import Policy, Subject
-from bot.runs.policy_file import current_policy, load_policy
+from bot.policy.file import current_policy, load_policy
+from bot.policy.rules import Policy, Subject
+from bot.runs.replication import REPLICA_WAIT_MS
 from bot.settings import Settings
 from tools.config import ToolsConfig
 from tools.errors import ToolConfigError, ToolError
@@ -91,7 +93,7 @@ def build_fleet(
     signer = GrantSigner(settings.chatops_runner_secret.encode(), 0.0, clock=redis_clock(client))
 
     def runner_route(tool: Tool, target: Target) -> Tool:
-        return RunnerTool(tool.definition, tool.category, tool.timeout, target.name, dispatcher)
+        return RunnerTool(tool, target.name, dispatcher)
 
     def checked(route: Tool | None, target: Target) -> Tool | None:
         """The worker runs this route itself: it verifies each changing call's grant first."""
@@ -99,14 +101,9 @@ def build_fleet(
             return None
         return GrantCheckedRoute(route, target.name, signer, target_policy(settings, target))
 
-    def kinds_of(name: str) -> frozenset[str] | None:
-        found = registry.target_kinds(name)
-        return found if found is not None else builtin_kinds(name)
-
     return Fleet(
         inventory=inventory,
         local_tools=registry.tools(),
-        kinds_of=kinds_of,
         routes={
             "runner": runner_route,
             "ssh": lambda tool, target: checked(registry.over_ssh(tool.definition.name, target), target),
@@ -181,7 +178,7 @@ def build_runner_worker(
         state_dir=settings.chatops_runner_state_dir,
         name=name,
         replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
-        replica_wait_ms=settings.redis_replica_wait_ms,
+        replica_wait_ms=REPLICA_WAIT_MS,
         policy=runner_policy(settings, target),
     )
 

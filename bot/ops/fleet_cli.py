@@ -14,12 +14,14 @@ import time
 
 import redis
 
-from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats, redis_now
+from agent.redis_util import redis_now
+from bot.fleet.heartbeats import MISSED_BEATS, Heartbeats
 from bot.fleet.runner_acl import runner_acl_command
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.ops.fleet import build_runner_worker, load_fleet_inventory
 from bot.redis_connection import open_redis
+from bot.runs.replication import REPLICA_WAIT_MS
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,7 +62,7 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     restarts = 0
     while True:
         # Behind sentinels its one blocking command is WAIT 1 on a changing call's mark.
-        waits = settings.redis_replica_wait_ms / 1000 if settings.redis_sentinels else 0.0
+        waits = REPLICA_WAIT_MS / 1000 if settings.redis_sentinels else 0.0
         connection = open_redis(settings, blocking_seconds=waits)
         try:
             worker = build_runner_worker(settings, connection, target, name=args.name)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from agent.tooling import ToolCategory
 from bot.errors import BotConfigurationError
-from bot.runs.policy import AccountKind, Identity, Policy, Subject
-from bot.runs.policy_explain import explain
-from bot.runs.policy_file import load_policy
+from bot.policy.explain import explain
+from bot.policy.file import load_policy
+from bot.policy.rules import AccountKind, Identity, Policy, Subject
 from bot.settings import Settings
 
 
@@ -106,9 +106,9 @@ def _identity(settings: Settings, args: argparse.Namespace, policy: Policy) -> t
     if args.break_glass:
         raise BotConfigurationError("--break-glass is for offline use, with --member-of")
     from bot.keys import Keys
+    from bot.observability.audit import AuditLog
+    from bot.policy.break_glass import BreakGlassLog
     from bot.redis_connection import open_redis
-    from bot.runs.audit import AuditLog
-    from bot.runs.break_glass import BreakGlassLog
     from bot.slack.policy_identity import worker_policy
 
     client = open_redis(settings)

@@ -23,11 +23,12 @@ import redis
 from agent.types import RunStatus
 from bot.errors import BotError, RunNotFoundError
 from bot.keys import Keys
-from bot.logs import redactor_for
+from bot.observability.logs import redactor_for
+from bot.observability.transcript import RENDERERS, stamp
 from bot.redis_connection import open_redis
 from bot.runs.record import ACTIVE_STATUSES, RunRecord, RunRecords
 from bot.runs.service import RunOptions, RunService
-from bot.runs.transcript import RENDERERS, load_transcript, stamp
+from bot.runs.transcript_source import load_transcript
 from bot.settings import Settings
 
 

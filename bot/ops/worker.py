@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -18,17 +19,20 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from agent.tooling import Tool
 from bot.alerts.jobs import PRESENTER as ALERT_PRESENTER
 from bot.alerts.jobs import announce_answer
 from bot.alerts.presenter import AlertPresenter, LoggingAlertPresenter
 from bot.errors import BotConfigurationError
 from bot.fleet.refusals import drain_refusals
 from bot.keys import Keys
+from bot.observability.audit import AuditKind
+from bot.observability.metrics import RunMetrics
+from bot.ops.priority import lower_priority
 from bot.redis_connection import open_redis
-from bot.runs.audit import AuditKind
+from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.runs.durability import Durability
 from bot.runs.lost_runs import LossDetector
-from bot.runs.metrics import RunMetrics
 from bot.runs.presenter import LoggingPresenter, Presenter
 from bot.runs.queueing import worker_queue_names
 from bot.runs.runtime import Runtime, RuntimeFactory
@@ -37,7 +41,7 @@ from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker, Sweep
 from bot.settings import Settings
 
 if TYPE_CHECKING:
-    from bot.slack.presenter import SlackPresenter
+    from bot.slack.delivery.presenter import SlackPresenter
 
 log = logging.getLogger(__name__)
 # RQ blocks this long less than ``worker_ttl`` waiting for a job before it runs maintenance again.
@@ -58,27 +62,34 @@ def load_runtime_factory(path: str) -> Callable[[Settings], Runtime]:
     return factory  # type: ignore[no-any-return]
 
 
-def default_runtime(settings: Settings) -> Runtime:
+def default_runtime(settings: Settings, extra_tools: Sequence[Tool] = ()) -> Runtime:
     """The production runtime: the configured models, the tool registry, Slack (or the log), and the
-    system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one)."""
-    from agent.endpoints import secret_values
-    from bot.models import build_models, endpoints, model_keys
+    system prompt (``CHATOPS_SYSTEM_PROMPT_FILE`` or the shipped one).
+
+    ``extra_tools``: a deployment's own Python tools, offered beside the built-ins (a runtime named
+    by ``CHATOPS_RUNTIME`` calls this with them); each declares where it runs (``tools.placement``),
+    or the runtime is refused before anything is opened."""
+    from agent.models.endpoints import secret_values
+    from bot.models import build_models, model_keys
     from bot.ops.system_prompt import system_prompt
     from tools.registry import build_registry_from_settings
     from tools.safety import OutputFilter
 
+    registry = build_registry_from_settings(settings, extra=extra_tools)
     # Its one blocking command is the durability wait (WAITAOF / WAIT, ``bot.runs.durability``).
-    client = open_redis(settings, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
+    client = open_redis(settings, blocking_seconds=DURABILITY_TIMEOUT_MS / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     metrics = RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled)
     model_env = model_keys(settings)
     models = build_models(settings, on_retry=metrics.llm_retry, keys=model_env)
     # The models' keys and headers are redacted from tool output and Slack like the catalog's secrets.
-    model_secrets = [*secret_values(endpoints(settings), model_env), *settings.llm_extra_headers.values()]
+    model_secrets = [
+        *secret_values(settings.model_endpoints(), model_env),
+        *settings.llm_extra_headers.values(),
+    ]
     from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
     from bot.slack.policy_identity import worker_policy
 
-    registry = build_registry_from_settings(settings)
     inventory = load_fleet_inventory(settings)
     fleet = build_fleet(settings, client, keys, registry, inventory)
     output_filter = OutputFilter.from_settings(
@@ -111,8 +122,8 @@ def _alert_presenter(settings: Settings, secrets: Sequence[str]) -> AlertPresent
     """Alert threads in Slack with a token, else in the log (``bot.alerts.presenter``)."""
     if not settings.slack_bot_token:
         return LoggingAlertPresenter()
-    from bot.slack.alert_presenter import SlackAlertPresenter
-    from bot.slack.client import make_client
+    from bot.slack.delivery.alert_presenter import SlackAlertPresenter
+    from bot.slack.delivery.client import make_client
     from tools.safety import Redactor
 
     return SlackAlertPresenter(
@@ -131,8 +142,8 @@ def slack_presenter(
 ) -> SlackPresenter:
     """The worker's Slack presenter: every text it posts is redacted like tool output (the
     configured secrets, ``secrets`` such as the tool catalog's, and the built-in patterns)."""
-    from bot.slack.client import make_client
-    from bot.slack.presenter import SlackPresenter
+    from bot.slack.delivery.client import make_client
+    from bot.slack.delivery.presenter import SlackPresenter
     from tools.safety import Redactor
 
     redactor = Redactor.from_settings(settings, extra_secrets=secrets)
@@ -156,6 +167,15 @@ def check_at_start(settings: Settings) -> None:
         load_fleet_inventory(settings)
 
 
+def recovery_interval(settings: Settings) -> int:
+    """Seconds between a worker's recovery sweeps: one lease (``CHATOPS_LEASE_TTL_SECONDS``), whole.
+
+    Since 0.2.0 not a setting of its own (it was CHATOPS_RECOVERY_INTERVAL_SECONDS): a dead worker's
+    run can be taken only once its lease has run out, so sweeping more often finds nothing more, and
+    less often leaves a run lost for longer than the failover time the lease promises."""
+    return max(1, math.ceil(settings.chatops_lease_ttl_seconds))
+
+
 def build_worker(
     settings: Settings,
     *,
@@ -175,7 +195,7 @@ def build_worker(
 
     options = RunOptions.from_settings(settings)
     service = RunService(connection, Keys(settings.chatops_redis_prefix), options)
-    interval = settings.chatops_recovery_interval_seconds
+    interval = recovery_interval(settings)
     worker_class = ChatopsSimpleWorker if simple else ChatopsWorker
     return worker_class(
         worker_queue_names(options.queue_name),
@@ -206,6 +226,10 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     if args.queue:
         updates["chatops_queue"] = args.queue
     settings = settings.model_copy(update=updates)
+    if settings.chatops_worker_nice:
+        # Before any thread starts (a nice value is per thread on Linux; threads and forks inherit it).
+        change = lower_priority(settings.chatops_worker_nice)
+        log.info("worker CPU priority: %s", change.describe())
     run_worker(settings, burst=args.burst, simple=args.simple, name=args.name, logging_level=args.log_level)
     return 0
 
@@ -312,6 +336,6 @@ def refusal_mover(settings: Settings, client: redis.Redis, service: RunService) 
 def _detector(settings: Settings, client: redis.Redis, service: RunService) -> LossDetector | None:
     if not settings.slack_bot_token:
         return None  # nothing was posted to Slack, so nothing there can be lost
-    from bot.slack.lost_cards import slack_scan  # the worker needs Slack only with a token
+    from bot.slack.delivery.lost_cards import slack_scan  # the worker needs Slack only with a token
 
     return LossDetector(client, service.keys, slack_scan(settings, service))

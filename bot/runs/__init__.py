@@ -1,1 +1,19 @@
-"""The durable-run engine: run records, RQ jobs and the worker, leases, inbox, approvals, limits, audit, the presenter interface."""
+"""The durable-run engine: a run survives any process, waits for people without holding a worker,
+and acts at most once per approval.
+
+- The run: ``record`` (the run hash, the thread's claim, the run indexes: their one owner),
+  ``service`` (``RunService``: submit, deliver a reply, cancel; ``RunOptions``), ``run_job`` (one
+  job's work: lease, loop, report), ``runtime`` (what a job runs with), ``run_tools`` (the run's
+  tool list, fixed by its first segment), ``thread_history`` (what a follow-up reads of its thread),
+  ``report_steps``, ``transcript_source`` (a run's transcript read from its records).
+- Jobs and workers: ``jobs`` (the RQ job functions), ``queueing`` (the one way jobs are enqueued),
+  ``worker`` (the worker classes), ``lease`` (fencing), ``inbox`` and ``early_replies`` (thread
+  replies), ``limits`` (who may start how many runs), ``lost_runs`` (Redis came back empty).
+- Approvals: ``approvals`` (the records and their scripts), ``approval_lifecycle`` (every move, with
+  its audit entry), ``approval_gate`` (the run's confirm callback), ``approval_seal`` (the facts the
+  worker proposed, sealed), ``approval_votes`` (several approvals on one card), ``durability`` (the
+  consumed mark made durable before the side effect), ``replication`` (``WAIT`` behind Sentinel).
+- ``presenter``: the seam to the chat transport (Slack's is ``bot.slack.delivery.presenter``).
+
+Imports no Slack and nothing of ``bot.ops``, ``bot.web``, ``bot.slack`` or ``bot.alerts``.
+"""

@@ -19,6 +19,7 @@ from typing import TypeVar
 from agent.config import ConfirmRequest
 from agent.types import Decision
 from bot.errors import DurabilityError
+from bot.observability.metrics import RunMetrics
 from bot.runs.approvals import (
     CARD_FAILED_REASON,
     SYSTEM_DECIDER,
@@ -28,7 +29,6 @@ from bot.runs.approvals import (
 )
 from bot.runs.durability import Durability
 from bot.runs.limits import mutating_cap_reason
-from bot.runs.metrics import RunMetrics
 from bot.runs.presenter import Presenter, RunRef
 from bot.runs.runtime import CARD_RETRY_DELAYS, present
 from bot.runs.service import RunService
@@ -63,7 +63,7 @@ class ApprovalGate:
     durability: Durability | None = None
     card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS
     sleep: Callable[[float], None] = time.sleep
-    seal: Callable[[ConfirmRequest], str] | None = None  # the policy's requirement (bot.runs.policy_tools)
+    seal: Callable[[ConfirmRequest], str] | None = None  # the policy's requirement (bot.policy.proposals)
 
     def __call__(self, request: ConfirmRequest) -> Decision:
         approvals = self.service.approvals

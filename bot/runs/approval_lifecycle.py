@@ -3,7 +3,7 @@
 ::
 
     request (worker: the gate) --> pending
-    pending --decide (web: a click, the first wins)------------------> approved | declined
+    pending --decide (web: a click the deciders allow, the first wins)-> approved | declined
     pending --decline (worker: the card was not posted; web: Stop)----> declined
     pending --supersede (web: a reply by someone who may decide;
                          worker: such a reply while the run suspended)-> superseded
@@ -17,6 +17,12 @@ is one method, the audit entry of a move this call made is written in one place 
 ``approval_requested`` when created, ``approval_decided`` when it leaves ``pending``), and a
 decision made outside the run resumes it (``resume``, the run service's enqueue). Consuming is
 not audited: the execution it starts is (``tool_executed`` with ``confirmed_by``).
+
+Who may decide is not judged here but by the one function every caller asks
+(``bot.policy.deciders``): a person's decision or vote is settled only with its ``Ruling`` for this
+user, record and action, the caller's or the one the lifecycle asks for itself (``deciders``);
+the requirement and break-glass that go into the grant are the ruling's. A lifecycle without
+deciders (a worker's, which decides no clicks) settles what its in-process caller ruled.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from dataclasses import dataclass
 
 from bot.errors import ApprovalNotFoundError, BotConfigurationError, NotAnApproverError
 from bot.fleet.grants import GrantSigner, execution_id
+from bot.observability.audit import AuditLog
+from bot.policy.deciders import Action, Deciders, Ruling
+from bot.policy.rules import Requirement
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import (
@@ -40,8 +49,6 @@ from bot.runs.approvals import (
     DecideOutcome,
     DecideResult,
 )
-from bot.runs.audit import AuditLog
-from bot.runs.policy import Requirement
 from bot.runs.queueing import JobQueue
 
 log = logging.getLogger(__name__)
@@ -55,7 +62,7 @@ class ApprovalLifecycle:
     audit: AuditLog
     jobs: JobQueue
     resume: Callable[[str], object]  # enqueue the run's resume job (``RunService.enqueue``)
-    approvers: tuple[str, ...] = ()  # ``CHATOPS_APPROVERS``: user ids (and groups, ``S…``)
+    deciders: Deciders[Approval] | None = None  # who may decide: asked when a caller brings no ruling
     clock: Callable[[], float] = time.time
     grants: GrantSigner | None = None  # ``CHATOPS_RUNNER_SECRET`` set: sign a grant at each approval
     votes: ApprovalVotes | None = None  # records whose policy needs several approvals
@@ -85,20 +92,19 @@ class ApprovalLifecycle:
         approve: bool,
         reason: str = "",
         card: tuple[str, str] | None = None,
-        break_glass: bool = False,
-        requirement: Requirement | None = None,
+        ruling: Ruling | None = None,
     ) -> DecideResult:
         """A person's decision (the first one wins); a decision this call made resumes the run.
 
         ``card``: the (channel, ts) of the message a click came from; a click decides only its
-        own card, and one after the expiry (by Redis's clock) settles it as expired. Who may decide
-        is the transport's policy (``bot.slack.approvers``), checked before this is called;
-        ``CHATOPS_APPROVERS`` is checked here too, for every caller. ``requirement``: what the policy
-        file needs for this call, computed by the caller at the click (never read from the record);
-        it goes into the grant.
+        own card, and one after the expiry (by Redis's clock) settles it as expired. ``ruling``:
+        ``Deciders.decide``'s on this user approving (declining) this record, if the caller asked;
+        else the lifecycle asks. Refused: ``NotAnApproverError``, nothing moves. Its requirement
+        (the policy file's, computed at the click, never read from the record) and break-glass go
+        into the grant.
         """
-        if self.approvers and user not in self.approvers and not _names_a_group(self.approvers):
-            raise NotAnApproverError(user)
+        ruling = self._ruled(approval_id, user, Action.APPROVE if approve else Action.DECLINE, ruling)
+        requirement, break_glass = ruling.requirement, ruling.break_glass
         # One click never settles what needs several people.
         if approve and not break_glass and _needed(requirement, self.approvals.get(approval_id)) > 1:
             raise BotConfigurationError(
@@ -116,13 +122,13 @@ class ApprovalLifecycle:
         return result
 
     def vote(
-        self, approval_id: str, *, user: str, requirement: Requirement, card: tuple[str, str]
+        self, approval_id: str, *, user: str, card: tuple[str, str], ruling: Ruling | None = None
     ) -> tuple[VoteResult, DecideResult]:
-        """One of the ``requirement.approvals`` distinct approvals the policy file needs (the same
-        person twice counts once), audited; the vote that completes them approves the record
-        (signed, resumed)."""
-        if self.votes is None:
-            raise ValueError("this lifecycle counts no votes")
+        """One of the distinct approvals the ruling's requirement needs (the same person twice
+        counts once), audited; the vote that completes them approves the record (signed, resumed)."""
+        requirement = self._ruled(approval_id, user, Action.APPROVE, ruling).requirement
+        if self.votes is None or requirement is None:
+            raise ValueError("this lifecycle counts no votes, or the policy needs none")
         needed = requirement.approvals
         self._drop_forged_votes(approval_id)
         member = self.seal.vote(approval_id, user) if self.seal is not None else user
@@ -277,6 +283,20 @@ class ApprovalLifecycle:
 
     # -- helpers ----------------------------------------------------------------------------------
 
+    def _ruled(self, approval_id: str, user: str, action: Action, ruling: Ruling | None) -> Ruling:
+        """The one decision function's ruling on ``user``'s ``action`` on this record: the caller's
+        (it must be about this user, action and record) or asked now; refused: ``NotAnApproverError``."""
+        if ruling is None:
+            if self.deciders is None:
+                return Ruling(True, user=user, action=action, approval_id=approval_id)
+            record = self.approvals.get(approval_id)
+            if record is None:
+                raise ApprovalNotFoundError(approval_id)
+            ruling = self.deciders.decide(user, action, record)
+        if not ruling.allowed or not ruling.about(user, action, approval_id):
+            raise NotAnApproverError(user, ruling.reason)
+        return ruling
+
     def _pending(self, run_id: str) -> list[Approval]:
         return [a for a in self.approvals.for_run(run_id) if a.status is ApprovalStatus.PENDING]
 
@@ -295,8 +315,3 @@ def _needed(requirement: Requirement | None, record: Approval | None) -> int:
     if requirement is not None:
         return requirement.approvals
     return Requirement.from_json(record.policy).approvals if record is not None and record.policy else 1
-
-
-def _names_a_group(approvers: tuple[str, ...]) -> bool:
-    """User groups (``S…``) are resolved by the Slack policy, which has the Web API to do it."""
-    return any(entry.startswith("S") for entry in approvers)

@@ -1,6 +1,6 @@
 """The seal of an approval record: the call's facts as the worker proposed them, checked at the click.
 
-The web process decides a click from the policy file as it is now (``bot.slack.policy_clicks``,
+The web process decides a click from the policy file as it is now (``bot.policy.deciders``,
 ``Policy.decide``), judged on the facts of the call in the record: its tool and arguments (the
 target among them), category, the target's labels, requester, the people involved, the channel.
 The record is in Redis, which a Redis writer can change: turn ``destructive`` into ``mutating``

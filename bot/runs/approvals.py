@@ -30,7 +30,7 @@ from enum import StrEnum
 import redis
 from pydantic import BaseModel, Field
 
-from agent.redis_util import as_text, hset_if_exists
+from agent.redis_util import NOW_LUA, as_text, hset_if_exists, redis_now
 from agent.tooling import CallTarget, ToolCategory
 from agent.types import Decision, ToolCall
 from bot.keys import Keys
@@ -44,16 +44,10 @@ CARD_FAILED_REASON = (
     "the approval card could not be posted in Slack, so nobody could be asked; it was not run"
 )
 
-_NOW_LUA = """
-local function now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-"""
 # A Lua function, prepended to the scripts that decide. Returns {outcome, status, by, at, reason}
 # where outcome is 'won', 'lost' (already decided: the first decision is returned) or 'missing'.
 DECIDE_LUA = (
-    _NOW_LUA
+    NOW_LUA
     + """
 local function decide(key, status, by, reason)
   local current = redis.call('HMGET', key, 'status', 'decided_by', 'decided_at', 'reason')
@@ -109,7 +103,7 @@ return {decide(key, ARGV[1], ARGV[2], ARGV[3])[1]}
 # KEYS: 1 run's approvals index, 2 the new record. ARGV: 1 call id, 2 new approval id, 3 fields,
 # 4 ttl, 5 timeout seconds. created_at and expires_at come from Redis's clock.
 _CREATE = (
-    _NOW_LUA
+    NOW_LUA
     + """
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 if existing then return existing end
@@ -125,7 +119,7 @@ return ARGV[2]
 # KEYS: 1 record. Marks an approved record consumed by the one execution it authorises.
 # Returns 'consumed' (this caller may execute), 'used' (consumed before) or the record's status.
 _CONSUME = (
-    _NOW_LUA
+    NOW_LUA
     + """
 local current = redis.call('HMGET', KEYS[1], 'status', 'consumed_at')
 if not current[1] then return 'missing' end
@@ -185,7 +179,7 @@ class Approval(BaseModel):
     target_via: str = ""  # how that target is reached: runner, ssh, kubernetes, local
     target_labels: str = ""  # its labels as "key=value" pairs, comma-separated, for the card
     grant: str = ""  # signed by the web process at the click (bot.fleet.grants): a runner verifies it
-    # The policy's Requirement as the worker computed it when it proposed the call (bot.runs.policy):
+    # The policy's Requirement as the worker computed it when it proposed the call (bot.policy.rules):
     # shown on the first card and audited; never decided from (the deciders read the policy file).
     policy: str = ""
     seal: str = ""  # HMAC of the proposed facts (bot.runs.approval_seal); "" without CHATOPS_RUNNER_SECRET
@@ -412,8 +406,7 @@ class Approvals:
         expires_at = as_text(self._redis.hget(self._keys.approval(approval_id), "expires_at"))
         if not expires_at:
             return None
-        seconds, micros = self._redis.time()
-        return float(expires_at) - (seconds + micros / 1e6)
+        return float(expires_at) - redis_now(self._redis)
 
     def set_grant(self, approval_id: str, grant: str) -> None:
         """Keep the grant signed for an approved record (the web process, before resuming the run)."""

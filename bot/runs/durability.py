@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 
 WAITAOF_SINCE = (7, 2)
 REFRESH_SECONDS = 60.0
+# Milliseconds WAITAOF / WAIT may take to confirm an execution's mark before the tool runs. A constant
+# since 0.2.0 (it was CHATOPS_DURABILITY_TIMEOUT_MS): ``appendfsync everysec`` fsyncs within about
+# 1.1 s, so 2 s confirms a healthy server with room to spare; a server that needs longer is stalled,
+# and the tool is refused rather than run on luck.
+TIMEOUT_MS = 2000
 PROBE_TTL_MS = 60_000
 CONFIG_NAMES = ("appendfsync", "save", "maxmemory-policy")
 
@@ -246,11 +251,13 @@ class Durability:
         probe_key: str,
         *,
         mode: DurabilityMode = DEFAULT_MODE,
-        timeout_ms: int = DEFAULTS.chatops_durability_timeout_ms,
+        timeout_ms: int = TIMEOUT_MS,
         min_replicas: int = 0,
         refresh_seconds: float = REFRESH_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if timeout_ms < 1:  # WAIT / WAITAOF with 0 block for ever
+            raise ValueError(f"timeout_ms must be at least 1, got {timeout_ms}")
         self._client = client
         self._probe_key = probe_key
         self.mode = mode
@@ -266,7 +273,6 @@ class Durability:
             client,
             keys.durability_probe(),
             mode=DurabilityMode(settings.chatops_durability),
-            timeout_ms=settings.chatops_durability_timeout_ms,
             min_replicas=1 if settings.redis_sentinels else 0,  # a failover keeps what a replica has
         )
 

@@ -1,7 +1,7 @@
 """RQ jobs: ``start`` and ``resume`` work on a run, ``expire_approval`` declines an old approval.
 
-They are enqueued by ``bot.runs.queueing`` only (by function; RQ stores the import path) and
-receive only ids; everything else comes from the ``Runtime`` the worker bound for the job
+They are enqueued by ``bot.runs.queueing`` only (by their import paths, the workers' allow-list)
+and receive only ids; everything else comes from the ``Runtime`` the worker bound for the job
 (``bot.runs.runtime``).
 """
 

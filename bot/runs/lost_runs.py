@@ -2,15 +2,16 @@
 
 A run waiting for approval has no job, so nothing of chatops touches it until someone clicks:
 after Redis restarts empty, its card would say "Waiting for approval" for ever. Two things find
-such cards (``bot/slack/lost_cards.py`` does the Slack half):
+such cards (``bot/slack/delivery/lost_cards.py`` does the Slack half):
 
 * a click on a card whose run or approval Redis does not know redraws that card as lost (the
-  web process, ``bot/slack/actions.py``);
+  web process, ``bot/slack/handlers/actions.py``);
 * this module's ``LossDetector``, run by every worker with its recovery sweep (at start, then
-  every ``CHATOPS_RECOVERY_INTERVAL_SECONDS``): ``{p}data_marker`` (``bot.keys``) is written
-  once and never expires, so finding it gone means Redis lost its data (or this is the first
-  start). One worker (a lock) then scans the last day of Slack for the bot's cards still showing
-  buttons whose ids Redis does not know, redraws each, and writes the marker again.
+  once per ``CHATOPS_LEASE_TTL_SECONDS``: ``bot.ops.worker.recovery_interval``): ``{p}data_marker``
+  (``bot.keys``) is written once and never expires, so finding it gone means Redis lost its data
+  (or this is the first start). One worker (a lock) then scans the last day of Slack for the bot's
+  cards still showing buttons whose ids Redis does not know, redraws each, and writes the marker
+  again.
 
 A thread is told once (``claim_notice``: ``{p}lost:notice:{channel}:{thread_ts}``), whoever tells
 it: the sweep, a click, or the job that found its run gone mid-work (``bot/runs/jobs.py``).
@@ -20,13 +21,13 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import time
 from collections.abc import Callable
 
 import redis
 from rq.exceptions import StopRequested
 
+from bot.claims import claim_once, release_lock, take_lock
 from bot.keys import Keys
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ LOST_NOTICE = (
     "Mention me again to start over."
 )
 NOTICE_SECONDS = 2 * 24 * 3600  # a second loss wipes the claim anyway; this only bounds its life
-SCAN_LOCK_MS = 10 * 60 * 1000  # longer than a scan takes; a worker that dies mid-scan frees it so
+SCAN_LOCK_SECONDS = 10 * 60.0  # longer than a scan takes; a worker that dies mid-scan frees it so
 SCAN_WINDOW_SECONDS = 24 * 3600  # how far back in each channel's history the sweep looks
 RETRY_SECONDS = 300.0  # after a failed scan (Slack down, a missing scope), before trying again
 
@@ -45,7 +46,7 @@ Scan = Callable[[float], int]  # (oldest epoch second) -> cards redrawn
 
 def claim_notice(client: redis.Redis, keys: Keys, channel: str, thread_ts: str) -> bool:
     """True for the first caller since Redis lost its data: it tells the thread, nobody else does."""
-    return bool(client.set(keys.lost_notice(channel, thread_ts), "1", nx=True, ex=NOTICE_SECONDS))
+    return claim_once(client, keys.lost_notice(channel, thread_ts), NOTICE_SECONDS)
 
 
 class LossDetector:
@@ -72,8 +73,8 @@ class LossDetector:
         worker scanning, or waiting after a failure). Redis errors propagate to the caller."""
         if self._clock() < self._not_before or self._redis.exists(self._keys.data_marker()):
             return None
-        token = secrets.token_hex(8)
-        if not self._redis.set(self._keys.lost_scan(), token, nx=True, px=SCAN_LOCK_MS):
+        token = take_lock(self._redis, self._keys.lost_scan(), SCAN_LOCK_SECONDS)
+        if token is None:
             return None  # another worker scans
         try:
             redrawn = self._scan(self._wall() - SCAN_WINDOW_SECONDS)
@@ -98,5 +99,4 @@ class LossDetector:
         return redrawn
 
     def _release(self, token: str) -> None:
-        if self._redis.get(self._keys.lost_scan()) == token.encode():
-            self._redis.delete(self._keys.lost_scan())
+        release_lock(self._redis, self._keys.lost_scan(), token)

@@ -1,16 +1,17 @@
-"""The one way jobs reach the queue: each by its function in ``bot.runs.jobs``, delays by RQ's scheduler.
+"""The one way jobs reach the queue: each by its function's path in ``bot.runs.jobs``, delays by RQ's scheduler.
 
 A run's job (``start`` for a new run, ``resume`` for every later segment: a decision, a reply, a
 deferral, the recovery sweep) and an approval's expiry job (``expire_approval``) are enqueued here
-and nowhere else. Jobs are referenced by function, not named by string: RQ stores the function's
-import path, and a renamed job fails here, at once, instead of in a worker. A delayed job goes to
-RQ's scheduled registry (``enqueue_in`` / ``enqueue_at``); the worker runs the scheduler.
+and nowhere else. A job is named by the import path RQ stores with it, the same name that puts it
+on the workers' allow-list (``WORKER_FUNCTIONS``): one name, checked once (a test resolves each to
+its function), and nothing of the run engine is imported to enqueue (``bot.runs.jobs`` runs a
+``RunJob``, whose service enqueues through this module). A delayed job goes to RQ's scheduled
+registry (``enqueue_in`` / ``enqueue_at``); the worker runs the scheduler.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from types import ModuleType
 from typing import Any
 
 import redis
@@ -18,29 +19,22 @@ from rq import Queue, Retry
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from bot.errors import RefusedJobError
+from bot.job_worker import AllowListedJob
 
+START = "bot.runs.jobs.start"
+RESUME = "bot.runs.jobs.resume"
+EXPIRE_APPROVAL = "bot.runs.jobs.expire_approval"
 # The functions a worker runs, by the import path RQ stores with a job. Anything else a job names
 # is refused before it is imported: a process that can write RQ's keys (a runner's Redis user)
 # must not choose what a worker, which holds the Slack and model credentials, runs.
-WORKER_FUNCTIONS = frozenset(
-    {
-        "bot.runs.jobs.start",
-        "bot.runs.jobs.resume",
-        "bot.runs.jobs.expire_approval",
-        "bot.alerts.jobs.handle_notification",
-    }
-)
+WORKER_FUNCTIONS = frozenset({START, RESUME, EXPIRE_APPROVAL, "bot.alerts.jobs.handle_notification"})
 
 
-class WorkerJob(Job):
+class WorkerJob(AllowListedJob):
     """A worker's job: JSON arguments (``worker_queue``), and only ``WORKER_FUNCTIONS`` are called."""
 
-    @property
-    def func(self) -> Any:
-        if self.func_name not in WORKER_FUNCTIONS:
-            raise RefusedJobError(f"workers run only their own jobs, not {self.func_name!r}")
-        return super().func
+    functions = WORKER_FUNCTIONS
+    refusal = "workers run only their own jobs"
 
 
 def fetch_worker_job(job_id: str, connection: redis.Redis) -> WorkerJob:
@@ -67,14 +61,6 @@ def worker_queue_names(base: str) -> list[str]:
     return [alerts_queue_name(base), base]
 
 
-def _job_functions() -> ModuleType:
-    """``bot.runs.jobs``, imported when the first ``JobQueue`` is built: the job functions run a
-    ``RunJob``, whose service enqueues through this module (an import at the top would be a cycle)."""
-    from bot.runs import jobs
-
-    return jobs
-
-
 class JobQueue:
     """Enqueue the run and expiry jobs with their options (timeouts, retries, how long a failure stays)."""
 
@@ -89,9 +75,6 @@ class JobQueue:
     ) -> None:
         self._redis = redis_client
         self._queue = queue
-        # Imported now, when the service is built (at a process's start), not by the first enqueue:
-        # the web process would otherwise import the whole agent runtime inside a mention's ack.
-        self._jobs = _job_functions()
         self._run_options: dict[str, Any] = {
             "job_timeout": job_timeout,
             "retry": retry,
@@ -113,7 +96,7 @@ class JobQueue:
         record). ``delay``: seconds from now, by RQ's scheduler. ``deferrals``: how often the run's
         jobs have found its lease taken (``RunJob``), carried to the next one.
         """
-        function = self._jobs.start if first else self._jobs.resume
+        function = START if first else RESUME
         args = (run_id, deferrals) if deferrals else (run_id,)
         description = f"{'start' if first else 'resume'} run {run_id}"
         options = {**self._run_options, "description": description, "job_id": job_id}
@@ -129,15 +112,13 @@ class JobQueue:
         """The approval's expiry job, due at ``expires_at`` (this host's clock: the job itself
         judges by Redis's, ``ApprovalLifecycle.expire``)."""
         when = datetime.fromtimestamp(expires_at, UTC)
-        job: Job = self._queue.enqueue_at(
-            when, self._jobs.expire_approval, approval_id, **_expiry(approval_id)
-        )
+        job: Job = self._queue.enqueue_at(when, EXPIRE_APPROVAL, approval_id, **_expiry(approval_id))
         return job
 
     def expiry_in(self, approval_id: str, seconds: float) -> Job:
         """The approval's expiry job again, ``seconds`` from now (it ran before it was due)."""
         return self._queue.enqueue_in(
-            timedelta(seconds=seconds), self._jobs.expire_approval, approval_id, **_expiry(approval_id)
+            timedelta(seconds=seconds), EXPIRE_APPROVAL, approval_id, **_expiry(approval_id)
         )
 
 

@@ -422,3 +422,12 @@ class RunEnd:
 
 def _ids(members: Any) -> list[str]:
     return [as_text(member) or "" for member in cast("list[bytes]", members)]
+
+
+def active_runs_by_status(client: redis.Redis, keys: Keys) -> dict[str, int]:
+    """How many runs are active, by status, every active status present (zeros included), for the
+    ``chatops_runs_active`` gauge (``bot.observability.metrics_collector``)."""
+    counts = {status.value: 0 for status in ACTIVE_STATUSES}
+    for status in RunRecords(client, keys).active_statuses():
+        counts[status] = counts.get(status, 0) + 1
+    return counts

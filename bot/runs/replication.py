@@ -4,7 +4,7 @@ Redis replicates asynchronously: the master answers a write before any replica h
 failover promotes a replica. A click decided, a thread reply stored or a run started that only
 the old master had would be gone, after Slack was answered 200 (Slack does not send it again, the
 person thinks it is done). So the web process calls ``Replication.confirm()`` after those writes
-and before its answer: ``WAIT 1 <REDIS_REPLICA_WAIT_MS>`` behind a probe write on one connection
+and before its answer: ``WAIT 1 <REPLICA_WAIT_MS>`` behind a probe write on one connection
 (``bot.runs.durability.wait_behind_probe``: the replication stream is ordered, so a replica that
 has the probe has every write the master answered before it, the caller's included).
 
@@ -26,6 +26,12 @@ from bot.keys import Keys
 from bot.runs.durability import wait_behind_probe
 from bot.settings import Settings
 
+# Milliseconds ``WAIT 1`` may take before Slack is answered. A constant since 0.2.0 (it was
+# REDIS_REPLICA_WAIT_MS): a healthy replica on the same network acknowledges within a few
+# milliseconds, and Slack gives an event 3 s, so half a second leaves room for a busy replica and
+# the rest of the request; short of it the answer is an error and Slack (or the person) retries.
+REPLICA_WAIT_MS = 500
+
 
 class Replication:
     """``confirm()``: the writes answered so far are on ``replicas`` replicas (0: nothing to wait for)."""
@@ -39,13 +45,15 @@ class Replication:
         self.timeout_ms = timeout_ms  # the client's socket timeout must exceed it
 
     @classmethod
-    def from_settings(cls, client: redis.Redis, keys: Keys, settings: Settings) -> Replication:
+    def from_settings(
+        cls, client: redis.Redis, keys: Keys, settings: Settings, *, timeout_ms: int = REPLICA_WAIT_MS
+    ) -> Replication:
         """``WAIT 1`` with sentinels (``REDIS_SENTINELS``), nothing without."""
         return cls(
             client,
             keys.durability_probe(),
             replicas=1 if settings.redis_sentinels else 0,
-            timeout_ms=settings.redis_replica_wait_ms,
+            timeout_ms=timeout_ms,
         )
 
     def confirm(self) -> None:

@@ -21,13 +21,13 @@ from agent.redis_memory import RedisMemory
 from agent.run import Run
 from agent.tooling import Tool
 from agent.types import Message, RunResult, RunState, RunStatus
-from bot.logs import run_context
+from bot.observability.audit import AuditKind, AuditLog
+from bot.observability.logs import run_context
+from bot.observability.metrics import MeteredModel, RunMetrics
 from bot.runs.approval_gate import ApprovalGate
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind, AuditLog
 from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
-from bot.runs.metrics import MeteredModel, RunMetrics
 from bot.runs.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
 from bot.runs.record import RunRecord
 from bot.runs.report_steps import Step, run_steps

@@ -11,8 +11,6 @@ an ``InMemoryPresenter``; production builds it from ``Settings`` (``CHATOPS_RUNT
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,14 +25,15 @@ from agent.chat import ChatModel
 from agent.tooling import Tool
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
+from bot.policy.proposals import RunPolicy
 from bot.runs.durability import Durability
-from bot.runs.policy_tools import RunPolicy
 from bot.runs.presenter import Presenter
 from bot.runs.queueing import worker_queue
 from bot.runs.record import OfferedTool
 from bot.runs.run_tools import RunTools, run_tools
 from bot.runs.service import RunOptions, RunService
 from bot.settings import DEFAULTS
+from tools.targets import local_executor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,13 +60,15 @@ class Runtime:
     redact: Callable[[str], str] | None = None  # the model's text and call arguments (``agent.calls``)
     clock: Callable[[], float] = time.time
     owns_connection: bool = False
-    name: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    metrics_enabled: bool = DEFAULTS.chatops_metrics_enabled  # count runs, tools, ... (``bot.runs.metrics``)
+    name: str = field(default_factory=local_executor)
+    metrics_enabled: bool = (
+        DEFAULTS.chatops_metrics_enabled
+    )  # count runs, tools, ... (``bot.observability.metrics``)
     durability: Durability | None = None  # default: ``warn`` mode on this Redis (``bot.runs.durability``)
     card_retry_delays: tuple[float, ...] = CARD_RETRY_DELAYS  # between attempts to post an approval card
     channel_tools: Callable[[str], Sequence[Tool]] | None = None  # the inventory's tools per channel
     on_close: Callable[[], None] | None = None  # e.g. the SSH connections the job's tools opened
-    policy: RunPolicy | None = None  # CHATOPS_POLICY_FILE, enforced (bot.runs.policy_tools)
+    policy: RunPolicy | None = None  # CHATOPS_POLICY_FILE, enforced (bot.policy.proposals)
     extras: dict[str, object] = field(default_factory=dict)  # for jobs of other packages (alerts' presenter)
     on_finished: Callable[[Runtime, str, str], None] | None = (
         None  # (runtime, run id, answer) once a run answered

@@ -29,16 +29,17 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory
+from agent.redis_util import redis_clock
 from agent.types import Limits, Message, RunStatus
 from bot.fleet.grants import GRANT_LIFETIME_SECONDS, GrantSigner
-from bot.fleet.heartbeats import redis_clock
 from bot.keys import Keys
-from bot.logs import redactor_for
+from bot.observability.audit import AuditKind, AuditLog
+from bot.observability.logs import redactor_for
+from bot.policy.deciders import Deciders
 from bot.runs.approval_lifecycle import ApprovalLifecycle
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes
-from bot.runs.approvals import Approvals
-from bot.runs.audit import AuditKind, AuditLog
+from bot.runs.approvals import Approval, Approvals
 from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
 from bot.runs.queueing import JobQueue, worker_queue
@@ -54,24 +55,35 @@ _SEGMENT_ENDED = {status for status in RunStatus if status.terminal} | {RunStatu
 # A scheduled job this late has no live scheduler: the one holding the queue's scheduler lock died,
 # and RQ frees that lock only after a minute. Every live scheduler polls once a second.
 OVERDUE_SCHEDULED_SECONDS = 5
+# Constants since 0.2.0 (they were CHATOPS_JOB_RETRIES, CHATOPS_MAX_RUN_ATTEMPTS and
+# CHATOPS_MAX_PARALLEL_TOOLS); RunOptions takes others where a test needs them.
+# RQ retries of a job that failed or whose worker died, each one lease later: a run resumes from Redis,
+# so a retry is cheap, and three ride out a worker restart or a deploy; the recovery sweep covers more.
+JOB_RETRIES = 3
+# Jobs one run may start before it is given up as failed: retries and sweeps together. A run that
+# crashes every worker that takes it (a poisoned input) must end visibly, after a few honest tries.
+MAX_RUN_ATTEMPTS = 5
+# Read-only calls of one turn at once: enough to check a fleet's worth of targets in one round trip
+# each, few enough that a worker's threads and the tools' connections stay bounded.
+MAX_PARALLEL_TOOLS = 20
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The knobs shared by the web process and the workers (from ``Settings``, whose defaults are theirs)."""
+    """The knobs shared by the web process and the workers: from ``Settings`` (whose defaults are
+    theirs), and the tuning constants above, which only a test passes otherwise."""
 
     queue_name: str = DEFAULTS.chatops_queue
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     audit_max_len: int = DEFAULTS.chatops_audit_max_len
     lease_ttl_seconds: float = DEFAULTS.chatops_lease_ttl_seconds
     approval_timeout_seconds: float = DEFAULTS.chatops_approval_timeout_seconds
-    job_retries: int = DEFAULTS.chatops_job_retries
-    max_attempts: int = DEFAULTS.chatops_max_run_attempts
+    job_retries: int = JOB_RETRIES
+    max_attempts: int = MAX_RUN_ATTEMPTS
     limits: Limits = field(default_factory=Limits)
-    approvers: tuple[str, ...] = ()
     max_mutating_actions: int = DEFAULTS.chatops_max_mutating_actions  # per run (``bot.runs.limits``)
     redactor: Redactor | None = None  # what the audit stream stores passes through it (known secrets)
-    max_parallel_tools: int = DEFAULTS.chatops_max_parallel_tools  # read-only calls of one turn at once
+    max_parallel_tools: int = MAX_PARALLEL_TOOLS  # read-only calls of one turn at once
     runner_secret: str = ""  # ``CHATOPS_RUNNER_SECRET``: sign a grant at each approval (``bot.fleet.grants``)
 
     @classmethod
@@ -82,19 +94,14 @@ class RunOptions:
             audit_max_len=settings.chatops_audit_max_len,
             lease_ttl_seconds=settings.chatops_lease_ttl_seconds,
             approval_timeout_seconds=settings.chatops_approval_timeout_seconds,
-            job_retries=settings.chatops_job_retries,
-            max_attempts=settings.chatops_max_run_attempts,
             limits=Limits(
                 max_iterations=settings.chatops_max_iterations,
                 deadline_seconds=settings.chatops_deadline_seconds,
                 token_budget=settings.chatops_token_budget,
-                max_calls_per_turn=settings.chatops_max_calls_per_turn,
             ),
-            approvers=tuple(settings.chatops_approvers),
             max_mutating_actions=settings.chatops_max_mutating_actions,
             redactor=redactor_for(settings),
             runner_secret=settings.chatops_runner_secret,
-            max_parallel_tools=settings.chatops_max_parallel_tools,
         )
 
     @property
@@ -124,6 +131,9 @@ class RunService:
     keys: Keys
     options: RunOptions
     clock: Callable[[], float] = time.time
+    # Who may decide (``bot.policy.deciders``): the web process's, which the lifecycle asks before it
+    # settles an approval. A worker decides none and has none.
+    deciders: Deciders[Approval] | None = None
     queue: Queue = field(init=False)
     jobs: JobQueue = field(init=False)
     records: RunRecords = field(init=False)
@@ -153,7 +163,7 @@ class RunService:
             self.audit,
             self.jobs,
             resume=lambda run_id: self.enqueue(run_id),  # late-bound: an embedder may wrap ``enqueue``
-            approvers=options.approvers,
+            deciders=self.deciders,
             clock=self.clock,
             grants=self._grant_signer(),
             votes=ApprovalVotes(self.redis, self.keys),
@@ -252,7 +262,7 @@ class RunService:
     ) -> Delivery:
         """Store a thread reply for the active run; acknowledge it only if ``delivery.stored``.
 
-        ``may_supersede`` (the web process's approver policy: may ``user`` decide?) lets the reply
+        ``may_supersede`` (the web process's ``Deciders``: may ``user`` cancel the pending cards?) lets the reply
         supersede a pending approval and resume the run; otherwise the reply waits in the inbox
         and the model reads it when the run resumes after the decision.
         """

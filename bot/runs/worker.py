@@ -1,5 +1,8 @@
 """The chatops worker classes: RQ workers that bind each job's ``Runtime`` and sweep for dead runs.
 
+Both are ``bot.job_worker.AllowListedWorker`` (the runners' class too): JSON jobs, only
+``WORKER_FUNCTIONS`` called (``bot.runs.queueing.WorkerJob``), the runtime bound around each job.
+
 * ``ChatopsWorker`` forks a work horse per job (RQ's ``Worker``): the runtime factory is called
   inside the horse, so every job opens its own Redis connection after the fork.
 * ``ChatopsSimpleWorker`` runs jobs in its own process (RQ's ``SimpleWorker``), for tests and
@@ -15,17 +18,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import redis
-from rq.executions import Execution
-from rq.job import Job
-from rq.queue import Queue
-from rq.serializers import JSONSerializer
 from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker, Worker
-from rq.worker.base import BaseWorker
 
+from bot.job_worker import AllowListedWorker
 from bot.runs.queueing import WorkerJob
 from bot.runs.runtime import RuntimeFactory, bound_runtime
 
@@ -34,23 +34,16 @@ log = logging.getLogger(__name__)
 Sweep = Callable[[], list[str]]  # resumes what needs resuming; returns the run ids it resumed
 
 
-class _RuntimeWorker(BaseWorker):
-    """Binds a runtime around every job and adds the dead-run sweep to RQ's maintenance."""
+class _RuntimeWorker(AllowListedWorker):
+    """Builds and binds a runtime around every job (in the work horse for ``Worker``, after the
+    fork; in-process for ``SimpleWorker``) and adds the dead-run sweep to RQ's maintenance."""
 
     def __init__(
         self, *args: Any, runtime_factory: RuntimeFactory, sweep: Sweep | None = None, **kwargs: Any
     ):
-        # JSON, never pickle, and only the workers' own functions: see ``bot.runs.queueing``.
-        kwargs["serializer"] = JSONSerializer
-        kwargs["job_class"] = WorkerJob
-        super().__init__(*args, **kwargs)
-        self.runtime_factory = runtime_factory
+        bind = partial(bound_runtime, runtime_factory)
+        super().__init__(*args, job_class=WorkerJob, bind=bind, **kwargs)
         self.sweep = sweep
-
-    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
-        # In the work horse for ``Worker`` (after the fork), in-process for ``SimpleWorker``.
-        with bound_runtime(self.runtime_factory):
-            return super().perform_job(job, queue, execution)
 
     def run_maintenance_tasks(self) -> None:
         super().run_maintenance_tasks()  # type: ignore[no-untyped-call]

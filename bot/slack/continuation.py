@@ -1,7 +1,7 @@
 """Which thread replies continue the conversation: a plain reply after the thread's run has ended.
 
 Slack's side remembers each thread's last run (``slack:thread_last_run:{channel}:{thread_ts}``, this
-module's key): the web process writes it with the start of a run it creates (``bot.slack.events``),
+module's key): the web process writes it with the start of a run it creates (``bot.slack.handlers.events``),
 and the worker's presenter when it posts a run's card, so a thread an alert started (whose run
 no web process created) continues too. A reply in a thread with no active run starts a follow-up run (``RunRecord.follows``, which reads the earlier runs:
 ``bot.runs.thread_history``) when the reply is meant for the bot:
@@ -10,14 +10,14 @@ no web process created) continues too. A reply in a thread with no active run st
   that asks the people something (``run_asked_question``: then at any time while the run and this
   key are kept);
 * the reply is a person's message in the thread (not a bot's, not an edit or a deletion: the
-  event filter of ``bot.slack.events``), not addressed to other people (it mentions someone, a
+  event filter of ``bot.slack.handlers.events``), not addressed to other people (it mentions someone, a
   group, ``@here`` or ``@channel``, and not the bot), and not only thanks or an emoji. A bare
   acknowledgement ("ok", "cool", "+1") continues only a run that asked a question: then it is the
   answer.
 
 Whatever the answer said, a follow-up is a new run: the rate limits, ``CHATOPS_CHANNELS`` and the
 policy apply to its author exactly as to a mention, so a model that ends every answer with a
-question gets no run past them. A mention in the thread always continues it (``bot.slack.events``).
+question gets no run past them. A mention in the thread always continues it (``bot.slack.handlers.events``).
 """
 
 from __future__ import annotations

@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from agent.anthropic_client import AnthropicClient, messages_url
-from agent.anthropic_wire import THINKING_FIELD
 from agent.chat import DonePart, StreamPart, TextPart
 from agent.errors import (
     ContextOverflowError,
@@ -20,8 +18,10 @@ from agent.errors import (
     ServerError,
     StreamInterruptedError,
 )
+from agent.models.anthropic_client import AnthropicClient, messages_url
+from agent.models.anthropic_wire import THINKING_FIELD
 from agent.types import Message, Request, Response, ToolCall, ToolDef
-from emulator.anthropic_server import AnthropicReply, AnthropicServer, ScriptedToolCall
+from emulator.models.anthropic_server import AnthropicReply, AnthropicServer, ScriptedToolCall
 from tests.support.anthropic_types import check_request
 
 KEY = "sk-ant-test"
@@ -317,7 +317,7 @@ def test_the_messages_url(base: str, expected: str) -> None:
 
 
 def test_a_thinking_block_goes_back_with_only_the_apis_fields() -> None:
-    from agent.anthropic_wire import parse_response
+    from agent.models.anthropic_wire import parse_response
 
     answer = {
         "id": "msg_1",

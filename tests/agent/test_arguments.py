@@ -14,6 +14,8 @@ from agent.arguments import (
     canonical_arguments,
     confirmed_by,
     parse_arguments,
+    showable,
+    unshowable_character,
 )
 from agent.errors import AgentError, ArgumentsRejected
 
@@ -75,6 +77,43 @@ def test_the_path_of_a_nested_value_and_of_a_bad_key_is_named() -> None:
 def test_newlines_tabs_and_ordinary_unicode_are_accepted() -> None:
     value = {"note": "line one\nline\ttwo", "who": "Zoë 王 مرحبا 🚀"}
     assert parse_arguments(json.dumps(value, ensure_ascii=False)) == value
+
+
+def test_what_the_quick_check_cannot_decide_is_looked_at_character_by_character() -> None:
+    # Not printable for Python, yet showable: spaces other than ASCII's (the quick check fails).
+    spaced = {"note": "a\u00a0b\u3000c", "lines": ["x\ny\u2003z"]}
+    assert parse_arguments(json.dumps(spaced, ensure_ascii=False)) == spaced
+    # A newline or tab beside a hidden character does not let it through, in a value, a list or a key.
+    assert 'argument "note": U+202E' in rejected(json.dumps({"note": "line\none\u202e"}))
+    assert 'argument "n[0]": U+200B' in rejected(json.dumps({"n": ["a\tb\u200b"]}))
+    assert 'argument name "k\\x85"' in rejected(json.dumps({"k\x85": 1}))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "plain", "tab\tand\nnewline", "\u00a0nbsp", "bidi\u202e", "\n\u200b", "\ud800", "\x7f", "é\u0378"],
+)
+def test_the_quick_check_finds_the_character_the_walk_finds(text: str) -> None:
+    assert unshowable_character(text) == next((char for char in text if not showable(char)), None)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        {"b": [1, 2.5, -0.0, 1e300, None, True, False], "a": 'é\n\u202e"\\', "c": {"z": {}, "y": []}},
+        {"\u00e9": "x", "e": "\U0001f680", "": ""},
+        {"n": 10**30, "f": 0.1},
+    ],
+)
+def test_the_canonical_text_is_the_standard_encoders(value: dict[str, object]) -> None:
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert canonical_arguments(value) == expected
+
+
+def test_a_number_that_is_not_json_has_no_canonical_text() -> None:
+    with pytest.raises(ValueError):
+        canonical_arguments({"a": float("nan")})
 
 
 def test_the_size_is_capped_in_bytes() -> None:

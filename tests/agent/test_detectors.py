@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from agent.errors import ConfigurationError
@@ -15,6 +17,14 @@ def test_signature_ignores_argument_key_order_but_not_output() -> None:
     assert call_signature("t", '{"a":1,"b":2}', "x") == call_signature("t", '{"b": 2, "a": 1}', "x")
     assert call_signature("t", "{}", "x") != call_signature("t", "{}", "y")
     assert call_signature("ab", "{}", "c") != call_signature("a", "{}", "bc")
+
+
+def test_a_signature_is_the_one_a_stored_window_holds() -> None:
+    # A run resumed from a window an earlier version stored must recognise the same call.
+    stored = hashlib.sha256(b'disk_check\x00{"target":"web-03"}\x00/dev/sda1 97%\x00').hexdigest()
+    assert (
+        call_signature("disk_check", '{"target": "web-03", "confirmed_by": "U1"}', "/dev/sda1 97%") == stored
+    )
 
 
 def test_window_slides_and_survives_a_resume() -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent.anthropic_client import AnthropicClient
-from agent.endpoints import ClientOptions, ModelEndpoint, build_model, parse_fallbacks, secret_values
 from agent.errors import ConfigurationError
-from agent.llm import LLMClient
-from agent.openai_dialect import MISTRAL
+from agent.models.anthropic_client import AnthropicClient
+from agent.models.endpoints import ClientOptions, ModelEndpoint, build_model, parse_fallbacks, secret_values
+from agent.models.openai_client import LLMClient
+from agent.models.openai_dialect import MISTRAL
 from agent.types import Message, Request
-from emulator.anthropic_server import AnthropicReply, AnthropicServer
-from emulator.openai_server import OpenAIServer, Reply
+from emulator.models.anthropic_server import AnthropicReply, AnthropicServer
+from emulator.models.openai_server import OpenAIServer, Reply
 
 PRIMARY = ModelEndpoint(
     provider="openai",

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from agent.anthropic_client import AnthropicClient
 from agent.config import RunConfig
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
+from agent.models.anthropic_client import AnthropicClient
+from agent.models.openai_client import LLMClient
 from agent.run import Run
 from agent.types import Message, RunStatus
-from emulator.anthropic_server import AnthropicReply, AnthropicServer
-from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
+from emulator.models.anthropic_server import AnthropicReply, AnthropicServer
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
 from tests.agent import provider_fakes
 from tests.support.anthropic_types import check_request
 from tests.support.fake_provider import FakeProvider

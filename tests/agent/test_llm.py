@@ -23,9 +23,9 @@ from agent.errors import (
     ServerError,
     StreamInterruptedError,
 )
-from agent.llm import LLMClient, parse_retry_after
+from agent.models.openai_client import LLMClient, parse_retry_after
 from agent.types import Message, Request, Response, ToolDef
-from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
 from tests.support.waiting import wait_until
 
 MODEL = "gpt-test"

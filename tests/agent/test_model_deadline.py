@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import pytest
 
 from agent.config import RunConfig
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
+from agent.models.openai_client import LLMClient
 from agent.run import run
 from agent.types import Limits, Message, RunStatus
-from emulator.openai_server import OpenAIServer, Reply
+from emulator.models.openai_server import OpenAIServer, Reply
 
 MODEL = "gpt-test"
 LONG = " ".join(f"word{i}" for i in range(400))

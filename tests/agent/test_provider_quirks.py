@@ -18,8 +18,8 @@ from agent.errors import (
     RetriesExhaustedError,
     ServerError,
 )
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
+from agent.models.openai_client import LLMClient
 from agent.run import Run
 from agent.types import Message, Request, Response, RunStatus, ToolCall
 from tests.agent import provider_fakes
@@ -80,7 +80,7 @@ def test_deepseek_thinking_mode_gets_its_reasoning_content_back(fake: Any, strea
 
 
 def test_reasoning_content_is_never_sent_to_another_endpoint() -> None:
-    from agent import wire
+    from agent.models import openai_wire as wire
 
     message = Message.assistant(None, [ToolCall(id="x1", name="disk_usage")]).model_copy(
         update={

@@ -12,12 +12,12 @@ import pytest
 
 from agent.config import RunConfig
 from agent.errors import RetriesExhaustedError, ServerError
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
-from agent.retry import RetryBudget, RetryPolicy, retry_after_hint
+from agent.models.openai_client import LLMClient
+from agent.models.retry import RetryBudget, RetryPolicy, retry_after_hint
 from agent.run import Run
 from agent.types import Limits, Message, Request, RunStatus
-from emulator.openai_server import OpenAIServer, Reply
+from emulator.models.openai_server import OpenAIServer, Reply
 from tests.support.fake_provider import FakeProvider, forwarding
 
 NOW = 1_800_000_000.0

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from agent.config import RunConfig
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
+from agent.models.openai_client import LLMClient
 from agent.run import Run
 from agent.types import Message, RunStatus
-from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
 from tests.support.tools import RecordingTool
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agent.errors import ContextOverflowError, MalformedResponseError, ServerError, TransientLLMError
-from agent.sse import ServerSentEvent, SSEDecoder, StreamAssembler, iter_sse_events
+from agent.models.sse import ServerSentEvent, SSEDecoder, StreamAssembler, iter_sse_events
 
 # --- decoding -------------------------------------------------------------------------------
 

@@ -15,8 +15,14 @@ from agent.errors import (
     RateLimitedError,
     ServerError,
 )
+from agent.models.openai_wire import (
+    encode_request,
+    error_for_status,
+    error_from_payload,
+    parse_response,
+    request_body,
+)
 from agent.types import Message, Request, ToolCall, ToolDef
-from agent.wire import encode_request, error_for_status, error_from_payload, parse_response, request_body
 
 TOOLS = [
     ToolDef(

@@ -46,8 +46,6 @@ def worker_processes(
             "CHATOPS_REDIS_PREFIX": key_prefix,
             "CHATOPS_QUEUE": queue_name,
             "CHATOPS_LEASE_TTL_SECONDS": "1",
-            "CHATOPS_RECOVERY_INTERVAL_SECONDS": "1",
-            "CHATOPS_JOB_RETRIES": "2",
             "CHATOPS_RETENTION_DAYS": "1",
             "CHATOPS_MAX_ITERATIONS": "40",
             "CHATOPS_DEADLINE_SECONDS": "120",

@@ -11,7 +11,7 @@ import json
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from agent.types import Request, ToolCall, ToolDef
 from bot.keys import Keys
 from bot.runs.presenter import LoggingPresenter
 from bot.runs.runtime import Runtime
-from bot.runs.service import RunOptions
+from bot.runs.service import MAX_RUN_ATTEMPTS, RunOptions
 from bot.settings import Settings
 
 PLAN_PREFIX = "plan:"
@@ -124,10 +124,12 @@ def subprocess_runtime(settings: Settings) -> Runtime:
     """The runtime of worker subprocesses in tests (configured by ``CHATOPS_TEST_*`` variables)."""
     directory = Path(os.environ["CHATOPS_TEST_DIR"])
     sleep_first = float(os.environ.get("CHATOPS_TEST_SLEEP_FIRST", "0"))
+    # Fewer attempts than the constant, for a test that crashes every worker a run reaches.
+    attempts = int(os.environ.get("CHATOPS_TEST_MAX_RUN_ATTEMPTS", MAX_RUN_ATTEMPTS))
     return Runtime(
         redis=redis.Redis.from_url(settings.redis_url),
         keys=Keys(settings.chatops_redis_prefix),
-        options=RunOptions.from_settings(settings),
+        options=replace(RunOptions.from_settings(settings), max_attempts=attempts),
         models=[plan_model()],
         tools=file_tools(directory, sleep_first),
         presenter=LoggingPresenter(),

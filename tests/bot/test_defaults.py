@@ -15,10 +15,10 @@ import pytest
 import redis
 
 from agent.config import RunConfig
-from agent.endpoints import ClientOptions
 from agent.keys import MemoryKeys
 from agent.memory import InMemoryMemory
-from agent.retry import RetryPolicy
+from agent.models.endpoints import ClientOptions
+from agent.models.retry import RetryPolicy
 from agent.scripted import ScriptedModel
 from agent.types import Limits
 from bot.keys import Keys
@@ -27,9 +27,8 @@ from bot.runs.durability import Durability
 from bot.runs.limits import LimitSettings
 from bot.runs.service import RunOptions
 from bot.settings import DEFAULTS, Settings
-from bot.slack import approvers
-from bot.slack.http_server import Limits as ConnectionLimits
-from bot.slack.web import limits_for
+from bot.web.http_server import Limits as ConnectionLimits
+from bot.web.server import limits_for
 from tools.config import ToolsConfig
 from tools.safety import OutputFilter
 
@@ -67,11 +66,8 @@ def test_loop_detection_and_model_clients(settings: Settings) -> None:
     config = RunConfig(models=[ScriptedModel([])], memory=InMemoryMemory())
     assert (config.loop_window, config.loop_warn_at, config.loop_stop_at) == (10, 3, 6)
     assert replace(client_options(settings), extra_headers={}) == ClientOptions()
-    policy = RetryPolicy()
-    assert (policy.max_attempts, policy.max_wait) == (
-        settings.llm_max_attempts,
-        settings.llm_retry_max_wait_seconds,
-    )
+    policy, options = RetryPolicy(), ClientOptions()
+    assert (policy.max_attempts, policy.max_wait) == (options.max_attempts, options.max_retry_wait)
 
 
 def test_admission_limits(settings: Settings) -> None:
@@ -89,12 +85,11 @@ def test_tools(settings: Settings) -> None:
     assert OutputFilter.from_settings(settings).max_chars == OutputFilter().max_chars
 
 
-def test_durability_and_approver_cache(settings: Settings) -> None:
+def test_durability(settings: Settings) -> None:
     client = redis.Redis()  # never connected: only the options are compared
     built = Durability.from_settings(client, Keys("test:"), settings)
     default = Durability(client, Keys("test:").durability_probe())
     assert (built.mode, built.timeout_ms) == (default.mode, default.timeout_ms)
-    assert settings.chatops_approver_cache_seconds == approvers.CACHE_SECONDS
 
 
 def test_key_prefix(settings: Settings) -> None:

@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from bot.keys import Keys
-from bot.logs import JsonFormatter, RunContextFilter, configure_logging, run_context
+from bot.observability.logs import JsonFormatter, RunContextFilter, configure_logging, run_context
 from bot.runs.service import RunService
-from emulator.openai_server import OpenAIServer, Reply
+from emulator.models.openai_server import OpenAIServer, Reply
 from tests.support.harness import make_options
 from tests.support.waiting import wait_until
 from tests.support.worker_process import WorkerProcess

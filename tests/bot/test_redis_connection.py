@@ -14,6 +14,7 @@ import redis
 
 from bot.ops.worker import default_runtime
 from bot.redis_connection import REPLY_TIMEOUT_SECONDS, RedisTarget, open_redis
+from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.settings import Settings
 from tests.support.sentinel_group import MASTER_NAME, SentinelGroup, sentinel_group
 
@@ -65,12 +66,12 @@ def test_a_negative_block_is_refused() -> None:
 
 
 def test_the_job_client_outwaits_the_durability_wait(redis_url: str) -> None:
-    """A job's client sends WAITAOF / WAIT with ``CHATOPS_DURABILITY_TIMEOUT_MS``: its reply may take that long."""
-    settings = Settings(_env_file=None, redis_url=redis_url, chatops_durability_timeout_ms=9000)  # type: ignore[call-arg]
+    """A job's client sends WAITAOF / WAIT with ``bot.runs.durability.TIMEOUT_MS``: its reply may take that long."""
+    settings = Settings(_env_file=None, redis_url=redis_url)  # type: ignore[call-arg]
     runtime = default_runtime(settings)
     try:
         timeout = runtime.redis.connection_pool.connection_kwargs["socket_timeout"]
-        assert timeout == REPLY_TIMEOUT_SECONDS + 9.0
+        assert timeout == REPLY_TIMEOUT_SECONDS + DURABILITY_TIMEOUT_MS / 1000
     finally:
         runtime.redis.close()
 

@@ -90,7 +90,6 @@ def test_doctor_asks_tls_sentinels_as_the_processes_do(servers: TlsRedis) -> Non
         "redis_url": "rediss://127.0.0.1/0",
         "redis_sentinels": [f"127.0.0.1:{servers.sentinel_port}"],
         "redis_sentinel_tls": True,
-        "redis_replica_wait_ms": 300,
         **tls_files(servers),
     }
     check = check_sentinel(settings(**values))

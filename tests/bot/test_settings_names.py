@@ -17,7 +17,11 @@ from typing import Any
 
 import pytest
 
-from bot.settings import RENAMED, Settings
+from agent import defaults as agent_defaults
+from bot.ops.worker import recovery_interval
+from bot.runs import durability, replication
+from bot.runs import service as run_service
+from bot.settings import RENAMED, RETIRED, Settings
 from bot.settings_names import (
     ELSEWHERE,
     ENVIRONMENT,
@@ -26,7 +30,11 @@ from bot.settings_names import (
     is_typo,
     owned_prefixes,
     review_names,
+    setting_names,
 )
+from bot.slack import policy_identity
+from bot.slack.handlers import runtime
+from bot.web import http_server
 from tests.deploy.kustomize import Object, pod_spec, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +168,42 @@ def test_the_old_and_the_new_name_of_a_renamed_setting_both_set_is_an_error() ->
     problems = review_names({old: "gpt-4o"}, "app.env", {new: "gpt-4o-mini"})
     assert [(p.name, p.source, p.fatal) for p in problems if p.fatal] == [(old, "app.env", True)]
     assert new in problems[0].message
+
+
+# The settings that became constants in 0.2.0, each with the constant the code uses and its unit.
+CONSTANTS: dict[str, tuple[float, str]] = {
+    "CHATOPS_QUEUED_NOTE_SECONDS": (runtime.QUEUED_NOTE_SECONDS, " s"),
+    "REDIS_REPLICA_WAIT_MS": (replication.REPLICA_WAIT_MS, " ms"),
+    "CHATOPS_DURABILITY_TIMEOUT_MS": (durability.TIMEOUT_MS, " ms"),
+    "CHATOPS_JOB_RETRIES": (run_service.JOB_RETRIES, ""),
+    "CHATOPS_MAX_RUN_ATTEMPTS": (run_service.MAX_RUN_ATTEMPTS, ""),
+    "LLM_CONNECT_TIMEOUT": (agent_defaults.CONNECT_TIMEOUT_SECONDS, " s"),
+    "LLM_MAX_ATTEMPTS": (agent_defaults.MAX_ATTEMPTS, ""),
+    "LLM_RETRY_MAX_WAIT_SECONDS": (agent_defaults.RETRY_MAX_WAIT_SECONDS, " s"),
+    "CHATOPS_APPROVER_CACHE_SECONDS": (policy_identity.CACHE_SECONDS, " s"),
+    "CHATOPS_MAX_PARALLEL_TOOLS": (run_service.MAX_PARALLEL_TOOLS, ""),
+    "CHATOPS_MAX_CALLS_PER_TURN": (agent_defaults.MAX_CALLS_PER_TURN, ""),
+    "WEB_MAX_HEADER_BYTES": (http_server.MAX_HEADER_BYTES, ""),
+    "WEB_GRACEFUL_TIMEOUT_SECONDS": (http_server.GRACEFUL_TIMEOUT_SECONDS, " s"),
+}
+
+
+def test_every_setting_turned_constant_is_retired_naming_the_value_the_code_uses() -> None:
+    for name, (value, unit) in CONSTANTS.items():
+        assert name not in setting_names()
+        assert RETIRED[name] == f"retired in 0.2.0, now a constant ({value:g}{unit})", name
+    assert recovery_interval(Settings(_env_file=None, chatops_lease_ttl_seconds=0.5)) == 1  # type: ignore[call-arg]
+    assert recovery_interval(Settings(_env_file=None)) == 30  # type: ignore[call-arg]
+
+
+def test_a_retired_name_is_a_warning_anywhere_and_a_near_miss_of_one_is_not_taken_for_it() -> None:
+    problems = review_names({"CHATOPS_JOB_RETRIES": "7"}, ".env", {"CHATOPS_RECOVERY_INTERVAL_SECONDS": "1"})
+    assert [(p.name, p.source, p.fatal) for p in problems] == [
+        ("CHATOPS_JOB_RETRIES", ".env", False),
+        ("CHATOPS_RECOVERY_INTERVAL_SECONDS", ENVIRONMENT, False),
+    ]
+    assert problems[0].message == "retired in 0.2.0, now a constant (3); remove it"
+    assert "CHATOPS_LEASE_TTL_SECONDS" in problems[1].message
+    # A mistyped retired name in the settings file is no retired name: an unknown one, and an error.
+    [typo] = review_names({"CHATOPS_JOB_RETRIESS": "7"}, ".env", {})
+    assert typo.fatal and typo.message.startswith("unknown setting")

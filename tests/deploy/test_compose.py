@@ -167,6 +167,12 @@ def test_web_listens_on_loopback_only_and_workers_scale() -> None:
     assert worker["deploy"]["replicas"] >= 2
 
 
+def test_the_web_process_outweighs_a_worker_for_cpu() -> None:
+    # Each container is a cgroup of its own: its CPU share, not a nice value, decides who runs first.
+    services = config()["services"]
+    assert int(services["web"]["cpu_shares"]) >= 8 * int(services["worker"]["cpu_shares"])
+
+
 def test_the_runner_gets_no_slack_or_llm_credentials() -> None:
     runner = config()["services"]["runner"]
     assert "env_file" not in runner

@@ -362,3 +362,21 @@ def test_socket_mode_stays_under_slacks_connection_limit() -> None:
             if o["kind"] == "Deployment" and o["metadata"]["name"] == "chatops-web"
         )
         assert web["spec"]["replicas"] + web["spec"]["strategy"]["rollingUpdate"]["maxSurge"] <= 10
+
+
+def cpu_cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity ("500m", "1", "0.5") in cores."""
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+@pytest.mark.parametrize("directory", OVERLAYS, ids=lambda p: p.name)
+def test_the_web_process_outweighs_a_worker_for_cpu(directory: Path) -> None:
+    # A container's CPU request is its cgroup weight when a node's CPU is contended (docs/DEPLOY.md,
+    # "CPU priority"): the web's acknowledgements must not wait behind a worker's runs.
+    requests = {
+        obj["metadata"]["name"]: cpu_cores(container["resources"]["requests"]["cpu"])
+        for obj in workloads(rendered(directory))
+        for container in containers(obj)
+        if obj["kind"] == "Deployment"
+    }
+    assert requests["chatops-web"] >= 4 * requests["chatops-worker"], requests

@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from bot.ops.cli import build_parser
+from bot.settings import WORKER_NICE
+from bot.web.http_server import GRACEFUL_TIMEOUT_SECONDS
 from tools.catalog import load_catalog
 
 SYSTEMD = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
@@ -109,7 +111,7 @@ def test_every_unit_is_hardened(unit: str) -> None:
         assert service.get(key) == [value], f"{unit}: {key}={service.get(key)}"
     assert service["Restart"] == ["always"]
     assert "AF_PACKET" not in service["RestrictAddressFamilies"][0]
-    assert int(service["TimeoutStopSec"][0]) > 20  # above WEB_GRACEFUL_TIMEOUT_SECONDS / a worker's step
+    assert int(service["TimeoutStopSec"][0]) > GRACEFUL_TIMEOUT_SECONDS  # the web's drain / a worker's step
 
 
 @pytest.mark.parametrize("unit", UNITS)
@@ -191,3 +193,16 @@ def test_visudo_accepts_the_sudoers_example(tmp_path: Path) -> None:
     assert (
         subprocess.run(["visudo", "-c", "-f", str(broken)], capture_output=True, timeout=30).returncode != 0
     )
+
+
+def test_the_web_unit_outweighs_the_workers_for_cpu() -> None:
+    web = service_section(SYSTEMD / "chatops-web.service")
+    worker = service_section(SYSTEMD / "chatops-worker@.service")
+    assert int(web["CPUWeight"][0]) >= 8 * int(worker["CPUWeight"][0])
+    # The nice value the worker would set itself, set before the syscall filter applies...
+    assert worker["Nice"] == [str(WORKER_NICE)] and "Nice" not in web
+    # ...and setpriority allowed again after the filter's deny list (later entries add to an allow
+    # list), so a CHATOPS_WORKER_NICE above it is not a SIGSYS: only the worker may lower itself.
+    filters = worker["SystemCallFilter"]
+    assert filters[0] == "@system-service" and "@resources" in filters[1]
+    assert filters[2:] == ["setpriority"] and web["SystemCallFilter"][2:] == []

@@ -1,4 +1,4 @@
-"""Browser fixtures: the local demo (``emulator.demo.Demo``) and Debian's Chromium driven by Playwright.
+"""Browser fixtures: the local demo (``emulator.demo.main.Demo``) and Debian's Chromium driven by Playwright.
 
 Playwright's own browser download is never used: the test launches ``/usr/bin/chromium`` (or
 ``CHATOPS_CHROMIUM``), which ``make test`` installs with apt where it can (``make browser``).
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from emulator.demo import Demo, Options
+from emulator.demo.main import Demo, Options
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_missing
 from tests.support.redis_cleanup import ISSUED
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from emulator.demo import Demo
+from emulator.demo.main import Demo
 
 if TYPE_CHECKING:  # the page fixture skips the test when playwright is missing
     from playwright.sync_api import Locator, Page

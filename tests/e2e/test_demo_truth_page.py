@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from emulator.demo import Demo
-from emulator.demo_commands import percent_used
-from emulator.demo_system import HostSystem
+from emulator.demo.commands import percent_used
+from emulator.demo.main import Demo
+from emulator.demo.system import HostSystem
 from tests.e2e.test_browser import APPROVE, mention
 
 if TYPE_CHECKING:

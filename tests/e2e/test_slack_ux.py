@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from emulator.demo import Demo
+from emulator.demo.main import Demo
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page

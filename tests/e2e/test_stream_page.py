@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 from slack_sdk import WebClient
 
-from bot.slack.feedback import ACTION_FEEDBACK, feedback_blocks
+from bot.slack.rendering.feedback_buttons import ACTION_FEEDBACK, feedback_blocks
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.emulator.slack.receiver import Receiver
 from tests.support.emulator_workspace import TOKEN, make_config

@@ -11,8 +11,8 @@ import anthropic
 import httpx
 import pytest
 
-from agent.sse import iter_sse_events
-from emulator.anthropic_server import AnthropicReply, AnthropicServer, ScriptedToolCall
+from agent.models.sse import iter_sse_events
+from emulator.models.anthropic_server import AnthropicReply, AnthropicServer, ScriptedToolCall
 from tests.support.anthropic_types import check_event, check_message
 
 KEY = "sk-ant-emulator"

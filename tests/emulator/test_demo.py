@@ -28,18 +28,24 @@ import pytest
 import redis
 import yaml
 
-from emulator.demo import RETRY_DELAYS, Demo, DemoError
-from emulator.demo_commands import percent_used
-from emulator.demo_env import common_env, runner_env
-from emulator.demo_fleet import scenario_variables
-from emulator.demo_host import DemoHost, build_host
-from emulator.demo_options import Options
-from emulator.demo_processes import free_port
-from emulator.demo_system import HostSystem
-from emulator.demo_systemctl import systemctl_main
+from emulator.demo.commands import percent_used
+from emulator.demo.env import common_env, runner_env
+from emulator.demo.fleet import scenario_variables
+from emulator.demo.host import DemoHost, build_host
+from emulator.demo.main import RETRY_DELAYS, Demo, DemoError
+from emulator.demo.options import Options
+from emulator.demo.processes import free_port
+from emulator.demo.system import HostSystem
+from emulator.demo.systemctl import systemctl_main
 from emulator.embedded_redis import RedisServer
-from emulator.openai_server import OpenAIServer
-from emulator.scenario import ScenarioError, ScenarioSet, load_script, parse_scenario, parse_scenario_set
+from emulator.models.openai_server import OpenAIServer
+from emulator.models.scenario import (
+    ScenarioError,
+    ScenarioSet,
+    load_script,
+    parse_scenario,
+    parse_scenario_set,
+)
 from emulator.slack import SlackEmulatorClient
 from tests.support.waiting import wait_for
 
@@ -665,7 +671,7 @@ def test_a_mention_typed_as_soon_as_the_page_answers_is_answered_after_a_retry(d
 
 def early_answer(demo: DemoProcess) -> dict[str, Any]:
     """The answer to the mention posted as the page first answered: after the retry that reached
-    the bot (at most ``emulator.demo.RETRY_DELAYS`` after it, plus the run)."""
+    the bot (at most ``emulator.demo.main.RETRY_DELAYS`` after it, plus the run)."""
     assert demo.control is not None
     return demo.control.wait_for_reply(
         "incident",

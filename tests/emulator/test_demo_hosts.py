@@ -1,5 +1,5 @@
 """The demo hosts' own machines: ``df``, ``uptime``, ``free``, ``ps`` and ``largest-files`` describe the
-simulated host (``emulator.demo_system``), never this machine; the demo's catalog makes the real
+simulated host (``emulator.demo.system``), never this machine; the demo's catalog makes the real
 host-health tools run them; the alert button's webhook is a fresh Alertmanager delivery each press."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from emulator.demo_alert import AlertButton, alertmanager_payload
-from emulator.demo_catalog import write_catalog
-from emulator.demo_commands import percent_used
-from emulator.demo_host import DemoHost, build_host
-from emulator.demo_system import HostSystem
+from emulator.demo.alert import AlertButton, alertmanager_payload
+from emulator.demo.catalog import write_catalog
+from emulator.demo.commands import percent_used
+from emulator.demo.host import DemoHost, build_host
+from emulator.demo.system import HostSystem
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from emulator.slack.client import ControlApiError
 from emulator.slack.page_buttons import PageButton

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall, ScriptedUsage
 
 BODY = {"model": "gpt-test", "messages": [{"role": "user", "content": "status of web?"}]}
 STREAM_BODY = {**BODY, "stream": True, "stream_options": {"include_usage": True}}

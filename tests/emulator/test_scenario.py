@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from agent.config import RunConfig
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
+from agent.models.openai_client import LLMClient
 from agent.run import Run
 from agent.types import Message, RunStatus
-from emulator.openai_server import OpenAIServer
-from emulator.scenario import ScenarioError, load_scenario
+from emulator.models.openai_server import OpenAIServer
+from emulator.models.scenario import ScenarioError, load_scenario
 from tests.support.tools import RecordingTool
 
 SCENARIO = """

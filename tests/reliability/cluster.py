@@ -27,15 +27,15 @@ import redis
 from agent.redis_util import as_text
 from agent.types import RunStatus
 from bot.keys import Keys
+from bot.observability.audit import AuditEntry, AuditKind
 from bot.redis_connection import RedisTarget
-from bot.runs.audit import AuditEntry, AuditKind
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
-from bot.slack.runtime import WebRuntime
-from bot.slack.web import WebApp
+from bot.slack.handlers.runtime import WebRuntime
+from bot.web.server import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.after_answer import AfterAnswerPools
-from tests.support.slack_workspace import BOT_USER, CHANNEL, SECRET, TOKEN, buttons, make_settings
+from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, SECRET, TOKEN, buttons, make_settings
 from tests.support.waiting import wait_for, wait_until
 from tests.support.web_server import QuietHandler, WebServer
 
@@ -142,7 +142,7 @@ class Cluster:
     # -- processes ------------------------------------------------------------------------------
 
     def serve(self) -> Cluster:
-        self.runtime = WebRuntime(self.settings)
+        self.runtime = WebRuntime(self.settings, tuning=QUIET)
         self.server = PooledWebServer(WebApp(self.runtime, pools=self.pools))
         self.emulator.set_events_url(self.events_url)
         return self
@@ -284,8 +284,6 @@ def worker_environment(settings: Settings, directory: Path, **extra: str) -> dic
         "CHATOPS_REDIS_PREFIX": settings.chatops_redis_prefix,
         "CHATOPS_QUEUE": settings.chatops_queue,
         "CHATOPS_LEASE_TTL_SECONDS": "1",
-        "CHATOPS_RECOVERY_INTERVAL_SECONDS": "1",
-        "CHATOPS_JOB_RETRIES": "2",
         "CHATOPS_RETENTION_DAYS": "1",
         "CHATOPS_MAX_ITERATIONS": "40",
         "CHATOPS_DEADLINE_SECONDS": "120",
@@ -306,5 +304,4 @@ def sentinel_environment(settings: Settings) -> dict[str, str]:
     return {
         "REDIS_SENTINELS": ",".join(settings.redis_sentinels),
         "REDIS_SENTINEL_MASTER": settings.redis_sentinel_master,
-        "REDIS_REPLICA_WAIT_MS": str(settings.redis_replica_wait_ms),
     }

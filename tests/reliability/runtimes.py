@@ -30,13 +30,14 @@ from agent.tooling import ToolCategory
 from agent.types import Request
 from bot.keys import Keys
 from bot.redis_connection import open_redis
+from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.runs.durability import Durability
 from bot.runs.presenter import CardView, RunRef
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings
-from bot.slack.client import make_client
-from bot.slack.presenter import SlackPresenter
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import SlackPresenter
 from tests.bot.runtimes import FileTool
 from tools.registry import build_output_filter
 
@@ -125,7 +126,7 @@ def reliability_runtime(settings: Settings) -> Runtime:
     directory = Path(os.environ["CHATOPS_TEST_DIR"])
     # As ``default_runtime``: through ``open_redis`` (behind sentinels, the master they name) with room
     # for the durability wait, which behind sentinels also waits for a replica.
-    client = open_redis(settings, blocking_seconds=settings.chatops_durability_timeout_ms / 1000)
+    client = open_redis(settings, blocking_seconds=DURABILITY_TIMEOUT_MS / 1000)
     keys = Keys(settings.chatops_redis_prefix)
     presenter = SlowReportPresenter(
         make_client(settings),

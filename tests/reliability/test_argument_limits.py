@@ -23,7 +23,7 @@ from agent.arguments import (
     showable,
 )
 from agent.errors import ArgumentsRejected
-from bot.slack.verbatim import visible_json
+from bot.slack.rendering.verbatim import visible_json
 
 pytestmark = pytest.mark.reliability
 

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.slack import render
-from bot.slack.app import Click
-from bot.slack.runtime import WebRuntime
-from bot.slack.web import MAX_BODY_BYTES, WebApp
+from bot.slack.handlers.app import Click
+from bot.slack.handlers.runtime import WebRuntime
+from bot.slack.rendering import render
+from bot.web.server import MAX_BODY_BYTES, WebApp
 from emulator.slack import signature
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import event_envelope, http, signed_post
@@ -136,7 +136,7 @@ class CountingInput(io.BytesIO):
 
 
 def call_app(bot: SlackBot, body: bytes) -> tuple[str, CountingInput]:
-    app = WebApp(WebRuntime(bot.settings))
+    app = WebApp(WebRuntime(bot.settings, tuning=bot.tuning))
     stream = CountingInput(body)
     stamp = str(int(time.time()))
     environ = {

@@ -22,12 +22,12 @@ from agent.errors import ProviderError
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.tooling import Tool, ToolCategory
 from agent.types import Message, Request, Response, RunStatus, ToolCall
+from bot.observability.audit import AuditKind
 from bot.ops.worker import slack_presenter
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import FileTool
 from tests.support.slack_bot import PreviewedFileTool, SlackBot

@@ -24,8 +24,8 @@ from agent.errors import ProviderError
 from agent.scripted import ScriptItem, tool_call
 from agent.tooling import ToolCategory
 from agent.types import Request, RunStatus
-from bot.slack import render
-from bot.slack.blockkit import APPROVAL_CONTROLS, RUN_CONTROLS
+from bot.slack.rendering import render
+from bot.slack.rendering.blockkit import APPROVAL_CONTROLS, RUN_CONTROLS
 from emulator.slack.live import Live, live_in_message
 from tests.reliability.test_hostile_model import SecureBot, emulator, restart_tool, secure_bot
 from tests.support.tools import RecordingTool

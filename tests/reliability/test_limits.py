@@ -16,7 +16,7 @@ import pytest
 from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.limits import LimitSettings, Refusal, RunLimits
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import CHANNEL, buttons
 from tests.support.waiting import wait_for

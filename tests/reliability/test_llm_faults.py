@@ -1,7 +1,7 @@
 """The model endpoint misbehaves: what the thread shows, through the real HTTP client.
 
 The bot (web app, Slack emulator, an in-process RQ worker) talks to the scripted OpenAI server
-over HTTP with ``agent.llm.LLMClient``. Transient faults (429 with Retry-After, 5xx bursts, read
+over HTTP with ``agent.models.openai_client.LLMClient``. Transient faults (429 with Retry-After, 5xx bursts, read
 timeouts, truncated streams) must be absorbed: one answer, once. Faults that cannot be absorbed
 (malformed JSON, every model of the chain down) must end the run with a clear message in the
 thread. A context overflow is condensed and the run goes on.
@@ -19,12 +19,12 @@ import pytest
 from agent.condense import SUMMARY_INSTRUCTION, SUMMARY_PREFIX
 from agent.config import RunConfig
 from agent.events import Event, TextDelta
-from agent.llm import LLMClient
 from agent.memory import InMemoryMemory
+from agent.models.openai_client import LLMClient
 from agent.run import Run
 from agent.types import Message, RunStatus
-from bot.runs.audit import AuditKind
-from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall
+from bot.observability.audit import AuditKind
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall
 from tests.support.slack_bot import SlackBot
 
 pytestmark = pytest.mark.reliability

@@ -28,8 +28,8 @@ import pytest
 
 from agent.redis_util import as_text
 from agent.types import RunStatus
-from bot.runs.audit import AuditKind
-from bot.slack import render
+from bot.observability.audit import AuditKind
+from bot.slack.rendering import render
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster
 from tests.reliability.redis_proc import RedisProcess

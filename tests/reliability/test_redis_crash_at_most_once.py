@@ -28,10 +28,10 @@ import pytest
 
 from agent.tool_step import OUTCOME_UNKNOWN
 from agent.types import RunStatus
+from bot.observability.audit import AuditKind
 from bot.ops.doctor import Outcome, check_persistence
 from bot.runs.approvals import Approval, ApprovalStatus
-from bot.runs.audit import AuditKind
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster
 from tests.reliability.redis_proc import RDB_DEFAULT, RedisProcess

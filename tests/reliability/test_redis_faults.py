@@ -13,9 +13,9 @@ from collections.abc import Callable
 import pytest
 
 from agent.types import RunStatus
-from bot.runs.audit import AuditKind
+from bot.observability.audit import AuditKind
 from bot.runs.lost_runs import LOST_NOTICE
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster
 from tests.reliability.redis_proc import RedisProcess

@@ -34,7 +34,7 @@ import pytest
 from agent.tool_step import OUTCOME_UNKNOWN
 from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack.client import ControlApiError
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster

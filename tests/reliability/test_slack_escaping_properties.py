@@ -22,8 +22,8 @@ from agent.tooling import ToolCategory
 from agent.types import RunStatus
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
-from bot.slack import render
-from bot.slack.mrkdwn import mention
+from bot.slack.rendering import render
+from bot.slack.rendering.mrkdwn import mention
 from emulator.slack.live import Live, live_in_message
 
 pytestmark = pytest.mark.reliability

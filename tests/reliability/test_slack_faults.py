@@ -18,9 +18,9 @@ import pytest
 
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
+from bot.observability.audit import AuditKind
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import buttons
 from tests.support.waiting import wait_for

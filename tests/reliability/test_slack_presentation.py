@@ -17,7 +17,7 @@ import pytest
 
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
-from bot.runs.audit import AuditKind
+from bot.observability.audit import AuditKind
 from tests.support.slack_bot import SlackBot
 from tests.support.waiting import wait_for
 

@@ -8,12 +8,12 @@ import json
 import pytest
 from hypothesis import given
 
+from bot.observability.transcript import CallView, Step, Transcript
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.record import RunRecord
-from bot.runs.transcript import CallView, Step, Transcript
-from bot.slack import render
-from bot.slack.home import HomeContent, home_view
-from bot.slack.transcript_text import transcript_messages
+from bot.slack.handlers.home import HomeContent, home_view
+from bot.slack.rendering import render
+from bot.slack.rendering.transcript_text import transcript_messages
 from tests.reliability.test_slack_escaping_properties import (
     APPROVER,
     EXAMPLES,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import pytest
 
 from agent.types import RunStatus
-from bot.runs.audit import AuditKind
-from bot.slack import render
+from bot.observability.audit import AuditKind
+from bot.slack.rendering import render
 from tests.bot.runtimes import executions
 from tests.reliability.cluster import Cluster
 from tests.reliability.runtimes import logged_requests

@@ -1,5 +1,5 @@
 """``AfterAnswerPools``: the web app's pools for the halves of its listeners that run after the
-answer (``bot.slack.app.build_app``'s ``pools``), which tell when all that work is done.
+answer (``bot.slack.handlers.app.build_app``'s ``pools``), which tell when all that work is done.
 
 A test that must show that a request changed nothing in Slack waits for ``idle()`` rather than
 sleeping: the work is handed to a pool before the answer, so once every answer is in and the pools
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-from bot.slack.app import LAZY_THREADS
+from bot.slack.handlers.app import LAZY_THREADS
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from emulator.http_base import BackgroundServer, TrackingHTTPServer
+from emulator.models.http_base import BackgroundServer, TrackingHTTPServer
 
 
 @dataclass

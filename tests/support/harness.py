@@ -16,7 +16,7 @@ from agent.chat import ChatModel
 from agent.tooling import Tool
 from agent.types import Limits, Message, RunStatus
 from bot.keys import Keys
-from bot.runs.audit import AuditKind
+from bot.observability.audit import AuditKind
 from bot.runs.presenter import InMemoryPresenter, Presenter
 from bot.runs.queueing import worker_queue, worker_queue_names
 from bot.runs.runtime import Runtime

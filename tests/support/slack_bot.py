@@ -26,17 +26,17 @@ from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker
 from bot.settings import Settings
-from bot.slack.alert_presenter import SlackAlertPresenter
-from bot.slack.client import make_client
+from bot.slack.delivery.alert_presenter import SlackAlertPresenter
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import SlackPresenter
+from bot.slack.delivery.sender import process_sender
+from bot.slack.handlers.runtime import WebRuntime, WebTuning
 from bot.slack.policy_identity import worker_policy
-from bot.slack.presenter import SlackPresenter
-from bot.slack.runtime import WebRuntime
-from bot.slack.sender import process_sender
-from bot.slack.web import WebApp
+from bot.web.server import WebApp
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import FileTool, executions
 from tests.support.after_answer import AfterAnswerPools
-from tests.support.slack_workspace import BOT_USER, CHANNEL, buttons
+from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, buttons
 from tests.support.waiting import wait_for, wait_until
 from tests.support.web_server import WebServer
 
@@ -78,6 +78,8 @@ class SlackBot:
     presenters: list[SlackPresenter] = field(default_factory=list)
     pools: AfterAnswerPools = field(default_factory=AfterAnswerPools)
     clock: Callable[[], float] = time.time  # the web process's clock (``WebRuntime.clock``)
+    # The web process's timings (``WebRuntime.tuning``); the worker's approver cache is its too.
+    tuning: WebTuning = QUIET
 
     @property
     def keys(self) -> Keys:
@@ -93,7 +95,7 @@ class SlackBot:
         return f"{self.server.url}/slack/events"
 
     def serve(self) -> SlackBot:
-        self.runtime = WebRuntime(self.settings, clock=self.clock)
+        self.runtime = WebRuntime(self.settings, clock=self.clock, tuning=self.tuning)
         self.server = WebServer(WebApp(self.runtime, pools=self.pools))
         self.emulator.set_events_url(self.events_url)
         return self
@@ -115,7 +117,9 @@ class SlackBot:
             presenter,
             extras={ALERT_PRESENTER: SlackAlertPresenter(make_client(self.settings))},
             on_finished=announce_answer,
-            policy=worker_policy(self.settings, self.redis, self.keys),  # CHATOPS_POLICY_FILE
+            policy=worker_policy(  # CHATOPS_POLICY_FILE
+                self.settings, self.redis, self.keys, cache_seconds=self.tuning.approver_cache_seconds
+            ),
         )
 
     def work(self) -> None:

@@ -17,10 +17,11 @@ import redis
 
 from agent.chat import ChatModel
 from agent.tooling import Tool
+from bot.slack.handlers.runtime import WebTuning
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import file_tools, plan_model
 from tests.support.slack_bot import PreviewedFileTool, SlackBot
-from tests.support.slack_workspace import make_settings, suite_workspace
+from tests.support.slack_workspace import QUIET, make_settings, suite_workspace
 
 
 @pytest.fixture
@@ -45,13 +46,15 @@ def make_bot(
     queue_name: str,
     tmp_path: Path,
 ) -> Iterator[Callable[..., SlackBot]]:
-    """``make_bot(**settings_overrides)``: a served bot with the plan model and file tools."""
+    """``make_bot(**settings_overrides)``: a served bot with the plan model and file tools; ``tuning``:
+    the web process's timings (default: no queued note)."""
     bots: list[SlackBot] = []
 
     def build(
         models: Sequence[ChatModel] | None = None,
         tools: Sequence[Tool] | None = None,
         clock: Callable[[], float] = time.time,
+        tuning: WebTuning = QUIET,
         **overrides: Any,
     ) -> SlackBot:
         """``clock``: the web process's (``WebRuntime.clock``)."""
@@ -67,6 +70,7 @@ def make_bot(
             if tools is not None
             else [*file_tools(tmp_path), PreviewedFileTool("delete_files", tmp_path)],
             clock=clock,
+            tuning=tuning,
         ).serve()
         bots.append(bot)
         return bot

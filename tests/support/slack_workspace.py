@@ -11,9 +11,10 @@ import redis
 from bot.keys import Keys
 from bot.runs.presenter import RunRef
 from bot.settings import Settings
-from bot.slack.client import make_client
-from bot.slack.presenter import SlackPresenter
-from bot.slack.sender import SlackSender
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import SlackPresenter
+from bot.slack.delivery.sender import SlackSender
+from bot.slack.handlers.runtime import WebTuning
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 
 SECRET = "e2e-signing-secret"
@@ -35,6 +36,11 @@ def buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for b in message.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]]
 
 
+# The web process's timings in these tests: they run the worker when they choose, so no "queued"
+# note unless a test asks for one (``WebTuning(queued_note_seconds=...)``).
+QUIET = WebTuning(queued_note_seconds=0.0)
+
+
 def make_settings(
     emulator: SlackEmulator, redis: str, key_prefix: str, queue: str, **overrides: Any
 ) -> Settings:
@@ -47,12 +53,9 @@ def make_settings(
         "chatops_queue": queue,
         "chatops_retention_days": 1,
         "chatops_lease_ttl_seconds": 5.0,
-        "chatops_job_retries": 1,
         "chatops_approval_timeout_seconds": 600,
         "chatops_max_iterations": 10,
         "chatops_deadline_seconds": 60.0,
-        # Tests run the worker when they choose: no "queued" note unless a test asks for one.
-        "chatops_queued_note_seconds": 0.0,
         "web_host": "127.0.0.1",
         # The end-to-end tests read answers as posted messages; tests/bot/slack/test_streaming.py
         # turns streaming on ("auto", the production default).

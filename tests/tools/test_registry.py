@@ -14,6 +14,7 @@ from tools import ToolRegistry, build_output_filter, build_registry, build_regis
 from tools.base import ToolContext
 from tools.config import ToolsConfig
 from tools.errors import DuplicateToolError, ToolConfigError
+from tools.placement import SERVICE, WORKER, Placement, placement_of
 
 BUILT_INS = [
     "clean_old_logs",
@@ -37,7 +38,7 @@ class _Args(BaseModel):
 
 
 def _named(name: str) -> Tool:
-    @tool(name=name, description=f"tool {name}")
+    @tool(name=name, description=f"tool {name}", placement=WORKER)
     def run(args: _Args, ctx: ToolContext) -> str:
         return name
 
@@ -124,3 +125,34 @@ def test_commands_never_see_the_bots_secrets_even_without_settings(tmp_path: Pat
     output = registry["show_env"].execute("{}", timeout=10).output
     assert "KEEP=1" in output
     assert "SLACK_BOT_TOKEN" not in output and "LLM_API_KEY" not in output
+
+
+def test_a_tool_that_does_not_say_where_it_runs_is_refused_by_name() -> None:
+    @tool(name="spool_depth", description="Reads this host's spool.")
+    def undeclared(args: _Args, ctx: ToolContext) -> str:
+        return "0"
+
+    with pytest.raises(ToolConfigError, match=r"^tool spool_depth declares no placement: .*placement=HOST"):
+        ToolRegistry([_named("fine"), undeclared])
+    with pytest.raises(ToolConfigError, match="tool spool_depth declares no placement"):
+        build_registry(ToolsConfig(), extra=[undeclared])
+
+
+def test_every_built_in_says_where_it_runs(tmp_path: Path) -> None:
+    config = ToolsConfig(
+        log_dirs=(tmp_path,), prometheus_url="http://p:9090", alertmanager_url="http://a:9093"
+    )
+    placed = {item.definition.name: placement_of(item) for item in build_registry(config).tools()}
+    host = Placement.target("runner", "local")
+    assert placed == {
+        **dict.fromkeys(
+            ["cpu_load", "disk_usage", "memory", "top_processes", "list_logs", "tail_log", "largest_files"],
+            host,
+        ),
+        "clean_old_logs": host,
+        "service_status": SERVICE,
+        "service_restart": SERVICE,
+        **dict.fromkeys(["http_check", "tcp_check", "dns_lookup"], WORKER),
+        **dict.fromkeys(["prometheus_query", "prometheus_range"], WORKER),
+        **dict.fromkeys(["alertmanager_alerts", "alertmanager_silence"], WORKER),
+    }

@@ -39,6 +39,7 @@ from tools.builtin.observability_endpoint import (
     salvage_array,
 )
 from tools.errors import ToolCallError
+from tools.placement import WORKER
 from tools.text import human_duration
 
 MAX_MATCHERS = 16
@@ -98,6 +99,7 @@ def alertmanager_tools(endpoint: Endpoint) -> list[FunctionTool[Any]]:
             ),
             parallel=True,
             timeout=20,
+            placement=WORKER,
         ),
         FunctionTool(
             redacting(endpoint, _create_silence),
@@ -110,6 +112,7 @@ def alertmanager_tools(endpoint: Endpoint) -> list[FunctionTool[Any]]:
             category=ToolCategory.MUTATING,
             timeout=20,
             command=lambda args: describe_silence(endpoint, args),
+            placement=WORKER,
         ),
     ]
 

@@ -30,6 +30,7 @@ from tools.base import FunctionTool, ToolContext, error_result
 from tools.builtin.logs import format_mtime, walk_files
 from tools.errors import ToolCallError
 from tools.paths import AllowedDirs
+from tools.placement import HOST
 from tools.text import human_bytes, table
 
 # Rotated or compressed logs: app.log.1, app.log.2.gz, syslog-20250101, x.old, x.bak, x.xz ...
@@ -120,6 +121,7 @@ def cleanup_tools(log_dirs: AllowedDirs, plan_ttl_seconds: float) -> list[Functi
             timeout=120,
             preview=dry_run,
             command=lambda args: "delete exactly the files the dry run below lists, each only if unchanged",
+            placement=HOST,
         )
     ]
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.tooling import ToolCategory
 from tools.base import FunctionTool, ToolContext, tool
 from tools.errors import ToolCallError
+from tools.placement import HOST
 from tools.text import human_bytes, table
 
 _MAX_ENTRIES_SCANNED = 2_000_000
@@ -24,7 +25,7 @@ class LargestFilesArgs(BaseModel):
     limit: int = Field(default=10, ge=1, le=100, description="How many files to list.")
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=60)
+@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=60, placement=HOST)
 def largest_files(args: LargestFilesArgs, ctx: ToolContext) -> str:
     """The largest files under a directory, staying on its filesystem and not following symlinks."""
     if not os.path.isabs(args.path):

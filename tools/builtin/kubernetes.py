@@ -36,6 +36,7 @@ from tools.base import FunctionTool, ToolContext, ToolFunction, error_result
 from tools.builtin.kubernetes_reports import MAX_MESSAGE_CHARS, events_report, json_items, pods_report
 from tools.builtin.services import KUBE_WORKLOAD_KINDS, KubernetesBackend, describe_workload, kube_resource
 from tools.errors import ToolCallError
+from tools.placement import Placement
 from tools.text import shorten
 
 Clock = Callable[[], datetime]
@@ -84,6 +85,8 @@ _SCALE_KINDS = ("deployment", "statefulset")
 # A namespace's pods or events as JSON run to several KiB each: far beyond tools.process's 1 MiB.
 _MAX_LIST_BYTES = 64 * 1024 * 1024
 _MAX_LOG_LINE_CHARS = 1000
+# Offered only by a Kubernetes target, built with its context and namespace (``bot.ops.fleet``).
+KUBERNETES = Placement.target("kubernetes")
 _WHERE_NOTE = "The namespace and context are the target's (chosen by the target, not an argument)."
 
 
@@ -196,6 +199,7 @@ def kubernetes_tools(
             category=ToolCategory.READ_ONLY,
             parallel=True,
             timeout=30,
+            placement=KUBERNETES,
         )
 
     return [
@@ -231,6 +235,7 @@ def kubernetes_tools(
             category=ToolCategory.MUTATING,
             timeout=60,
             command=lambda args: shlex.join(backend.kubectl_argv(*_scale_args(args))),
+            placement=KUBERNETES,
         ),
     ]
 

@@ -22,6 +22,7 @@ from tools.base import FunctionTool, ToolContext
 from tools.errors import ToolCallError
 from tools.paths import AllowedDirs
 from tools.patterns import SafePattern, compile_safe
+from tools.placement import HOST
 from tools.text import human_bytes, shorten, table
 
 _BLOCK = 64 * 1024
@@ -80,6 +81,7 @@ def log_tools(log_dirs: AllowedDirs) -> list[FunctionTool[Any]]:
             category=ToolCategory.READ_ONLY,
             parallel=True,
             timeout=15,
+            placement=HOST,
         ),
         FunctionTool(
             list_logs,
@@ -89,6 +91,7 @@ def log_tools(log_dirs: AllowedDirs) -> list[FunctionTool[Any]]:
             category=ToolCategory.READ_ONLY,
             parallel=True,
             timeout=15,
+            placement=HOST,
         ),
     ]
 

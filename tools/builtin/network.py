@@ -23,6 +23,7 @@ from tools import http_client
 from tools.base import FunctionTool, ToolContext
 from tools.egress import Destination, EgressPolicy, parse_address
 from tools.egress_approval import categorizer, policy_for
+from tools.placement import WORKER
 from tools.text import shorten
 
 _HOST_PATTERN = r"^[A-Za-z0-9._:\[\]-]+$"
@@ -119,6 +120,7 @@ def _network_tool(
         parallel=True,
         timeout=timeout,
         categorize=categorizer(egress, destination_of),
+        placement=WORKER,  # it reaches the network from the worker, through the egress policy
     )
 
 

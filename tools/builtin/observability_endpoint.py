@@ -35,8 +35,8 @@ import httpx
 from agent.tooling import ToolResult
 from tools import http_client
 from tools.base import ToolContext, error_result
-from tools.catalog.templates import env_references
 from tools.egress import EgressPolicy, fixed_url_entry, parse_entry
+from tools.env_references import env_references, expand_env
 from tools.errors import ToolCallError, ToolConfigError
 from tools.safety import Redactor
 from tools.text import human_bytes, shorten
@@ -189,11 +189,10 @@ def _check_base_url(setting: str, url: str) -> str:
 def _header_value(setting: str, name: str, value: str, env: Mapping[str, str]) -> str:
     if not _HEADER_NAME.fullmatch(name):
         raise ToolConfigError(f"{setting}: {name!r} is not a valid header name")
-    expanded = value
     for variable in env_references(value):
         if variable not in env:
             raise ToolConfigError(f"{setting}: header {name} uses ${{{variable}}}, which is not set")
-        expanded = expanded.replace(f"${{{variable}}}", env[variable])
+    expanded = expand_env(value, env)
     if any(char in expanded for char in "\r\n\0"):
         raise ToolConfigError(f"{setting}: the value of header {name} holds a line break or NUL")
     if expanded.strip().lower() in _EMPTY_CREDENTIALS:

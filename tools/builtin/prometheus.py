@@ -41,6 +41,7 @@ from tools.builtin.observability_endpoint import (
     series_name,
 )
 from tools.errors import ToolCallError
+from tools.placement import WORKER
 from tools.text import shorten
 
 MAX_QUERY_CHARS = 2000
@@ -96,6 +97,7 @@ def prometheus_tools(endpoint: Endpoint) -> list[FunctionTool[Any]]:
             ),
             parallel=True,
             timeout=20,
+            placement=WORKER,
         ),
         FunctionTool(
             redacting(endpoint, _range_query),
@@ -107,6 +109,7 @@ def prometheus_tools(endpoint: Endpoint) -> list[FunctionTool[Any]]:
             ),
             parallel=True,
             timeout=30,
+            placement=WORKER,
         ),
     ]
 

@@ -30,6 +30,7 @@ from agent.tooling import ToolCategory, ToolResult
 from tools.base import FunctionTool, ToolContext, error_result
 from tools.config import KUBE_NAMESPACE
 from tools.errors import ToolCallError, ToolConfigError
+from tools.placement import SERVICE
 from tools.process import DEFAULT_MAX_OUTPUT_BYTES, CommandResult, run_command
 
 _SERVICE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9@._:/-]{0,252}$"
@@ -334,6 +335,7 @@ def service_tools(backend: ServiceBackend) -> list[FunctionTool[Any]]:
             category=ToolCategory.READ_ONLY,
             parallel=True,
             timeout=20,
+            placement=SERVICE,
         ),
         FunctionTool(
             service_restart,
@@ -343,5 +345,6 @@ def service_tools(backend: ServiceBackend) -> list[FunctionTool[Any]]:
             category=ToolCategory.MUTATING,
             timeout=120,
             command=lambda args: shlex.join(backend.restart_argv(args.service)),
+            placement=SERVICE,
         ),
     ]

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.tooling import ToolCategory
 from tools.base import FunctionTool, ToolContext, tool
 from tools.errors import ToolCallError
+from tools.placement import HOST
 from tools.text import human_bytes, human_duration, shorten, table
 
 _ALMOST_FULL_PERCENT = 90.0
@@ -40,7 +41,7 @@ class TopProcessesArgs(_Args):
     limit: int = Field(default=10, ge=1, le=50, description="How many processes to list.")
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10, placement=HOST)
 def disk_usage(args: DiskUsageArgs, ctx: ToolContext) -> str:
     """Disk space and inode use per mounted filesystem, or of the filesystem holding one path."""
     if args.path:
@@ -104,7 +105,7 @@ def _inode_percent(path: str) -> str:
     return f"{100 * (stats.f_files - stats.f_ffree) / stats.f_files:.0f}%"
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15)
+@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15, placement=HOST)
 def cpu_load(args: CpuArgs, ctx: ToolContext) -> str:
     """CPU use measured over a short sample, load averages, and uptime."""
     interval = max(0.05, min(args.sample_seconds, ctx.remaining() - 0.5))
@@ -122,7 +123,7 @@ def cpu_load(args: CpuArgs, ctx: ToolContext) -> str:
     return "\n".join(lines)
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10)
+@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=10, placement=HOST)
 def memory(args: NoArgs, ctx: ToolContext) -> str:
     """Memory and swap use."""
     mem = psutil.virtual_memory()
@@ -141,7 +142,7 @@ def memory(args: NoArgs, ctx: ToolContext) -> str:
 _PROCESS_FIELDS = ["pid", "name", "username", "cmdline", "memory_percent", "memory_info", "status"]
 
 
-@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15)
+@tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15, placement=HOST)
 def top_processes(args: TopProcessesArgs, ctx: ToolContext) -> str:
     """The processes using the most CPU (sampled over about a second) or memory."""
     processes = list(psutil.process_iter(_PROCESS_FIELDS))

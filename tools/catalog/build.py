@@ -21,9 +21,11 @@ from tools import http_client
 from tools.base import CONFIRMED_BY, CategorizeFunction, FunctionTool, ToolContext, error_result
 from tools.catalog.params import arguments_model, parameters_schema, value_text
 from tools.catalog.spec import HttpSpec, ToolSpec
-from tools.catalog.templates import env_references, expand_env, is_single_placeholder, placeholders, render
+from tools.catalog.templates import expand_env_in_template, is_single_placeholder, placeholders, render
 from tools.egress import EgressPolicy, fixed_url_entry
 from tools.egress_approval import policy_for, unlisted_category
+from tools.env_references import env_references
+from tools.placement import WORKER, Placement
 from tools.process import CommandRunner, run_command
 from tools.text import shorten
 
@@ -71,7 +73,14 @@ def build_tool(
         # are per read, and an SSH session's connect and auth steps each have their own: those go
         # to the loop's pool, which stops waiting at the timeout.
         enforces_timeout=spec.run is not None and runner is run_command,
+        placement=placement_of_spec(spec),
     )
+
+
+def placement_of_spec(spec: ToolSpec) -> Placement:
+    """Where the tool of ``spec`` runs: a command on the call's target (of its ``targets`` kinds),
+    a request in the worker. From what it does, never from its ``placement:`` claim (checked)."""
+    return Placement.target(*spec.targets) if spec.run is not None else WORKER
 
 
 def secret_values(spec: ToolSpec, env: Mapping[str, str]) -> list[str]:
@@ -231,7 +240,7 @@ class _Request:
 
 def _env_headers(block: HttpSpec, env: Mapping[str, str]) -> dict[str, str]:
     # ${NAME} is read once, at start-up; the values are also handed to the redactor.
-    return {name: expand_env(value, env) for name, value in block.headers.items()}
+    return {name: expand_env_in_template(value, env) for name, value in block.headers.items()}
 
 
 def _build_request(

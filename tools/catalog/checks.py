@@ -11,7 +11,8 @@ from agent.tooling import ToolCategory
 from tools.base import CONFIRMED_BY
 from tools.catalog.params import param_annotation
 from tools.catalog.spec import HttpSpec, ParamSpec, ToolSpec
-from tools.catalog.templates import check_template, env_references, expand_env, is_single_placeholder
+from tools.catalog.templates import check_template, expand_env_in_template, is_single_placeholder
+from tools.env_references import env_references
 from tools.targets import TARGET_ARGUMENT
 
 Problem = tuple[str, str]
@@ -35,6 +36,7 @@ def check_tool(spec: ToolSpec, env: Mapping[str, str]) -> list[Problem]:
         problems.append(("dry_run", "a destructive tool needs a dry_run (argv or http) to show the approver"))
     if spec.dry_run is not None and spec.category is not ToolCategory.DESTRUCTIVE:
         problems.append(("dry_run", "only destructive tools have a dry run"))
+    problems.extend(_check_placement(spec))
     if "ssh" in spec.targets and spec.run is None:
         problems.append(("targets", "ssh runs argv commands: only a run: tool can target ssh (not http)"))
     for name, param in spec.params.items():
@@ -59,6 +61,23 @@ def check_tool(spec: ToolSpec, env: Mapping[str, str]) -> list[Problem]:
     elif isinstance(spec.dry_run, HttpSpec):
         problems.extend(_check_http("dry_run", spec.dry_run, declared, env))
     return problems
+
+
+def _check_placement(spec: ToolSpec) -> Iterator[Problem]:
+    """A claim that contradicts what the tool does: its commands run on the target, its requests
+    leave from the worker (``tools.placement``); nothing here moves a command into the worker."""
+    if spec.placement == "worker" and spec.run is not None:
+        yield (
+            "placement",
+            "a run: tool runs its command on the call's target (its targets: kinds), never in the worker; "
+            "leave placement out, or use an http: block for a tool that only calls an API",
+        )
+    if spec.placement == "target" and spec.http is not None:
+        yield (
+            "placement",
+            "an http: tool's request leaves from the worker through the egress policy: it has no target "
+            "to run on; leave placement out, or use a run: command for a tool that acts on a machine",
+        )
 
 
 def _check_param(name: str, param: ParamSpec) -> Iterator[Problem]:
@@ -128,7 +147,7 @@ def _check_http(field: str, http: HttpSpec, allowed: set[str], env: Mapping[str,
             yield where, f"environment variable {missing[0]} is not set"
             continue
         try:
-            _check_template(expand_env(value, env), allowed, field)
+            _check_template(expand_env_in_template(value, env), allowed, field)
         except ValueError as exc:
             yield where, str(exc)
     for key, value in _json_strings(http.json_body or {}, f"{field}.json"):

@@ -12,6 +12,11 @@ This format is a public contract (see docs/TOOLS.md); change it only compatibly:
           service: {type: string, description: unit name, pattern: "^[a-z0-9@._-]+$"}
         run: ["systemctl", "restart", "{service}"]
         targets: [runner, local]  # where it may run: runner | local | ssh | kubernetes (default: runner, local)
+
+Where a tool runs follows from what it does (``tools.placement``): a ``run`` tool's command runs on
+the call's target (one of its ``targets`` kinds), an ``http`` tool's request leaves from the worker
+through the egress policy. ``placement:`` may say so (``target`` or ``worker``); saying otherwise
+is a catalog error (``checks.check_tool``): a command never runs in the worker by a claim.
 """
 
 from __future__ import annotations
@@ -21,12 +26,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.tooling import ToolCategory
+from tools.placement import TargetKind as TargetKind  # re-exported: the catalog's name for it
+from tools.placement import Where
 
 ParamValue = bool | int | float | str
 HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
-TargetKind = Literal["runner", "local", "ssh", "kubernetes"]
-"""Where a tool may run: the bot's own host (``runner``), or an inventory target reached ``via``
-``local``, ``ssh`` or ``kubernetes``; which target a call goes to is the inventory's routing."""
 DEFAULT_TARGETS: tuple[TargetKind, ...] = ("runner", "local")
 
 
@@ -83,6 +87,8 @@ class ToolSpec(_Strict):
     """Replace the built-in tool of the same name (a clash is an error otherwise)."""
     targets: list[TargetKind] = Field(default_factory=lambda: list(DEFAULT_TARGETS), min_length=1)
     """The kinds of target it may run on; ``ssh`` only for ``run`` tools (``checks.check_tool``)."""
+    placement: Where | None = None
+    """Optional, and only what it does already says: ``target`` for ``run``, ``worker`` for ``http``."""
 
     @field_validator("targets")
     @classmethod

@@ -1,4 +1,4 @@
-"""``{param}`` templates of catalog tools, and ``${NAME}`` environment references in headers.
+"""``{param}`` templates of catalog tools (``${NAME}`` references in them: ``tools.env_references``).
 
 A template is checked once at load time (only declared parameter names, no format specs, no
 attribute or index access) and rendered per call by plain concatenation, so a value is text in
@@ -13,10 +13,10 @@ from collections.abc import Collection, Mapping
 from urllib.parse import quote
 
 from tools.base import CONFIRMED_BY
+from tools.env_references import expand_env
 
 _FORMATTER = string.Formatter()
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def placeholders(template: str) -> list[str]:
@@ -61,14 +61,9 @@ def is_single_placeholder(template: str) -> str | None:
     return None
 
 
-def env_references(text: str) -> list[str]:
-    """The variable names of ``${NAME}`` references in ``text``."""
-    return _ENV_REFERENCE.findall(text)
-
-
-def expand_env(text: str, env: Mapping[str, str]) -> str:
+def expand_env_in_template(text: str, env: Mapping[str, str]) -> str:
     """Replace ``${NAME}`` by the variable's value, escaped so it is never read as a ``{param}``."""
-    return _ENV_REFERENCE.sub(lambda match: env[match.group(1)].replace("{", "{{").replace("}", "}}"), text)
+    return expand_env(text, env, lambda value: value.replace("{", "{{").replace("}", "}}"))
 
 
 def _parse(template: str) -> list[tuple[str, str | None, str | None, str | None]]:

@@ -8,6 +8,9 @@ plainly, lists every argument, and returns the call's canonical arguments as the
 approval stores that plan, and ``execute`` refuses unless the approved plan equals the arguments
 it is asked to run. Destructive approvals need an approver other than the requester (the
 approval policy's rule for every destructive call).
+
+Where it runs (``placement``) follows from its server's configuration: a server bound to an
+inventory target acts on that target, any other is the worker's own.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from agent.arguments import CONFIRMED_BY, parse_arguments
+from agent.arguments import CONFIRMED_BY, checked_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVAL_GRANT, APPROVED_PLAN, ToolCategory, ToolResult
 from agent.types import ToolDef
@@ -26,6 +29,7 @@ from tools.mcp.categories import Decision
 from tools.mcp.pool import Connection
 from tools.mcp.results import to_result
 from tools.mcp.schemas import argument_problems
+from tools.placement import TARGET_KINDS, WORKER, Placement
 
 _CONFIRMED_BY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
@@ -71,6 +75,15 @@ class McpTool:
     @property
     def timeout(self) -> float:
         return self._timeout
+
+    @property
+    def placement(self) -> Placement:
+        """A server bound to a target acts on that target (its tools are offered there only, whatever
+        kind it is); any other server is the worker's own: its tools run where the worker runs, through
+        the worker's session, and take no target (``tools.placement``)."""
+        if self.connection.server.target is None:
+            return WORKER
+        return Placement.target(*TARGET_KINDS)
 
     def describe(self, arguments: str) -> str | None:
         """The card's exact request: server, remote tool and every argument."""
@@ -121,7 +134,7 @@ class McpTool:
     def _parse(self, arguments: str) -> tuple[dict[str, Any], str | None, str | None]:
         """(the server's arguments, the approver, the approved plan); ``ValueError`` says why not."""
         try:
-            payload = parse_arguments(arguments, trusted=(APPROVED_PLAN,))
+            payload = checked_arguments(arguments, (APPROVED_PLAN,))  # parsed once per text
         except ArgumentsRejected as exc:
             raise ValueError(str(exc)) from exc
         confirmed_by = payload.pop(CONFIRMED_BY, None)

@@ -38,14 +38,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.tooling import ToolCategory
-from tools.catalog.templates import env_references
+from tools.env_references import env_references, expand_env
 
 Trust = Literal["annotations", "none"]
 HttpTransport = Literal["streamable-http", "sse"]
 SERVER_NAME = re.compile(r"[A-Za-z0-9-]{1,32}")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class _Strict(BaseModel):
@@ -158,7 +157,7 @@ def _check(spec: McpServerSpec, env: Mapping[str, str]) -> list[tuple[str, str]]
         if value is not None:
             problems.extend((where, message) for message in _missing(value, env))
     url_known = spec.url is not None and not _missing(spec.url, env)
-    if url_known and not expand(spec.url or "", env).startswith(("http://", "https://")):
+    if url_known and not expand_env(spec.url or "", env).startswith(("http://", "https://")):
         problems.append(("url", "must start with http:// or https://"))
     if spec.url is not None and (spec.env or spec.cwd):
         problems.append(("env", "env and cwd are for stdio servers (command), not url"))
@@ -187,22 +186,17 @@ def _missing(value: str, env: Mapping[str, str]) -> list[str]:
     return [f"environment variable {name} is not set" for name in env_references(value) if name not in env]
 
 
-def expand(value: str, env: Mapping[str, str]) -> str:
-    """``${VAR}`` replaced by its value (checked present); no other syntax is interpreted."""
-    return _ENV_REFERENCE.sub(lambda match: env[match.group(1)], value)
-
-
 def _resolve(name: str, spec: McpServerSpec, env: Mapping[str, str]) -> McpServer:
     referenced = [*spec.env.values(), *spec.headers.values()]
     secrets = sorted({env[ref] for value in referenced for ref in env_references(value) if env.get(ref)})
     return McpServer(
         name=name,
-        command=tuple(expand(part, env) for part in spec.command) if spec.command else None,
-        env={key: expand(value, env) for key, value in spec.env.items()},
-        cwd=expand(spec.cwd, env) if spec.cwd else None,
-        url=expand(spec.url, env) if spec.url else None,
+        command=tuple(expand_env(part, env) for part in spec.command) if spec.command else None,
+        env={key: expand_env(value, env) for key, value in spec.env.items()},
+        cwd=expand_env(spec.cwd, env) if spec.cwd else None,
+        url=expand_env(spec.url, env) if spec.url else None,
         http_transport=spec.transport or "streamable-http",
-        headers={key: expand(value, env) for key, value in spec.headers.items()},
+        headers={key: expand_env(value, env) for key, value in spec.headers.items()},
         timeout=spec.timeout,
         connect_timeout=spec.connect_timeout,
         target=spec.target,

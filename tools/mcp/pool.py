@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import mcp_types
 
+from tools.fork_local import ForkLocal
 from tools.mcp.bridge import Bridge
 from tools.mcp.config import McpServer
 from tools.mcp.connection import Clock, ServerConnection, restart_delay
@@ -81,19 +82,21 @@ class McpPool:
         self.bridge.close()
 
 
-_process_pool: Pool | None = None
-_process_lock = threading.Lock()
+def _new_pool() -> Pool:
+    # The parent's sessions when the parent serves them to its children (a worker's horses), else
+    # a pool of its own. A grandchild never uses them: the parent's host answers its own children only.
+    factory = _child_pool if _host_pid == os.getppid() else None
+    return factory() if factory is not None else McpPool()
+
+
+_process_pool: ForkLocal[Pool] = ForkLocal(_new_pool)
 _child_pool: Callable[[], Pool] | None = None
 _host_pid: int | None = None
 
 
 def process_pool() -> Pool:
-    """This process's pool, made on first use and closed at exit."""
-    global _process_pool
-    with _process_lock:
-        if _process_pool is None:
-            _process_pool = McpPool()
-        return _process_pool
+    """This process's pool, made on first use (again in a forked child) and closed at exit."""
+    return _process_pool.get()
 
 
 def set_child_pool(factory: Callable[[], Pool] | None, host_pid: int | None) -> None:
@@ -103,22 +106,9 @@ def set_child_pool(factory: Callable[[], Pool] | None, host_pid: int | None) -> 
 
 
 def _close_process_pool() -> None:
-    pool = _process_pool
+    pool = _process_pool.peek()
     if pool is not None:
         pool.close()
 
 
-def _forget_after_fork() -> None:
-    # The child has the parent's pool object but not its loop thread: start afresh (lazily), or
-    # use the parent's sessions when the parent serves them to its children (a worker's horses).
-    # A grandchild never does: the parent's host answers only its own children.
-    global _process_pool, _process_lock, _child_pool, _host_pid
-    factory = _child_pool if _host_pid == os.getppid() else None
-    _process_pool = factory() if factory is not None else None
-    _process_lock = threading.Lock()
-    _child_pool, _host_pid = None, None
-
-
 atexit.register(_close_process_pool)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)

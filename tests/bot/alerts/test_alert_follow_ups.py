@@ -12,7 +12,7 @@ from agent.redis_util import as_text
 from agent.types import RunStatus
 from bot.alerts.store import AlertStore, group_id
 from bot.slack.continuation import last_run_key
-from emulator.openai_server import OpenAIServer, Reply
+from emulator.models.openai_server import OpenAIServer, Reply
 from tests.bot.alerts.conftest import ALERT_CHANNEL as ALERTS
 from tests.bot.slack.test_thread_continues import DISK, DiskTool, check_then_answer, client, llm, request_text
 from tests.support.slack_bot import SlackBot

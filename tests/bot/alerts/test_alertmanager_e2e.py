@@ -24,7 +24,7 @@ import pytest
 from agent.scripted import FunctionModel, last_tool_output, tool_call
 from agent.types import Request
 from bot.alerts.store import AlertStore, Group, group_id
-from bot.runs.metrics import WEBHOOK_REPLAYS, MetricsStore
+from bot.observability.metrics import WEBHOOK_REPLAYS, MetricsStore
 from tests.support.observability import Server, build_tools, post_alerts, start_alertmanager, start_prometheus
 from tests.support.slack_bot import SlackBot
 from tests.support.waiting import wait_for

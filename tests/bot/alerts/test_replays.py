@@ -32,7 +32,7 @@ from bot.alerts.replay import (
     too_old,
 )
 from bot.alerts.store import AlertStore, Group, group_id
-from bot.runs.metrics import WEBHOOK_REPLAYS, MetricsStore
+from bot.observability.metrics import WEBHOOK_REPLAYS, MetricsStore
 from bot.runs.queueing import alerts_queue_name, worker_queue
 from tests.bot.alerts.conftest import ALERT_CHANNEL
 from tests.bot.alerts.test_payloads import GRAFANA_BODY, pd_delivery

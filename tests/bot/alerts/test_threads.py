@@ -26,7 +26,7 @@ from bot.runs.presenter import InMemoryPresenter
 from bot.runs.queueing import alerts_queue_name, worker_queue, worker_queue_names
 from bot.runs.runtime import Runtime
 from bot.runs.worker import ChatopsSimpleWorker
-from bot.slack.alert_presenter import alert_blocks
+from bot.slack.delivery.alert_presenter import alert_blocks
 from tests.bot.runtimes import file_tools
 from tests.support.harness import make_options
 from tests.support.waiting import wait_for
@@ -141,7 +141,7 @@ class Site:
         worker.work(burst=True, with_scheduler=True, max_jobs=max_jobs)
 
     def threads(self) -> AlertThreads:
-        """As the web process has them for an Investigate click (``bot.slack.actions``)."""
+        """As the web process has them for an Investigate click (``bot.slack.handlers.actions``)."""
         return AlertThreads(AlertStore(self.client, self.keys), self.runtime().service(), self.alerts)
 
     def group(self, name: str) -> Group | None:

@@ -10,14 +10,18 @@ import pytest
 import redis
 import yaml
 
-from agent.tooling import Tool, call_refusal, call_target, describe_call
+from agent.tooling import Tool, ToolCategory, ToolResult, call_refusal, call_target, describe_call
+from agent.types import ToolDef
 from bot.errors import BotConfigurationError
 from bot.fleet.grants import GrantSigner, arguments_sha256
+from bot.fleet.routing import Fleet
 from bot.keys import Keys
 from bot.ops.fleet import build_fleet, load_fleet_inventory, target_descriptions
 from bot.settings import Settings
 from tests.tools.fakes import FakeCommands
 from tools.errors import CatalogError
+from tools.inventory import load_inventory
+from tools.placement import WORKER
 from tools.registry import build_registry_from_settings
 
 DEPLOYMENT = {
@@ -233,3 +237,55 @@ def test_a_changing_kubernetes_call_runs_only_with_a_grant_the_worker_verifies(
     assert ["--namespace=shop", "--context=stg", "rollout", "restart", "deployment/web"] in fake.calls(
         "kubectl"
     )
+
+
+def test_a_catalog_tool_is_placed_by_what_it_does_not_by_the_name_it_takes(
+    tmp_path: Path, redis_client: redis.Redis, keys: Keys
+) -> None:
+    # An override inherits nothing from the built-in it replaces: a command named like the network
+    # check is routed to its targets (never run in the worker), a request named like a host tool
+    # runs in the worker (it touches no machine).
+    catalog = tmp_path / "tools.yaml"
+    override = {"description": "d", "category": "read_only", "override": True}
+    command = {**override, "name": "http_check", "run": ["uptime"]}
+    request = {**override, "name": "disk_usage", "http": {"url": "https://status.example.com/"}}
+    catalog.write_text(yaml.safe_dump({"tools": [command, request]}))
+    inventory = write_inventory(tmp_path, LOCAL, WEB)
+    tools = fleet_tools(tmp_path, redis_client, keys, inventory, chatops_tools_file=catalog)
+    assert tools["http_check"].definition.parameters["properties"]["target"]["enum"] == ["ops-box", "web-03"]
+    assert "target" not in tools["disk_usage"].definition.parameters["properties"]
+
+
+class Undeclared:
+    """A hand-made tool (a custom runtime's) that does not say where it runs."""
+
+    def __init__(self, name: str, placement: object = None) -> None:
+        self.definition = ToolDef(name=name, description="d")
+        self.category = ToolCategory.READ_ONLY
+        self.parallel = False
+        self.timeout = 5.0
+        self.placement = placement
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        raise AssertionError("never offered, never run")
+
+    def preview(self, arguments: str, *, timeout: float) -> ToolResult | None:
+        return None
+
+
+def test_a_fleet_refuses_a_tool_that_does_not_say_where_it_runs(tmp_path: Path) -> None:
+    inventory = load_inventory(write_inventory(tmp_path, LOCAL))
+    for placement in (None, "worker", {"where": "worker"}):  # only a declared Placement counts
+        with pytest.raises(BotConfigurationError, match="tool spool_depth declares no placement"):
+            Fleet(inventory=inventory, local_tools=[Undeclared("spool_depth", placement)], routes={})
+    worker_side = Undeclared("kube_wipe", WORKER)  # a target's own tool claiming the worker
+    fleet = Fleet(
+        inventory=inventory,
+        local_tools=[Undeclared("api", WORKER)],
+        routes={},
+        target_tools=lambda target: [worker_side],
+    )
+    with pytest.raises(
+        BotConfigurationError, match="kube_wipe is offered by target ops-box but placed in the worker"
+    ):
+        fleet.tools_for("C1")

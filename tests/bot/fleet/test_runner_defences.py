@@ -19,12 +19,13 @@ from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from agent.redis_util import redis_now
 from agent.scripted import tool_call
 from agent.types import RunStatus
 from bot.fleet.dispatch import Dispatcher, target_queue_name
 from bot.fleet.executions import RemoteResult
 from bot.fleet.grants import GRANT_LIFETIME_SECONDS, Grant, GrantSigner, arguments_sha256, execution_id
-from bot.fleet.heartbeats import Heartbeats, redis_now
+from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.job_signing import sign_job
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys

@@ -19,15 +19,16 @@ from rq import Queue
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
+from agent.redis_util import redis_now
 from bot.fleet.dispatch import RUNNER_FUNCTION, Dispatcher
 from bot.fleet.grants import execution_id
-from bot.fleet.heartbeats import Heartbeats, redis_now
+from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.job_signing import sign_job
 from bot.fleet.runner_acl import target_queue_name
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
+from bot.observability.audit import AuditKind
 from bot.ops.worker import refusal_mover
-from bot.runs.audit import AuditKind
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
 from tests.bot.fleet.test_runner_defences import restart_arguments

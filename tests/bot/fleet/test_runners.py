@@ -16,9 +16,9 @@ from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.types import Request, RunStatus
 from bot.fleet.heartbeats import Heartbeats
 from bot.keys import Keys
+from bot.observability.audit import AuditKind
 from bot.ops.audit_cli import entry_json
 from bot.ops.fleet import build_fleet
-from bot.runs.audit import AuditKind
 from bot.runs.presenter import InMemoryPresenter
 from bot.settings import Settings
 from tests.support.harness import Harness, make_options

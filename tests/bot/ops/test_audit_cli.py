@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.observability.audit import AuditKind
 from bot.ops.audit_cli import run_cli
 from bot.ops.cli import build_parser
-from bot.runs.audit import AuditKind
 from bot.settings import Settings
 from tests.support.harness import Harness
 

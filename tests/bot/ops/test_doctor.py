@@ -17,7 +17,7 @@ from bot.ops.cli import build_parser
 from bot.ops.doctor import run_cli
 from bot.runs.durability import read_persistence
 from bot.settings import Settings
-from emulator.openai_server import OpenAIServer, Reply
+from emulator.models.openai_server import OpenAIServer, Reply
 from emulator.slack import SlackEmulator, UserSpec, WorkspaceConfig
 from tests.reliability.redis_proc import DURABLE, RDB_DEFAULT, RedisProcess
 from tests.support.waiting import wait_until

@@ -24,7 +24,6 @@ def settings_of(addresses: list[str], key_prefix: str, **overrides: object) -> S
         "redis_url": "redis://127.0.0.1:9/0",
         "redis_sentinels": addresses,
         "redis_sentinel_master": MASTER_NAME,
-        "redis_replica_wait_ms": 300,
         "chatops_redis_prefix": key_prefix,
         **overrides,
     }

@@ -71,7 +71,6 @@ def test_an_unreachable_models_connection_error_reaches_the_thread_runs_show_aud
         LLM_BASE_URL=f"http://127.0.0.1:{closed_port}/v1",
         LLM_MODEL="gpt-test",
         LLM_API_KEY="sk-test-0123456789abcdef",
-        LLM_MAX_ATTEMPTS="2",
         SLACK_BOT_TOKEN=TOKEN,
         SLACK_API_URL=emulator.api_url,
         CHATOPS_SLACK_STREAMING="off",

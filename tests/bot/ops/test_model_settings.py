@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent.anthropic_client import AnthropicClient
-from agent.llm import LLMClient
+from agent.models.anthropic_client import AnthropicClient
+from agent.models.openai_client import LLMClient
 from agent.types import Message, Request
 from bot.models import build_models, model_keys
 from bot.ops.doctor import Outcome, check_llm
 from bot.settings import Settings
-from emulator.anthropic_server import AnthropicReply, AnthropicServer
-from emulator.openai_server import OpenAIServer, Reply
+from emulator.models.anthropic_server import AnthropicReply, AnthropicServer
+from emulator.models.openai_server import OpenAIServer, Reply
 from tests.agent import provider_fakes
 from tests.support.fake_provider import FakeProvider
 

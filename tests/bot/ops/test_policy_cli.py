@@ -12,9 +12,9 @@ from bot.ops.cli import build_parser
 from bot.ops.doctor import Outcome, _check_policy
 from bot.ops.policy_cli import run_cli
 from bot.ops.worker import check_at_start
-from bot.runs.policy import Requirement
+from bot.policy.rules import Requirement
 from bot.settings import Settings
-from bot.slack.runtime import WebRuntime
+from bot.slack.handlers.runtime import WebRuntime
 from tests.bot.slack.test_policy_e2e import example_policy
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from agent.types import RunStatus
+from bot.observability.audit import AuditKind
 from bot.ops.cli import build_parser
 from bot.ops.runs_cli import run_cli
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind
 from bot.settings import Settings
 from tests.support.harness import Harness
 from tests.support.waiting import wait_until

@@ -142,6 +142,27 @@ def test_the_old_name_of_a_renamed_setting_works_with_a_warning_naming_the_new_o
     assert warning and "WARNING" in warning[0] and "LLM_FALLBACKS" in warning[0], done.stderr
 
 
+def test_a_retired_setting_still_set_starts_with_a_warning_naming_its_constant(
+    tmp_path: Path, redis_url: str, key_prefix: str
+) -> None:
+    """An upgrade with an old ``.env`` starts; the log says which values no longer apply, and what
+    the constant is (a cache of 0 s someone set is 60 s now: they must hear it)."""
+    env_file = tmp_path / "old.env"
+    env_file.write_text(f"REDIS_URL={redis_url}\nCHATOPS_APPROVER_CACHE_SECONDS=0\n")
+    env = clean_env(CHATOPS_REDIS_PREFIX=key_prefix, LLM_MAX_ATTEMPTS="2")
+    done = chatops(env_file, "runs", "list", env=env)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "retired in 0.2.0" in line]
+    assert len(warnings) == 2 and all("WARNING" in line for line in warnings), done.stderr
+    assert (
+        f"CHATOPS_APPROVER_CACHE_SECONDS (in {env_file}): retired in 0.2.0, now a constant (60 s); remove it"
+        in warnings[0] + warnings[1]
+    )
+    assert "LLM_MAX_ATTEMPTS (in the environment): retired in 0.2.0, now a constant (5); remove it" in (
+        warnings[0] + warnings[1]
+    )
+
+
 def test_doctor_with_a_malformed_redis_url_reports_every_check(tmp_path: Path, closed_port: int) -> None:
     env_file = tmp_path / "bad.env"
     env_file.write_text(

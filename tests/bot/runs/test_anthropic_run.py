@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from agent.anthropic_client import AnthropicClient
+from agent.models.anthropic_client import AnthropicClient
 from agent.redis_memory import RedisMemory
 from agent.types import Limits, Request, Response, RunStatus, Usage
-from bot.runs.metrics import LLM_TOKENS, MetricsStore
+from bot.observability.metrics import LLM_TOKENS, MetricsStore
 from bot.runs.presenter import InMemoryPresenter
-from emulator.anthropic_rules import PromptCache
-from emulator.anthropic_server import AnthropicReply, AnthropicServer, ScriptedToolCall
+from emulator.models.anthropic_rules import PromptCache
+from emulator.models.anthropic_server import AnthropicReply, AnthropicServer, ScriptedToolCall
 from tests.support.anthropic_types import check_request
 from tests.support.harness import Harness
 

@@ -13,8 +13,10 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from bot.errors import NotAnApproverError
 from bot.keys import Keys
+from bot.observability.audit import AuditEntry, AuditKind
+from bot.policy.deciders import Action, Deciders
+from bot.policy.rules import AccountKind
 from bot.runs.approvals import Approval, Approvals, ApprovalStatus, DecideOutcome
-from bot.runs.audit import AuditEntry, AuditKind
 from bot.runs.service import RunService
 from tests.support.harness import make_options
 
@@ -156,10 +158,21 @@ def test_stop_declines_every_pending_approval_once_and_resumes_the_run(
     assert service.queue.count == 2  # one resume per Stop: enqueuing one too many is harmless
 
 
+class Members:
+    """Everyone a full member of the workspace, in no user group (the deciders' identity)."""
+
+    def kind(self, user: str) -> AccountKind | None:
+        return AccountKind.MEMBER
+
+    def members(self, group: str) -> frozenset[str] | None:
+        return frozenset()
+
+
 def test_someone_outside_chatops_approvers_decides_nothing_and_nothing_is_audited(
     redis_client: redis.Redis, keys: Keys, queue_name: str
 ) -> None:
-    service = service_for(redis_client, keys, queue_name, approvers=("U_BOSS",))
+    everyone = Deciders[Approval](Members(), approvers=("U_BOSS",))  # CHATOPS_APPROVERS=U_BOSS
+    service = RunService(redis_client, keys, make_options(queue_name), deciders=everyone)
     approval = requested(service)
     with pytest.raises(NotAnApproverError):
         service.lifecycle.decide(approval.id, user="U_INTRUDER", approve=True)
@@ -168,3 +181,27 @@ def test_someone_outside_chatops_approvers_decides_nothing_and_nothing_is_audite
     before = time.time()
     assert service.lifecycle.decide(approval.id, user="U_BOSS", approve=True).won
     assert before - 1 <= decided(service, approval.id)[0].at <= time.time() + 1
+
+
+def test_a_ruling_about_someone_else_or_another_card_decides_nothing(
+    redis_client: redis.Redis, keys: Keys, queue_name: str
+) -> None:
+    """A caller that hands the lifecycle a ruling made for another person, card or action (a
+    handler's mix-up, or a refused one) moves nothing: the ruling must be about this decision."""
+    everyone = Deciders[Approval](Members(), approvers=("U_BOSS",))
+    service = RunService(redis_client, keys, make_options(queue_name), deciders=everyone)
+    approval, other = requested(service), requested(service, call_id="c2")
+    boss = everyone.decide("U_BOSS", Action.APPROVE, approval)
+    intruder = everyone.decide("U_INTRUDER", Action.APPROVE, approval)
+    assert boss.allowed and not intruder.allowed
+    for user, approval_id, approve, ruling in (
+        ("U_INTRUDER", approval.id, True, boss),  # the boss's ruling, for someone else
+        ("U_BOSS", other.id, True, boss),  # for another card
+        ("U_BOSS", approval.id, False, boss),  # an approval's ruling used to decline
+        ("U_INTRUDER", approval.id, True, intruder),  # a refusal
+    ):
+        with pytest.raises(NotAnApproverError):
+            service.lifecycle.decide(approval_id, user=user, approve=approve, ruling=ruling)
+    assert [service.approvals.get(a.id).status for a in (approval, other)] == [ApprovalStatus.PENDING] * 2  # type: ignore[union-attr]
+    assert decided(service, approval.id) == decided(service, other.id) == [] and service.queue.count == 0
+    assert service.lifecycle.decide(approval.id, user="U_BOSS", approve=True, ruling=boss).won

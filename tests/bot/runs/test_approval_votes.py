@@ -13,14 +13,20 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
+from bot.observability.audit import AuditKind
+from bot.policy.deciders import Action, Ruling
+from bot.policy.rules import Requirement
 from bot.runs.approval_votes import ApprovalVotes, VoteOutcome, VoteResult
 from bot.runs.approvals import Approvals, ApprovalStatus
-from bot.runs.audit import AuditKind
-from bot.runs.policy import Requirement
 from bot.runs.service import RunService
 from tests.support.harness import make_options
 
 CARD = ("C1", "111.222")
+
+
+def approving(user: str, approval_id: str, requirement: Requirement) -> Ruling:
+    """What the deciders rule when ``user`` may approve under ``requirement`` (a web click's ruling)."""
+    return Ruling(True, user=user, action=Action.APPROVE, approval_id=approval_id, requirement=requirement)
 
 
 def pending(client: redis.Redis, keys: Keys, timeout: float = 60) -> str:
@@ -103,9 +109,13 @@ def test_the_lifecycle_never_settles_a_several_approvals_record_with_one_decisio
     service.approvals.set_card(approval.id, *CARD)
     with pytest.raises(BotConfigurationError, match="needs several approvals"):
         service.lifecycle.decide(approval.id, user="U_A", approve=True, card=CARD)
-    first, _ = service.lifecycle.vote(approval.id, user="U_A", requirement=needs_two, card=CARD)
+    first, _ = service.lifecycle.vote(
+        approval.id, user="U_A", card=CARD, ruling=approving("U_A", approval.id, needs_two)
+    )
     assert first.outcome is VoteOutcome.COUNTED and service.queue.count == 0  # nothing to resume yet
-    second, result = service.lifecycle.vote(approval.id, user="U_B", requirement=needs_two, card=CARD)
+    second, result = service.lifecycle.vote(
+        approval.id, user="U_B", card=CARD, ruling=approving("U_B", approval.id, needs_two)
+    )
     assert second.outcome is VoteOutcome.WON and result.approval.status is ApprovalStatus.APPROVED
     kinds = [e.kind for e in service.audit.entries("r9")]
     assert kinds == [
@@ -138,7 +148,9 @@ def test_a_vote_nobody_cast_is_never_signed_into_a_grant(
     draft = Approvals.draft("r8", tool_call("delete", "c1"), ToolCategory.DESTRUCTIVE, requester="U0")
     approval, _ = lifecycle.request(draft, timeout_seconds=600)
     service.approvals.set_card(approval.id, *CARD)
-    vote, _ = lifecycle.vote(approval.id, user="U_A", requirement=needs_two, card=CARD)
+    vote, _ = lifecycle.vote(
+        approval.id, user="U_A", card=CARD, ruling=approving("U_A", approval.id, needs_two)
+    )
     assert vote.outcome is VoteOutcome.WON  # Redis's script counted the forged member...
     record = service.approvals.get(approval.id)
     assert record is not None and record.status is ApprovalStatus.APPROVED

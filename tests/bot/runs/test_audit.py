@@ -12,9 +12,9 @@ from agent.events import ToolEnd
 from agent.tooling import ToolCategory
 from agent.types import RunResult, RunStatus, ToolCall, Usage
 from bot.keys import Keys
-from bot.logs import redactor_for
+from bot.observability.audit import FIELD_MAX_CHARS, AuditKind, AuditLog
+from bot.observability.logs import redactor_for
 from bot.runs.approvals import Approval
-from bot.runs.audit import FIELD_MAX_CHARS, AuditKind, AuditLog
 from bot.settings import Settings
 from tools.safety import REDACTED
 

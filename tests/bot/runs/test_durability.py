@@ -21,7 +21,15 @@ from redis.retry import Retry
 
 from bot.errors import DurabilityError, DurabilityUnconfirmedError, NotDurableError
 from bot.keys import Keys
-from bot.runs.durability import Durability, DurabilityMode, Persistence, findings, plan_wait, read_persistence
+from bot.runs.durability import (
+    TIMEOUT_MS,
+    Durability,
+    DurabilityMode,
+    Persistence,
+    findings,
+    plan_wait,
+    read_persistence,
+)
 from bot.settings import Settings
 from tests.reliability.redis_proc import DURABLE, RDB_DEFAULT, RedisProcess
 from tests.support.waiting import wait_until
@@ -219,16 +227,16 @@ def test_the_plan_for_each_server() -> None:
     assert plan_wait(on("7.2.4", replicas=1), 500, min_replicas=1).command == ("WAITAOF", 1, 1, 500)
 
 
-def test_from_settings_reads_the_mode_and_timeout(server: Start) -> None:
+def test_from_settings_reads_the_mode_and_the_timeout_is_the_constant(server: Start) -> None:
     process = server(DURABLE)
-    settings = Settings(_env_file=None, chatops_durability="strict", chatops_durability_timeout_ms=250)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, chatops_durability="strict")  # type: ignore[call-arg]
     checker = Durability.from_settings(process.client(), Keys("test:"), settings)
-    assert (checker.mode, checker.timeout_ms) == (DurabilityMode.STRICT, 250)
+    assert (checker.mode, checker.timeout_ms) == (DurabilityMode.STRICT, TIMEOUT_MS)
     assert checker.min_replicas == 0  # REDIS_URL alone: as before
     behind = settings.model_copy(update={"redis_sentinels": ["127.0.0.1:26379"]})
     assert Durability.from_settings(process.client(), Keys("test:"), behind).min_replicas == 1
     assert Settings(_env_file=None).chatops_durability == "warn"  # type: ignore[call-arg]
     with pytest.raises(pydantic.ValidationError):
         Settings(_env_file=None, chatops_durability="sometimes")  # type: ignore[call-arg]
-    with pytest.raises(pydantic.ValidationError):
-        Settings(_env_file=None, chatops_durability_timeout_ms=0)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="timeout_ms"):
+        Durability(process.client(), Keys("test:").durability_probe(), timeout_ms=0)

@@ -12,8 +12,8 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory
 from agent.types import RunStatus
 from bot.keys import Keys
+from bot.observability.audit import AuditKind
 from bot.runs.approvals import CARD_FAILED_REASON, Approval, Approvals, ApprovalStatus, DecideOutcome
-from bot.runs.audit import AuditKind
 from bot.runs.presenter import InMemoryPresenter, RunRef
 from bot.runs.queueing import fetch_worker_job
 from bot.runs.runtime import Runtime

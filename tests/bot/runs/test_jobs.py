@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from agent.types import RunStatus
+from bot.observability.audit import AuditKind
 from bot.runs.approvals import Approval, ApprovalStatus
-from bot.runs.audit import AuditKind
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.lease import Lease
 from bot.runs.presenter import InMemoryPresenter, StopNotice

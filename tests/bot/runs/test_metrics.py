@@ -19,15 +19,15 @@ from slack_sdk.errors import SlackApiError
 from agent.redis_memory import RedisMemory
 from agent.types import RunStatus
 from bot.keys import Keys
-from bot.runs.metrics import APPROVAL_WAIT, RUNS_STARTED, TOOL_DURATION, MetricsStore
-from bot.runs.metrics_collector import MetricsEndpoint, RedisCollector
+from bot.observability.metrics import APPROVAL_WAIT, RUNS_STARTED, TOOL_DURATION, MetricsStore
+from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.runs.queueing import alerts_queue_name
 from bot.runs.service import RunService
 from bot.settings import Settings
-from bot.slack.client import make_client
-from bot.slack.runtime import WebRuntime
-from bot.slack.web import WebApp
-from emulator.openai_server import OpenAIServer, Reply, ScriptedUsage
+from bot.slack.delivery.client import make_client
+from bot.slack.handlers.runtime import WebRuntime
+from bot.web.server import WebApp
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedUsage
 from emulator.slack import SlackEmulator, WorkspaceConfig
 from tests.support.harness import Harness, make_options
 from tests.support.slack_http import http
@@ -276,7 +276,7 @@ def test_metrics_can_be_turned_off(serve_web: Callable[..., str]) -> None:
 
 def test_a_scrape_while_redis_is_down_still_answers_and_says_so(tmp_path: Path, keys: Keys) -> None:
     down = redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
-    endpoint = MetricsEndpoint(RedisCollector(lambda: down, keys, "q"))
+    endpoint = MetricsEndpoint(RedisCollector(lambda: down, keys, ["q"]))
     statuses: list[str] = []
     body = b"".join(endpoint({"REQUEST_METHOD": "GET"}, lambda status, headers: statuses.append(status)))
     assert statuses == ["200 OK"]

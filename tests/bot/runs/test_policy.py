@@ -22,10 +22,10 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory, ToolResult, call_refusal, call_target
 from agent.types import ToolDef
 from bot.errors import PolicyConfigError
-from bot.runs.policy import AccountKind, Policy, Requirement, Subject, may_approve, may_request
-from bot.runs.policy_explain import explain
-from bot.runs.policy_file import load_policy
-from bot.runs.policy_tools import RunPolicy
+from bot.policy.explain import explain
+from bot.policy.file import load_policy
+from bot.policy.proposals import RunPolicy
+from bot.policy.rules import AccountKind, Policy, Requirement, Subject, may_approve, may_request
 from tests.bot.slack.test_policy_e2e import TARGETS, TargetTool, example_policy
 from tools.inventory import Target
 from tools.targets import TargetedTool
@@ -96,6 +96,22 @@ def test_each_mistake_names_the_file_the_rule_and_the_field(tmp_path: Path) -> N
         "policy.break_glas: unknown key (did you mean 'break_glass'?)",
         "rule 'quiet' (line 2): says nothing: give it 'deny: true', a 'request:' or an 'approve:'",
     ]
+
+
+def test_no_rule_may_take_the_name_of_chatops_approvers(tmp_path: Path) -> None:
+    """A rule named ``defaults`` would pass for ``CHATOPS_APPROVERS``, or the list for a rule:
+    only a rule's list lets a guest approve (``Requirement.names``), never ``CHATOPS_APPROVERS``."""
+    path = tmp_path / "policy.yaml"
+    path.write_text("policy:\n  rules:\n    - name: defaults\n      approve: {users: [U_GUEST]}\n")
+    with pytest.raises(PolicyConfigError) as raised:
+        load_policy(path)
+    assert raised.value.problems == [
+        "rule 'defaults' (line 3): name: 'defaults' is reserved for CHATOPS_APPROVERS"
+    ]
+    listed = load_policy(None, ("U_GUEST",)).default_requirement(ToolCategory.MUTATING)
+    approve = partial(may_approve, requester="U_ALICE", involved=("U_ALICE",), category=ToolCategory.MUTATING)
+    guest = approve(listed, "U_GUEST", identity=TableIdentity())
+    assert not guest.allowed and "Guest accounts may not decide" in guest.reason
 
 
 def test_without_a_file_the_defaults_are_todays_behaviour() -> None:

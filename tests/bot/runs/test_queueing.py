@@ -7,9 +7,10 @@ import time
 
 import redis
 
+from bot.alerts import jobs as alert_jobs
 from bot.keys import Keys
 from bot.runs import jobs
-from bot.runs.queueing import fetch_worker_job
+from bot.runs.queueing import EXPIRE_APPROVAL, RESUME, START, WORKER_FUNCTIONS, fetch_worker_job
 from bot.runs.service import RunService
 from tests.support.harness import make_options
 
@@ -63,3 +64,17 @@ def test_an_expiry_job_is_scheduled_for_its_time_and_again_when_it_came_early(
     assert abs(registry.get_scheduled_time(first).timestamp() - expires_at) < 1
     assert registry.get_scheduled_time(again).timestamp() < expires_at - 500
     assert service.queue.count == 0
+
+
+def test_every_job_a_worker_runs_is_named_by_the_path_of_its_function() -> None:
+    # Jobs are enqueued by these names and allowed by them: a renamed or moved job function
+    # must fail here, not in a worker that refuses it or cannot import it.
+    named = {
+        START: jobs.start,
+        RESUME: jobs.resume,
+        EXPIRE_APPROVAL: jobs.expire_approval,
+        "bot.alerts.jobs.handle_notification": alert_jobs.handle_notification,
+    }
+    assert set(named) == WORKER_FUNCTIONS
+    for name, function in named.items():
+        assert f"{function.__module__}.{function.__qualname__}" == name

@@ -15,7 +15,7 @@ from agent.redis_memory import RedisMemory
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.types import Message, Request, RunStatus
 from bot.keys import Keys
-from bot.runs.audit import AuditKind
+from bot.observability.audit import AuditKind
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.presenter import InMemoryPresenter, RunRef
 from bot.runs.service import RunService

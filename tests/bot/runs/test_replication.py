@@ -30,7 +30,6 @@ def settings_of(group: SentinelGroup) -> Settings:
         redis_url="redis://127.0.0.1:9/0",
         redis_sentinels=group.addresses,
         redis_sentinel_master=MASTER_NAME,
-        redis_replica_wait_ms=TIMEOUT_MS,
     )
 
 
@@ -53,7 +52,7 @@ def test_a_write_a_replica_has_is_confirmed_and_is_on_the_replica(
 ) -> None:
     settings = settings_of(group)
     client = open_redis(settings, blocking_seconds=TIMEOUT_MS / 1000)
-    replication = Replication.from_settings(client, Keys(key_prefix), settings)
+    replication = Replication.from_settings(client, Keys(key_prefix), settings, timeout_ms=TIMEOUT_MS)
     client.set(f"{key_prefix}decision", "approved", ex=60)
     replication.confirm()
     replica = group.replica.client()
@@ -67,7 +66,7 @@ def test_with_no_replica_the_write_is_not_confirmed_within_the_timeout(
 ) -> None:
     settings = settings_of(group)
     client = open_redis(settings, blocking_seconds=TIMEOUT_MS / 1000)
-    replication = Replication.from_settings(client, Keys(key_prefix), settings)
+    replication = Replication.from_settings(client, Keys(key_prefix), settings, timeout_ms=TIMEOUT_MS)
     group.replica.kill()
     group.wait_replicas(group.master, 0)
     client.set(f"{key_prefix}decision", "approved", ex=60)

@@ -13,10 +13,10 @@ import pytest
 from agent.scripted import FunctionModel
 from agent.tooling import Tool, ToolCategory
 from agent.types import RunStatus
+from bot.policy.file import load_policy
+from bot.policy.proposals import RunPolicy
+from bot.policy.rules import AccountKind
 from bot.runs.approvals import Approval
-from bot.runs.policy import AccountKind
-from bot.runs.policy_file import load_policy
-from bot.runs.policy_tools import RunPolicy
 from bot.runs.presenter import InMemoryPresenter
 from bot.runs.queueing import worker_queue_names
 from bot.runs.record import OfferedTool

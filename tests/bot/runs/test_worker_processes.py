@@ -18,7 +18,7 @@ from rq import Queue
 from agent.redis_memory import RedisMemory
 from agent.types import RunStatus
 from bot.keys import Keys
-from bot.runs.audit import AuditKind
+from bot.observability.audit import AuditKind
 from bot.runs.queueing import fetch_worker_job
 from bot.runs.service import RunService
 from tests.bot.runtimes import executions
@@ -134,7 +134,7 @@ def test_a_stalled_worker_cannot_write_after_another_took_the_run(
 def test_a_run_that_kills_every_worker_is_given_up(
     service: RunService, worker_processes: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
-    worker_processes(CHATOPS_MAX_RUN_ATTEMPTS="3", CHATOPS_TEST_CRASH="check_health")
+    worker_processes(CHATOPS_TEST_MAX_RUN_ATTEMPTS="3", CHATOPS_TEST_CRASH="check_health")
     run_id = service.submit("C1", "1.1", requester="U_REQ", text="plan: check_health").run_id
     wait_until(lambda: status(service, run_id) is RunStatus.FAILED, timeout=60, what="giving up")
     assert len(executions(tmp_path / "check_health.log")) == 3

@@ -16,8 +16,8 @@ from bot.keys import Keys
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions
 from bot.settings import Settings
-from bot.slack.client import make_client
-from bot.slack.presenter import SlackPresenter
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import SlackPresenter
 from tests.bot.runtimes import file_tools, plan_model
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from slack_sdk.models.blocks import Block as SdkBlock
 
 from bot.alerts.presenter import AlertView
-from bot.slack.alert_presenter import alert_blocks
+from bot.slack.delivery.alert_presenter import alert_blocks
 from emulator.slack.blocks import block_errors
 from emulator.slack.live import live_in_message
 

@@ -1,9 +1,10 @@
-"""``bot.slack.alert_receiver`` behind sentinels: a webhook is acknowledged only once a replica has it."""
+"""``bot.web.alert_receiver`` behind sentinels: a webhook is acknowledged only once a replica has it."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.bot.alerts.test_payloads import GRAFANA_BODY
 from tests.bot.alerts.test_web_receivers import ROUTES, TOKEN, post
 from tests.support.sentinel_group import MASTER_NAME, SentinelGroup, sentinel_group
 from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import QUIET
 
 
 @pytest.fixture
@@ -31,7 +33,8 @@ def test_a_webhook_no_replica_confirmed_gets_a_503_its_sender_retries(
         redis_url="redis://127.0.0.1:9/0",  # behind sentinels its host is never used
         redis_sentinels=group.addresses,
         redis_sentinel_master=MASTER_NAME,
-        redis_replica_wait_ms=2000,  # generous: the retry must not miss a replica that is busy, not gone
+        # Generous: the retry must not miss a replica that is busy, not gone.
+        tuning=replace(QUIET, replica_wait_ms=2000),
     )
     body = json.dumps(GRAFANA_BODY).encode()
     group.replica.kill()

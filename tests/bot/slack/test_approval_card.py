@@ -22,9 +22,9 @@ from agent.tooling import ToolCategory
 from bot.keys import Keys
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.presenter import RunRef
-from bot.slack import render
-from bot.slack.presenter import SlackPresenter
-from bot.slack.verbatim import visible_json
+from bot.slack.delivery.presenter import SlackPresenter
+from bot.slack.rendering import render
+from bot.slack.rendering.verbatim import visible_json
 from emulator.slack.blocks import block_errors
 
 Blocks = list[dict[str, Any]]

@@ -14,8 +14,8 @@ from agent.scripted import ScriptedModel, tool_call
 from agent.tooling import CallTarget, ToolCategory
 from agent.types import Decision, Message, ToolCall
 from bot.runs.approvals import Approval, Approvals
-from bot.slack.approval_card import RATIONALE_SHOWN, approval_blocks, rationale_line
-from bot.slack.blockkit import texts
+from bot.slack.rendering.approval_card import RATIONALE_SHOWN, approval_blocks, rationale_line
+from bot.slack.rendering.blockkit import texts
 from tests.agent.test_run import make_config, run
 from tests.support.tools import RecordingTool
 

@@ -1,7 +1,8 @@
-"""``ApproverPolicy`` against the Slack emulator: what it caches, and that every failure denies.
+"""``Deciders`` with Slack's identity (``SlackIdentity``) against the Slack emulator: what it
+caches, and that every failure denies.
 
 The end-to-end cases (clicks through the web app) are in ``test_who_may_decide``; these pin down
-the policy's own behaviour with a clock the test moves.
+the deciders' own behaviour with a clock the test moves.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from slack_sdk import WebClient
 
 from agent.scripted import tool_call
 from agent.tooling import ToolCategory
+from bot.policy.deciders import Action, Deciders, Ruling
 from bot.runs.approvals import Approval
-from bot.slack.approvers import ApproverPolicy
+from bot.slack.policy_identity import SlackIdentity
 from emulator.slack import SlackEmulator, SlackEmulatorClient, UserSpec, WorkspaceConfig
 from tests.support.slack_workspace import SECRET, TOKEN
 
@@ -41,13 +43,32 @@ class Clock:
         return self.now
 
 
+class Rules:
+    """The questions this file asks, each through the one function (``Deciders.decide``)."""
+
+    def __init__(self, deciders: Deciders[Approval]) -> None:
+        self.deciders = deciders
+
+    def may_decide(self, user: str) -> Ruling:  # a full member and, with a list, on it
+        return self.deciders.decide(user, Action.TRANSCRIPT)
+
+    def may_approve(self, user: str, approval: Approval) -> Ruling:
+        return self.deciders.decide(user, Action.APPROVE, approval)
+
+    def may_decline(self, user: str, approval: Approval) -> Ruling:
+        return self.deciders.decide(user, Action.DECLINE, approval)
+
+    def may_supersede(self, user: str, requester: str) -> Ruling:
+        return self.deciders.decide(user, Action.SUPERSEDE, requester=requester)
+
+
 def policy(
     emulator: SlackEmulator, clock: Clock, approvers: tuple[str, ...] = (), team: str | None = TEAM
-) -> ApproverPolicy:
+) -> Rules:
     def client() -> WebClient:
         return WebClient(token=TOKEN, base_url=emulator.api_url, timeout=2)
 
-    return ApproverPolicy(approvers, client, bot_team=lambda: team, ttl=60, clock=clock)
+    return Rules(Deciders(SlackIdentity(client, bot_team=lambda: team, ttl=60, clock=clock), approvers))
 
 
 def approval(category: ToolCategory, requester: str = "U_ALICE", involved: tuple[str, ...] = ()) -> Approval:
@@ -91,10 +112,13 @@ def test_a_lookup_that_times_out_denies() -> None:
     silent = socket.create_server(("127.0.0.1", 0))  # accepts connections, never answers
     try:
         port = silent.getsockname()[1]
-        rules = ApproverPolicy(
-            (),
-            lambda: WebClient(token=TOKEN, base_url=f"http://127.0.0.1:{port}/api/", timeout=1),
-            bot_team=lambda: TEAM,
+        rules = Rules(
+            Deciders(
+                SlackIdentity(
+                    lambda: WebClient(token=TOKEN, base_url=f"http://127.0.0.1:{port}/api/", timeout=1),
+                    bot_team=lambda: TEAM,
+                )
+            )
         )
         verdict = rules.may_decide("U_ALICE")
         assert not verdict.allowed and "Could not check your Slack account" in verdict.reason

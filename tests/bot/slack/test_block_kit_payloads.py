@@ -18,9 +18,9 @@ from agent.types import RunStatus
 from bot.alerts.presenter import AlertView
 from bot.runs.approvals import Approval
 from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
-from bot.slack import render
-from bot.slack.alert_presenter import alert_blocks
-from bot.slack.blockkit import CARD_TEXT, MAX_BLOCKS, MESSAGE_TEXT, button, fit_text
+from bot.slack.delivery.alert_presenter import alert_blocks
+from bot.slack.rendering import render
+from bot.slack.rendering.blockkit import CARD_TEXT, MAX_BLOCKS, MESSAGE_TEXT, button, fit_text
 from emulator.slack.blocks import MAX_BLOCKS_TEXT, block_errors, blocks_text_length
 
 CREATED = 1_700_000_000.0

@@ -13,8 +13,8 @@ from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.presenter import CardView
-from bot.slack import render
-from bot.slack.client import make_client
+from bot.slack.delivery.client import make_client
+from bot.slack.rendering import render
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
 from tests.support.slack_workspace import CHANNEL, buttons

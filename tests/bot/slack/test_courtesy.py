@@ -8,8 +8,8 @@ from collections.abc import Callable
 import redis
 
 from bot.keys import Keys
-from bot.slack.courtesy import Allowance, CourtesyBudget
-from bot.slack.sender import RetryAfter
+from bot.slack.delivery.sender import RetryAfter
+from bot.slack.handlers.courtesy import Allowance, CourtesyBudget
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import BOT_USER
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.slack import render
+from bot.slack.rendering import render
 
 
 def test_the_reason_label_says_optional_once() -> None:

@@ -15,8 +15,8 @@ from slack_bolt import BoltRequest
 from agent.scripted import FunctionModel
 from agent.types import Request, RunStatus
 from bot.runs.early_replies import EARLY_MAX_ITEMS, EARLY_TTL_SECONDS
-from bot.slack.app import build_app
-from bot.slack.runtime import WebRuntime
+from bot.slack.handlers.app import build_app
+from bot.slack.handlers.runtime import WebRuntime
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import event_envelope, http, signed_post
 from tests.support.slack_workspace import BOT_USER, CHANNEL
@@ -230,7 +230,7 @@ def test_broadcast_replies_and_file_shares_are_injected_too(bot: SlackBot) -> No
 def test_socket_mode_requests_need_no_signature_and_are_stored_the_same_way(bot: SlackBot) -> None:
     """Socket Mode delivers the same payloads over a WebSocket (no signature); Bolt acks only a 200."""
     assert bot.runtime is not None
-    app = build_app(WebRuntime(bot.settings), socket_mode=True)
+    app = build_app(WebRuntime(bot.settings, tuning=bot.tuning), socket_mode=True)
     ts = new_ts()
     response = app.dispatch(
         BoltRequest(body=event_envelope(app_mention(ts, "plan: check_health"), "EvSock"), mode="socket_mode")
@@ -238,7 +238,8 @@ def test_socket_mode_requests_need_no_signature_and_are_stored_the_same_way(bot:
     assert response.status == 200
     assert bot.service.active_run(CHANNEL, ts)
     down = build_app(
-        WebRuntime(bot.settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})), socket_mode=True
+        WebRuntime(bot.settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"}), tuning=bot.tuning),
+        socket_mode=True,
     )
     failed = down.dispatch(
         BoltRequest(body=event_envelope(app_mention(new_ts(), "x"), "EvSock2"), mode="socket_mode")

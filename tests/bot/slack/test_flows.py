@@ -16,7 +16,7 @@ from agent.scripted import FunctionModel
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import Request, RunStatus, ToolDef
 from bot.runs.approvals import ApprovalStatus
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulatorClient
 from tests.bot.runtimes import plan_step
 from tests.support.slack_bot import SlackBot

@@ -13,7 +13,7 @@ import pytest
 
 from agent.scripted import FunctionModel
 from agent.types import Request
-from bot.slack.help import asks_for_help
+from bot.slack.handlers.help import asks_for_help
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import event_envelope, signed_post
 from tests.support.slack_workspace import BOT_USER

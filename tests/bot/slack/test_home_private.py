@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from bot.slack.home import UNCHECKED
+from bot.slack.handlers.home import UNCHECKED
 from emulator.slack import SlackEmulator
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import BOT_USER, CHANNEL, suite_workspace

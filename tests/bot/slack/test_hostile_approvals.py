@@ -21,7 +21,7 @@ from agent.scripted import ScriptedModel, tool_call
 from agent.tooling import ToolCategory
 from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.bot.runtimes import FileTool
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post

@@ -26,9 +26,9 @@ import pytest
 
 from agent.scripted import ScriptedModel, tool_call
 from agent.types import RunStatus, ToolCall
+from bot.observability.audit import AuditKind
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.support.listeners import CountingServer, counting_server
 from tests.support.resolvers import StaticResolver
 from tests.support.slack_bot import SlackBot

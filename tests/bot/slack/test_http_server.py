@@ -1,4 +1,4 @@
-"""``bot.slack.http_server``: HTTP/1.1 as clients speak it, on a real socket, with a small WSGI app.
+"""``bot.web.http_server``: HTTP/1.1 as clients speak it, on a real socket, with a small WSGI app.
 
 The server runs on an event loop in a thread of the test (the real-process tests are
 ``test_web_process.py`` and ``tests/reliability/test_slow_clients.py``); the app echoes what it
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from bot.slack import prefork
-from bot.slack.http_server import HttpServer, Limits
+from bot.web import prefork
+from bot.web.http_server import HttpServer, Limits
 
 App = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 

@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable
 
 from agent.types import RunStatus
-from bot.slack.courtesy import ALLOWANCES, Allowance, CourtesyBudget
-from bot.slack.queued_note import queued_text
+from bot.slack.handlers.courtesy import ALLOWANCES, Allowance, CourtesyBudget
+from bot.slack.handlers.queued_note import queued_text
+from bot.slack.handlers.runtime import WebTuning
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import BOT_USER
 from tests.support.waiting import wait_for
@@ -58,7 +59,7 @@ def notes(bot: SlackBot) -> dict[str, list[str]]:
 
 
 def test_a_run_no_worker_takes_gets_a_queued_note_with_its_place(make_bot: Callable[..., SlackBot]) -> None:
-    bot = make_bot(chatops_queued_note_seconds=0.3)
+    bot = make_bot(tuning=WebTuning(queued_note_seconds=0.3))
     first = bot.mention("plan: check_health")
     second = bot.say(f"<@{BOT_USER}> plan: check_health")  # a second thread, behind the first
     sent = wait_for(lambda: notes(bot) if len(notes(bot)) == 2 else None, what="two notes")
@@ -74,7 +75,7 @@ def test_a_run_no_worker_takes_gets_a_queued_note_with_its_place(make_bot: Calla
 def test_a_run_picked_up_in_time_gets_no_note(make_bot: Callable[..., SlackBot]) -> None:
     # The check is due NOTE_SECONDS after the mention is stored: long enough for the worker below to
     # have posted the card by then on a busy machine (it takes a fraction of a second on an idle one).
-    bot = make_bot(chatops_queued_note_seconds=NOTE_SECONDS)
+    bot = make_bot(tuning=WebTuning(queued_note_seconds=NOTE_SECONDS))
     ts = bot.mention("plan: check_health")
     run_id = bot.run_id(ts)
     stored = time.monotonic()
@@ -91,7 +92,7 @@ def test_ten_mentions_and_no_free_worker_each_get_eyes_at_once_and_their_place(
     make_bot: Callable[..., SlackBot],
 ) -> None:
     """The issue's case: 10 mentions, the worker busy; the last waited 37 s with no sign of life."""
-    bot = make_bot(chatops_queued_note_seconds=0.5)
+    bot = make_bot(tuning=WebTuning(queued_note_seconds=0.5))
     posted: dict[str, float] = {}
     for number in range(10):
         ts = bot.say(f"<@{BOT_USER}> plan: check_health ({number})")
@@ -123,7 +124,7 @@ def test_a_flood_of_mentions_gets_the_notes_slacks_tier_allows_and_skips_the_res
     """More mentions than the note's burst, no worker: the first get their note at once, the rest
     are skipped (counted), not queued up behind Slack's rate tier; every mention is still a run."""
     bot = make_bot(
-        chatops_queued_note_seconds=0.3,
+        tuning=WebTuning(queued_note_seconds=0.3),
         chatops_user_runs_per_window=1000,
         chatops_channel_runs_per_window=1000,
         chatops_channel_max_active_runs=1000,

@@ -16,7 +16,7 @@ import redis
 
 from bot.ops.worker import recovery_sweep
 from bot.runs.lost_runs import LOST_NOTICE
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
 from tests.support.slack_workspace import buttons

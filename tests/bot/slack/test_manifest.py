@@ -17,19 +17,19 @@ SCOPES: dict[str, str | tuple[str, ...] | None] = {
     "usergroups_users_list": "usergroups:read",
     "users_info": "users:read",
     "assistant_threads_setStatus": "chat:write",  # Slack accepts chat:write (assistant:write is being retired)
-    # The lost-run check reads threads of public and private channels (bot/slack/lost_cards.py).
+    # The lost-run check reads threads of public and private channels (bot/slack/delivery/lost_cards.py).
     "conversations_replies": ("channels:history", "groups:history"),
     "conversations_history": ("channels:history", "groups:history"),
     # ... of the channels the bot is in, when CHATOPS_CHANNELS does not name them.
     "users_conversations": ("channels:read", "groups:read"),
     "views_open": None,
-    "views_publish": None,  # the App Home tab (bot/slack/home.py)
+    "views_publish": None,  # the App Home tab (bot/slack/handlers/home.py)
     "auth_test": None,
-    # Answers streamed into the thread (bot/slack/streaming.py).
+    # Answers streamed into the thread (bot/slack/delivery/streaming.py).
     "chat_startStream": "chat:write",
     "chat_appendStream": "chat:write",
     "chat_stopStream": "chat:write",
-    # An answer too long for a few messages is attached as a file (bot/slack/answers.py).
+    # An answer too long for a few messages is attached as a file (bot/slack/delivery/answers.py).
     "files_upload_v2": "files:write",
 }
 # Bolt listener -> the event subscriptions (and their scopes) it needs.
@@ -41,7 +41,7 @@ EVENTS: dict[str, dict[str, str | None]] = {
 
 
 def methods_called() -> set[str]:
-    source = "\n".join(p.read_text() for p in (ROOT / "bot" / "slack").glob("*.py"))
+    source = "\n".join(p.read_text() for p in (ROOT / "bot" / "slack").rglob("*.py"))
     return set(
         re.findall(
             r"\.(chat_\w+|reactions_\w+|usergroups_\w+|assistant_\w+|views_\w+|auth_test|"
@@ -52,7 +52,7 @@ def methods_called() -> set[str]:
 
 
 def listeners() -> set[str]:
-    source = (ROOT / "bot" / "slack" / "app.py").read_text()
+    source = (ROOT / "bot" / "slack" / "handlers" / "app.py").read_text()
     return set(re.findall(r'app\.event\("(\w+)"\)', source))
 
 
@@ -67,8 +67,8 @@ def test_the_manifest_has_exactly_the_scopes_the_code_needs() -> None:
         needed |= {scope} if isinstance(scope, str) else set(scope or ())
     for listener in listeners():
         needed |= {scope for scope in EVENTS[listener].values() if scope}
-    if "register_break_glass(app" in (ROOT / "bot" / "slack" / "app.py").read_text():
-        needed.add("commands")  # the /ops slash command (bot/slack/break_glass.py)
+    if "register_break_glass(app" in (ROOT / "bot" / "slack" / "handlers" / "app.py").read_text():
+        needed.add("commands")  # the /ops slash command (bot/slack/handlers/break_glass.py)
         assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/ops"]
     assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(needed)
 

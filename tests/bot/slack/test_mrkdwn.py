@@ -7,7 +7,16 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.slack.mrkdwn import WORD_JOINER, escape, inert, link, mention, split_mrkdwn, to_mrkdwn, truncate
+from bot.slack.rendering.mrkdwn import (
+    WORD_JOINER,
+    escape,
+    inert,
+    link,
+    mention,
+    split_mrkdwn,
+    to_mrkdwn,
+    truncate,
+)
 from emulator.slack.live import live_in_text
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from agent.tooling import ToolCategory
 from agent.types import ToolCall
 from bot.runs.approvals import Approvals
-from bot.slack import render
-from bot.slack.people import name_people, run_people
+from bot.slack.rendering import render
+from bot.slack.rendering.people import name_people, run_people
 
 
 def test_the_deciders_id_in_an_answer_becomes_a_mention() -> None:
@@ -36,7 +36,7 @@ def test_a_model_cannot_make_a_system_decider_a_mention() -> None:
 
 def test_a_decision_reason_names_the_approvals_people_and_nobody_else() -> None:
     from bot.runs.approvals import ApprovalStatus
-    from bot.slack.approval_card import decision_line
+    from bot.slack.rendering.approval_card import decision_line
 
     call = ToolCall(id="x1", name="service_restart", arguments="{}")
     approval = Approvals.draft("r1", call, ToolCategory.MUTATING, requester="U_ALICE").model_copy(

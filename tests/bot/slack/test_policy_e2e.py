@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +21,19 @@ from agent.redis_util import as_text
 from agent.scripted import FunctionModel, ScriptedModel, ScriptItem, last_tool_output, tool_call
 from agent.tooling import CallTarget, ToolCategory, ToolResult
 from agent.types import Request, RunStatus, ToolDef
+from bot.observability.audit import AuditKind
 from bot.ops.cli import build_parser
 from bot.ops.policy_cli import run_cli
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind
-from bot.slack import render
-from bot.slack.actions import Interactions
-from bot.slack.runtime import WebRuntime
+from bot.slack.handlers.actions import Interactions
+from bot.slack.handlers.runtime import WebRuntime
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, UserSpec
 from emulator.slack.config import UserGroupSpec
 from tests.bot.runtimes import PLAN_PREFIX, executions
 from tests.bot.slack.test_clicks import approval_id_of, notes_to, status
 from tests.support.slack_bot import SlackBot
-from tests.support.slack_workspace import BOT_USER, CHANNEL, buttons, suite_workspace
+from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, buttons, suite_workspace
 from tests.support.waiting import wait_for
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "POLICY.md"
@@ -155,7 +155,7 @@ def bot(make_bot: Callable[..., SlackBot], tmp_path: Path, model: TargetPlanMode
         models=[FunctionModel(model.step, model="plan")],
         tools=tools,
         chatops_policy_file=str(policy),
-        chatops_approver_cache_seconds=0,
+        tuning=replace(QUIET, approver_cache_seconds=0),
         chatops_runner_secret=SECRET,  # seals each approval's facts (bot.runs.approval_seal)
     )
 
@@ -431,7 +431,7 @@ def test_break_glass_is_for_the_named_group_announced_audited_and_expires(
 
     ts, _ = start(bot, "U_ALICE", "service_restart@web-03")
     later = card_of(bot, ts)
-    web = WebRuntime(bot.settings)
+    web = WebRuntime(bot.settings, tuning=bot.tuning)
     expired = Interactions(web, clock=lambda: time.time() + 31 * 60)  # 30 minutes are over
     reply = expired.approve(approval_id_of(later), "U_BOB", (CHANNEL, later["ts"]))
     assert reply.note is not None and "lets only <!subteam^S_SRE_LEADS>" in reply.note

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from agent.redis_util import as_text
 from bot.fleet.grants import Grant
+from bot.policy.rules import Requirement
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.policy import Requirement
 from tests.bot.runtimes import executions
 from tests.bot.slack.test_clicks import approval_id_of, notes_to, status
 from tests.bot.slack.test_policy_e2e import approve, bot, card_of, emulator, model, start

@@ -15,9 +15,9 @@ from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
 from bot.keys import Keys
 from bot.runs.presenter import CardView, RunRef, Step, StepStatus
-from bot.slack.client import make_client
-from bot.slack.presenter import STATUS_TEXT, SlackPresenter
-from bot.slack.sender import SlackSender
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import STATUS_TEXT, SlackPresenter
+from bot.slack.delivery.sender import SlackSender
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import CHANNEL, make_settings, presenter_on

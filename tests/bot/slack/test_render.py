@@ -12,7 +12,7 @@ from agent.tooling import ToolCategory
 from agent.types import RunStatus
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.presenter import CardView, Step, StepStatus, StopNotice
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack.blocks import block_errors
 
 HUGE = "x" * 50_000

@@ -17,10 +17,10 @@ from slack_sdk.errors import SlackApiError
 from agent.types import RunStatus
 from bot.keys import Keys
 from bot.runs.presenter import CardView, RunRef, Step, StepStatus, Undeliverable
-from bot.slack import thread_status
-from bot.slack.answers import ANSWER_MESSAGES
-from bot.slack.client import make_client
-from bot.slack.presenter import STATUS_TEXT, SlackPresenter
+from bot.slack.delivery import thread_status
+from bot.slack.delivery.answers import ANSWER_MESSAGES
+from bot.slack.delivery.client import make_client
+from bot.slack.delivery.presenter import STATUS_TEXT, SlackPresenter
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 from emulator.slack.config import DEFAULT_SCOPES
 from tests.support.slack_bot import SlackBot, drain_sender
@@ -233,7 +233,7 @@ def test_a_refusal_of_the_method_itself_covers_the_workspace_for_an_hour_not_a_d
 def test_app_rate_limited_is_answered_200_and_logged(
     bot: SlackBot, control: SlackEmulatorClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="bot.slack.callbacks"):
+    with caplog.at_level(logging.ERROR, logger="bot.slack.handlers.callbacks"):
         answer = control.send_app_rate_limited(1_700_000_040)
     assert (answer["ok"], answer["status"]) == (True, 200)
     assert any("2023-11-14 22:14 UTC" in r.getMessage() for r in caplog.records)

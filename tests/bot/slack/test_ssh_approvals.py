@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from bot.settings import Settings
 from tests.bot.slack.test_clicks import approval_id_of, status
 from tests.bot.slack.test_policy_e2e import TargetPlanModel, approve, card_of, emulator, model, start
 from tests.support.slack_bot import SlackBot
-from tests.support.slack_workspace import CHANNEL
+from tests.support.slack_workspace import CHANNEL, QUIET
 from tests.support.sshd import SshServer, start_sshd
 from tests.support.waiting import wait_for
 from tools.registry import build_registry_from_settings
@@ -103,7 +104,7 @@ def bot(
         yield make_bot(
             models=[FunctionModel(model.step, model="plan")],
             tools=fleet.tools_for(CHANNEL),
-            chatops_approver_cache_seconds=0,
+            tuning=replace(QUIET, approver_cache_seconds=0),
             **{name: str(value) for name, value in files.items()},
         )
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.slack.stream_text import inert_markdown, plain_markdown
+from bot.slack.rendering.stream_text import inert_markdown, plain_markdown
 from tests.bot.slack.test_streaming import HOSTILE
 
 

@@ -24,18 +24,18 @@ from agent.scripted import ScriptedModel, tool_call
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
 from bot.keys import Keys
-from bot.runs.audit import AuditKind
-from bot.runs.metrics import ANSWER_FEEDBACK, MetricsStore
+from bot.observability.audit import AuditKind
+from bot.observability.metrics import ANSWER_FEEDBACK, MetricsStore
 from bot.runs.presenter import CardView, RunRef, Step, StepStatus
-from bot.slack import render
-from bot.slack.feedback import ACTION_FEEDBACK, FeedbackOutcome
-from bot.slack.presenter import SlackPresenter
-from bot.slack.streaming import (
+from bot.slack.delivery.presenter import SlackPresenter
+from bot.slack.delivery.streaming import (
     APPEND_INTERVAL,
     LOADING_MESSAGES,
     MAX_STREAM_TEXT,
     AnswerStreams,
 )
+from bot.slack.handlers.feedback import ACTION_FEEDBACK, FeedbackOutcome
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import BOT_USER, CHANNEL, TOKEN, suite_workspace
@@ -154,7 +154,7 @@ def test_forged_feedback_counts_nothing(streaming_bot: SlackBot) -> None:
     ts = bot.mention("plan: check_health")
     run_id = bot.run_id(ts)
     bot.work()
-    from bot.slack.feedback import Feedback
+    from bot.slack.handlers.feedback import Feedback
 
     service = bot.service
     feedback = Feedback(bot.redis, bot.keys, service, service.audit, _metrics(bot), retention_seconds=60)
@@ -304,7 +304,7 @@ def test_an_answer_too_long_for_a_stream_is_left_to_the_posted_path(
 
 
 def _metrics(bot: SlackBot) -> Any:
-    from bot.runs.metrics import RunMetrics
+    from bot.observability.metrics import RunMetrics
 
     return RunMetrics.for_redis(bot.redis, bot.keys)
 

@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from rq import Queue
 
-from agent.llm import LLMClient
+from agent.models.openai_client import LLMClient
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
+from bot.observability.audit import AuditKind
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.audit import AuditKind
 from bot.runs.thread_history import QUOTE
-from bot.slack import render
-from bot.slack.runtime import WebRuntime
-from bot.slack.web import WebApp
-from emulator.openai_server import OpenAIServer, Reply, ScriptedToolCall
+from bot.slack.handlers.runtime import WebRuntime
+from bot.slack.rendering import render
+from bot.web.server import WebApp
+from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall
 from tests.support.slack_bot import PreviewedFileTool, SlackBot
 from tests.support.slack_http import event_envelope, signed_post
 from tests.support.slack_workspace import CHANNEL, buttons
@@ -241,7 +241,7 @@ def test_a_replayed_reply_starts_one_run_across_two_web_processes(
     llm.enqueue(*check_then_answer(QUESTION), Reply(text="Looking at web-03."))
     bot = make_bot(models=[client(llm)], tools=[DiskTool(DISK)])
     ts, earlier = first_run(bot)
-    other = WebServer(WebApp(WebRuntime(bot.settings)))
+    other = WebServer(WebApp(WebRuntime(bot.settings, tuning=bot.tuning)))
     try:
         reply = bot.say("web-03, sorry", user="U_BOB", thread_ts=ts)
         event = {

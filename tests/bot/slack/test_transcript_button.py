@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from agent.types import RunStatus
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.bot.slack.test_clicks import notes_to
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import CHANNEL, buttons

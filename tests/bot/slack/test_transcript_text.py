@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.runs.transcript import ApprovalView, CallView, Step, Transcript
-from bot.slack.transcript_text import MESSAGE_CHARS, transcript_messages, transcript_text
+from bot.observability.transcript import ApprovalView, CallView, Step, Transcript
+from bot.slack.rendering.transcript_text import MESSAGE_CHARS, transcript_messages, transcript_text
 
 HOSTILE = "<!channel> <@U_CEO> *URGENT* <https://evil.example|runbook> @here ```x```"
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.slack.mrkdwn import escape
-from bot.slack.verbatim import code_pieces, slack_length, visible_json, visible_text
+from bot.slack.rendering.mrkdwn import escape
+from bot.slack.rendering.verbatim import code_pieces, slack_length, visible_json, visible_text
 
 ROOM = 200
 

@@ -20,7 +20,7 @@ from agent.types import RunStatus
 from bot.keys import Keys
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.bot.runtimes import executions
 from tests.bot.slack.web_process import chatops_processes, health

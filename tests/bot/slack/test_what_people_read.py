@@ -19,7 +19,7 @@ from agent.arguments import confirmed_by
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
 from bot.runs.approvals import ApprovalStatus
-from bot.slack import render
+from bot.slack.rendering import render
 from tests.bot.runtimes import file_tools
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_workspace import buttons

@@ -14,18 +14,19 @@ from __future__ import annotations
 import json
 import urllib.parse
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from agent.types import RunStatus
 from bot.runs.approvals import ApprovalStatus
-from bot.slack import render
+from bot.slack.rendering import render
 from emulator.slack import SlackEmulator, UserSpec
 from tests.bot.slack.test_clicks import approval_id_of, notes_to, pending_card, status
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
-from tests.support.slack_workspace import CHANNEL, buttons, suite_workspace
+from tests.support.slack_workspace import CHANNEL, QUIET, buttons, suite_workspace
 from tests.support.waiting import wait_for
 
 PEOPLE: dict[str, str | UserSpec] = {
@@ -151,7 +152,7 @@ def test_a_member_who_left_the_approver_group_cannot_approve_while_the_group_can
     make_bot: Callable[..., SlackBot],
 ) -> None:
     # A zero trust period: every click re-reads the group (and the cached list is always stale).
-    bot = make_bot(chatops_approvers="S_ONCALL", chatops_approver_cache_seconds=0)
+    bot = make_bot(chatops_approvers="S_ONCALL", tuning=replace(QUIET, approver_cache_seconds=0))
     _, run_id, card = pending_card(bot, "U_BOB", "restart_service")
     approval_id = approval_id_of(card)
     bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)

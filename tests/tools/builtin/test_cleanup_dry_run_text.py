@@ -16,7 +16,7 @@ import pytest
 
 from agent.tooling import ToolCategory
 from bot.runs.approvals import Approval
-from bot.slack import render
+from bot.slack.rendering import render
 from tools.builtin.cleanup import cleanup_tools, shown_name
 from tools.paths import AllowedDirs
 

@@ -13,6 +13,7 @@ import pytest
 
 from tools.catalog import load_catalog
 from tools.errors import CatalogError, SshConnectionError
+from tools.placement import WORKER, Placement
 from tools.process import CommandResult
 
 CATALOG = """
@@ -181,3 +182,66 @@ def test_the_documented_ssh_example_loads(tmp_path: Path) -> None:
     example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     catalog = load_catalog(write(tmp_path, "tools:\n" + example), env={})
     assert [spec.name for spec in catalog.specs_for("ssh")] == ["disk_report"]
+
+
+def test_where_a_catalog_tool_runs_follows_from_what_it_does(tmp_path: Path) -> None:
+    catalog = load_catalog(write(tmp_path, CATALOG), env={})
+    placed = {tool.name: tool.placement for tool in catalog.tools}
+    assert placed == {
+        "uptime": Placement.target("runner", "local"),
+        "purge_queue": Placement.target("ssh", "runner"),
+        "health": WORKER,  # its request leaves from the worker, whatever its targets say
+    }
+    rebuilt = catalog.build_for_runner(catalog.specs["purge_queue"], RecordingRunner())
+    assert rebuilt.placement == placed["purge_queue"]
+
+
+def test_a_command_tool_cannot_claim_to_run_in_the_worker(tmp_path: Path) -> None:
+    # A catalog author (or whoever edits the file) claims the worker for a command: a call would
+    # then run it on the bot's own host whatever target the model named. Refused at start-up.
+    assert_problem(
+        tmp_path,
+        """
+        - name: wipe
+          description: d
+          category: read_only
+          placement: worker
+          run: ["rm", "-rf", "/var/spool/mail"]
+        """,
+        "tool 'wipe', field 'placement': a run: tool runs its command on the call's target",
+    )
+    assert_problem(
+        tmp_path,
+        """
+        - name: health
+          description: d
+          category: read_only
+          placement: target
+          http: {url: "https://status.example.com/health"}
+        """,
+        "tool 'health', field 'placement': an http: tool's request leaves from the worker",
+    )
+    assert_problem(
+        tmp_path,
+        """
+        - name: wipe
+          description: d
+          category: read_only
+          placement: anywhere
+          run: ["rm", "-rf", "/var/spool/mail"]
+        """,
+        "tool 'wipe', field 'placement': Input should be 'target' or 'worker'",
+    )
+
+
+def test_saying_what_a_tool_does_anyway_is_accepted(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        tools:
+          - {name: up, description: d, category: read_only, placement: target, run: ["uptime"]}
+          - {name: ping, description: d, category: read_only, placement: worker, http: {url: "https://a.example/"}}
+        """,
+    )
+    placed = {tool.name: tool.placement for tool in load_catalog(path, env={}).tools}
+    assert placed == {"up": Placement.target("runner", "local"), "ping": WORKER}

@@ -20,8 +20,9 @@ from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.tooling import ToolCategory, call_category
 from agent.types import Request
 from bot.keys import Keys
+from bot.policy.deciders import Action, Deciders
 from bot.runs.presenter import InMemoryPresenter
-from bot.slack.approvers import ApproverPolicy
+from bot.slack.policy_identity import SlackIdentity
 from tests.support.harness import Harness, make_options
 from tests.tools.mcp.conftest import ROOT, git, make_repo, staged
 from tools.config import ToolsConfig
@@ -197,8 +198,8 @@ def test_git_reset_waits_for_approval_and_runs_once_after_approve(
     assert len(asked) == 1 and asked[0].tool == "git_git_reset"
     assert staged(engine_repo) == ["new.txt"]  # nothing ran before the click
     assert asked[0].category is ToolCategory.DESTRUCTIVE and "no dry run" in (asked[0].preview or "")
-    policy = ApproverPolicy([], client_factory=lambda: None, bot_team=lambda: None)  # type: ignore[arg-type,return-value]
-    assert not policy.may_approve("U_REQ", asked[0]).allowed  # the requester may not approve it
+    policy = Deciders(SlackIdentity(client_factory=lambda: None, bot_team=lambda: None))  # type: ignore[arg-type,return-value]
+    assert not policy.decide("U_REQ", Action.APPROVE, asked[0]).allowed  # the requester may not approve it
     assert harness.service.lifecycle.decide(asked[0].id, user="U_APPROVER", approve=True).won
     harness.work()
     assert staged(engine_repo) == []

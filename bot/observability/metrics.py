@@ -1,0 +1,386 @@
+"""Prometheus metrics kept in Redis, so every worker process on every host adds to the same numbers.
+
+Why Redis and not ``prometheus_client``'s multiprocess mode: that mode shares numbers through
+files in ``PROMETHEUS_MULTIPROC_DIR``, so it only aggregates processes on one host, and RQ forks a
+new work horse for every job, which leaves one file set per job to be cleaned up. chatops already
+needs one Redis shared by the web process and every worker, so workers add to Redis hashes
+(``HINCRBYFLOAT``, one ``MULTI`` per observation) and the web process reads them at scrape time
+through a custom collector (``bot.observability.metrics_collector``). The numbers survive process restarts and
+reset only when Redis loses them (Prometheus treats that as a counter reset).
+
+Layout, one hash per metric under the deployment's key prefix::
+
+    {prefix}metrics:{name}   counter: field = JSON list of label values -> value
+                             histogram: "{labels}\\t{i}" -> observations in bucket i (not
+                             cumulative; i = len(buckets) is +Inf), "{labels}\\tsum", "{labels}\\tcount"
+
+Recording never breaks the caller: a Redis failure is logged (at most once a minute) and dropped.
+Label values that come from outside (tool names the model invents) are bounded by the callers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+
+from agent.chat import ChatModel, DonePart, StreamPart
+from agent.errors import LLMError
+from agent.events import ToolEnd
+from agent.models.openai_client import RetryNotice
+from agent.types import Request, Response, RunResult, Usage
+from bot.keys import Keys
+from bot.redis_connection import RedisTarget, open_redis
+from tools.fork_local import ForkLocal
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["counter", "histogram"]
+MAX_LABEL_CHARS = 100
+UNKNOWN_TOOL = "(unknown)"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One metric: Prometheus name (counters without ``_total``), help, label names, buckets."""
+
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+
+RUNS_STARTED = Spec("chatops_runs_started", "counter", "Runs a worker started working on.")
+RUNS_FINISHED = Spec("chatops_runs_finished", "counter", "Runs that ended, by final status.", ("status",))
+RUN_ITERATIONS = Spec(
+    "chatops_run_iterations",
+    "histogram",
+    "Model requests (iterations) per finished run.",
+    (),
+    (1, 2, 3, 5, 8, 13, 20, 30, 50),
+)
+LLM_TOKENS = Spec(
+    "chatops_llm_tokens",
+    "counter",
+    "Tokens by model and kind (prompt, completion, cache_read, cache_write; prompt includes both caches).",
+    ("model", "kind"),
+)
+LLM_DURATION = Spec(
+    "chatops_llm_request_duration_seconds",
+    "histogram",
+    "Time a run waited for one model answer (retries included), by model and outcome.",
+    ("model", "outcome"),
+    (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120),
+)
+LLM_RETRIES = Spec(
+    "chatops_llm_retries", "counter", "Model requests retried after a transient failure.", ("model", "reason")
+)
+TOOL_CALLS = Spec(
+    "chatops_tool_calls",
+    "counter",
+    "Tool calls by tool and outcome (ok, error, refused).",
+    ("tool", "outcome"),
+)
+TOOL_DURATION = Spec(
+    "chatops_tool_duration_seconds",
+    "histogram",
+    "Time tools took, by tool (calls that ran).",
+    ("tool",),
+    (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+APPROVALS_REQUESTED = Spec(
+    "chatops_approvals_requested", "counter", "Approvals asked for, by tool category.", ("category",)
+)
+APPROVALS_DECIDED = Spec(
+    "chatops_approvals_decided",
+    "counter",
+    "Approvals a run acted on, by decision (approved, declined, expired, superseded).",
+    ("decision",),
+)
+APPROVAL_WAIT = Spec(
+    "chatops_approval_wait_seconds",
+    "histogram",
+    "Time from an approval request to its decision, by decision.",
+    ("decision",),
+    (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200),
+)
+MESSAGES_INJECTED = Spec("chatops_messages_injected", "counter", "Thread replies injected into running runs.")
+SLACK_ERRORS = Spec(
+    "chatops_slack_api_errors",
+    "counter",
+    "Slack Web API calls that failed (after retries), by method and error.",
+    ("method", "error"),
+)
+ANSWER_FEEDBACK = Spec(
+    "chatops_answer_feedback",
+    "counter",
+    "Feedback buttons pressed under streamed answers, by value (positive, negative), once per person and run.",
+    ("value",),
+)
+WEBHOOK_REPLAYS = Spec(
+    "chatops_webhook_replays",
+    "counter",
+    "Alert webhook deliveries received again, by source and outcome (ignored: answered 200, no effect; "
+    "refused: older than the replay window).",
+    ("source", "outcome"),
+)
+SPECS = (
+    RUNS_STARTED,
+    RUNS_FINISHED,
+    RUN_ITERATIONS,
+    LLM_TOKENS,
+    LLM_DURATION,
+    LLM_RETRIES,
+    TOOL_CALLS,
+    TOOL_DURATION,
+    APPROVALS_REQUESTED,
+    APPROVALS_DECIDED,
+    APPROVAL_WAIT,
+    MESSAGES_INJECTED,
+    SLACK_ERRORS,
+    ANSWER_FEEDBACK,
+    WEBHOOK_REPLAYS,
+)
+
+
+def metric_key(keys: Keys, spec: Spec) -> str:
+    """The Redis hash of one metric (next to the rest of the deployment's keys)."""
+    return keys.metrics(spec.name)
+
+
+def _labels(spec: Spec, labels: dict[str, str]) -> str:
+    if set(labels) != set(spec.labels):
+        raise ValueError(f"{spec.name} takes labels {spec.labels}, got {tuple(labels)}")
+    return json.dumps([str(labels[name])[:MAX_LABEL_CHARS] for name in spec.labels])
+
+
+class MetricsStore:
+    """Adds to the metric hashes. Every method swallows Redis failures (logged, rate-limited)."""
+
+    def __init__(self, redis_client: redis.Redis, keys: Keys) -> None:
+        self._redis = redis_client
+        self._keys = keys
+        self._last_failure = float("-inf")
+
+    def inc(self, spec: Spec, amount: float = 1.0, **labels: str) -> None:
+        if spec.kind != "counter":
+            raise ValueError(f"{spec.name} is a {spec.kind}")
+        field = _labels(spec, labels)
+        self._write(lambda pipe: pipe.hincrbyfloat(metric_key(self._keys, spec), field, amount))
+
+    def observe(self, spec: Spec, value: float, **labels: str) -> None:
+        if spec.kind != "histogram":
+            raise ValueError(f"{spec.name} is a {spec.kind}")
+        field = _labels(spec, labels)
+        bucket = bisect.bisect_left(spec.buckets, value)  # first bound >= value, else +Inf
+        key = metric_key(self._keys, spec)
+
+        def write(pipe: Any) -> None:
+            pipe.hincrby(key, f"{field}\t{bucket}", 1)
+            pipe.hincrbyfloat(key, f"{field}\tsum", value)
+            pipe.hincrby(key, f"{field}\tcount", 1)
+
+        self._write(write)
+
+    def _write(self, commands: Callable[[Any], object]) -> None:
+        try:
+            pipe = self._redis.pipeline(transaction=True)
+            commands(pipe)
+            pipe.execute()
+        except redis.RedisError as error:
+            now = time.monotonic()
+            if now - self._last_failure > 60:
+                log.warning("metrics not recorded (Redis failed): %s", error)
+            self._last_failure = now
+
+    def read(self) -> dict[Spec, dict[str, str]]:
+        """Every metric hash (raises ``RedisError``: the collector reports Redis as down)."""
+        pipe = self._redis.pipeline(transaction=False)
+        for spec in SPECS:
+            pipe.hgetall(metric_key(self._keys, spec))
+        decoded: dict[Spec, dict[str, str]] = {}
+        for spec, raw in zip(SPECS, pipe.execute(), strict=True):
+            decoded[spec] = {_text(k): _text(v) for k, v in raw.items()}
+        return decoded
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def error_kind(error: BaseException) -> str:
+    """``RateLimitedError`` -> ``rate_limited``: a short, bounded label for an exception class."""
+    name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
+    return name.removesuffix("_error") or name
+
+
+class RunMetrics:
+    """What the worker records, in the words of the run. ``RunMetrics(None)`` records nothing."""
+
+    def __init__(self, store: MetricsStore | None, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self._clock = clock
+
+    @classmethod
+    def for_redis(cls, redis_client: redis.Redis, keys: Keys, *, enabled: bool = True) -> RunMetrics:
+        return cls(MetricsStore(redis_client, keys) if enabled else None)
+
+    def run_started(self) -> None:
+        if self.store:
+            self.store.inc(RUNS_STARTED)
+
+    def run_finished(self, result: RunResult) -> None:
+        if self.store:
+            self.store.inc(RUNS_FINISHED, status=result.status.value)
+            self.store.observe(RUN_ITERATIONS, result.iterations)
+
+    def tool_finished(self, event: ToolEnd) -> None:
+        if not self.store:
+            return
+        tool = event.call.name if event.category is not None else UNKNOWN_TOOL
+        outcome = "refused" if not event.executed else ("error" if event.is_error else "ok")
+        self.store.inc(TOOL_CALLS, tool=tool, outcome=outcome)
+        if event.executed:
+            self.store.observe(TOOL_DURATION, event.duration_seconds, tool=tool)
+
+    def injected(self, count: int) -> None:
+        if self.store and count:
+            self.store.inc(MESSAGES_INJECTED, count)
+
+    def approval_requested(self, category: str) -> None:
+        if self.store:
+            self.store.inc(APPROVALS_REQUESTED, category=category)
+
+    def approval_decided(self, decision: str, requested_at: float, decided_at: float | None) -> None:
+        if not self.store:
+            return
+        self.store.inc(APPROVALS_DECIDED, decision=decision)
+        waited = (decided_at if decided_at is not None else self._clock()) - requested_at
+        self.store.observe(APPROVAL_WAIT, max(0.0, waited), decision=decision)
+
+    def llm_request(self, model: str, seconds: float, outcome: str, usage: Usage | None) -> None:
+        if not self.store:
+            return
+        self.store.observe(LLM_DURATION, seconds, model=model, outcome=outcome)
+        if usage is not None:
+            for kind, count in (
+                ("prompt", usage.prompt_tokens),
+                ("completion", usage.completion_tokens),
+                ("cache_read", usage.cache_read_tokens),
+                ("cache_write", usage.cache_write_tokens),
+            ):
+                if count:
+                    self.store.inc(LLM_TOKENS, count, model=model, kind=kind)
+
+    def llm_retry(self, notice: RetryNotice) -> None:
+        """``LLMClient(on_retry=...)``."""
+        if self.store:
+            self.store.inc(LLM_RETRIES, model=notice.model, reason=error_kind(notice.error))
+
+    def answer_feedback(self, value: str) -> None:
+        """A person's feedback on an answer (``positive`` or ``negative``: the caller checked it)."""
+        if self.store:
+            self.store.inc(ANSWER_FEEDBACK, value=value)
+
+    def webhook_replay(self, source: str, outcome: str) -> None:
+        """An alert webhook delivered again: ``ignored`` (a replay) or ``refused`` (too old)."""
+        if self.store:
+            self.store.inc(WEBHOOK_REPLAYS, source=source, outcome=outcome)
+
+    def slack_error(self, method: str, error: str) -> None:
+        if self.store:
+            self.store.inc(SLACK_ERRORS, method=method, error=error)
+
+
+class MeteredModel:
+    """A ``ChatModel`` that times each answer and counts its tokens (the worker wraps every model)."""
+
+    def __init__(
+        self, inner: ChatModel, metrics: RunMetrics, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.inner = inner
+        self._metrics = metrics
+        self._clock = clock
+
+    @property
+    def model(self) -> str:
+        return self.inner.model
+
+    def complete(self, request: Request) -> Response:
+        started = self._clock()
+        try:
+            response = self.inner.complete(request)
+        except Exception as error:
+            self._metrics.llm_request(self.model, self._clock() - started, _outcome(error), None)
+            raise
+        self._metrics.llm_request(self.model, self._clock() - started, "ok", response.usage)
+        return response
+
+    def stream(self, request: Request) -> Iterator[StreamPart]:
+        started = self._clock()
+        parts = self.inner.stream(request)
+        try:
+            for part in parts:
+                if isinstance(part, DonePart):
+                    usage = part.response.usage
+                    self._metrics.llm_request(self.model, self._clock() - started, "ok", usage)
+                yield part
+        except GeneratorExit:
+            raise  # the caller stopped reading (a degenerate stream): not the model's failure
+        except Exception as error:
+            self._metrics.llm_request(self.model, self._clock() - started, _outcome(error), None)
+            raise
+        finally:
+            close = getattr(parts, "close", None)
+            if close is not None:
+                close()
+
+
+def _outcome(error: BaseException) -> str:
+    return error_kind(error) if isinstance(error, LLMError) else "exception"
+
+
+# -- metrics from processes that have no runtime (the Slack client) -------------------------------------
+
+
+class LazyMetrics:
+    """A ``RunMetrics`` whose Redis connection is opened on first use, again after a fork."""
+
+    def __init__(self, target: RedisTarget, keys: Keys) -> None:
+        self._metrics = ForkLocal(lambda: RunMetrics.for_redis(open_redis(target), keys))
+
+    def get(self) -> RunMetrics:
+        return self._metrics.get()
+
+
+_lazy: dict[tuple[RedisTarget, str], LazyMetrics] = {}
+_lazy_lock = threading.Lock()
+
+
+def shared_metrics(target: RedisTarget, keys: Keys) -> LazyMetrics:
+    """One ``LazyMetrics`` per Redis (URL, or sentinels and master) and prefix in this process."""
+    with _lazy_lock:
+        return _lazy.setdefault((target, keys.prefix), LazyMetrics(target, keys))
+
+
+def slack_error_counter(
+    target: RedisTarget, keys: Keys, enabled: bool = True
+) -> Callable[[str, str], None] | None:
+    """The ``on_error`` of the bot's Slack clients (``bot.slack.delivery.client.make_client``)."""
+    if not enabled:
+        return None
+    lazy = shared_metrics(target, keys)
+
+    def count(method: str, error: str) -> None:
+        lazy.get().slack_error(method, error)
+
+    return count

@@ -1,0 +1,6 @@
+"""Getting things into Slack: the client, the sender thread, streaming, and the presenters.
+
+``client`` (the ``WebClient`` every process uses), ``sender`` (the one background thread that sends
+what may wait), ``presenter`` (a durable run in its thread) and ``alert_presenter`` (alert threads),
+``streaming`` and ``answers`` (the final answer), ``thread_status``, ``queued_note``, ``lost_cards``.
+"""

@@ -1,0 +1,6 @@
+"""What the web process does with what Slack sends: mentions, replies, clicks, commands, the Home tab.
+
+``app`` wires the Bolt listeners to the modules that decide (``events``, ``actions``, ``continuation``,
+``help``, ``feedback``, ``break_glass``, ``home``, ``callbacks``); ``runtime`` is what they share;
+``acknowledgements``, ``courtesy`` and ``follow_ups`` are the calls made after Slack has been answered.
+"""

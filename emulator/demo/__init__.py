@@ -1,0 +1,1 @@
+"""``make demo``: the whole bot on this machine with simulated hosts (``main`` starts it in order)."""

