@@ -25,6 +25,7 @@ import redis
 _GLOB = re.compile(rb"([*?\[\]\\])")
 _SCAN_COUNT = 1000
 _JOB_FAMILIES = (b"results", b"executions", b"execution")
+_REGISTRIES = (b"wip", b"finished", b"failed", b"deferred", b"scheduled", b"canceled")
 
 
 @dataclass
@@ -63,8 +64,71 @@ def prefix_keys(client: redis.Redis, prefix: str) -> set[bytes]:
     return set(_scan(client, _glob(prefix) + b"*"))
 
 
+def rq_named(client: redis.Redis, queues: Iterable[str]) -> Leftovers:
+    """The quick look (a test's end, a benchmark's, the demo's), without reading every job of a
+    shared Redis: the keys named after ``queues``, the jobs their lists and registries hold (with
+    their results and executions), the workers their sets list, and the shared-set members.
+    A job no list or registry holds any more is ``rq_leftovers``' to find (the session's check)."""
+    bases = [q.encode() for q in queues]
+    found = Leftovers()
+    for base in bases:
+        found.keys.update(_scan(client, b"rq:*" + _glob(base.decode()) + b"*"))
+    holders = [k for k in found.keys if k.split(b":")[1] in (b"queue", *_REGISTRIES, b"workers")]
+    pipe = client.pipeline(transaction=False)
+    for key in holders:
+        family = key.split(b":")[1]
+        if family == b"queue":
+            pipe.lrange(key, 0, -1)
+        elif family == b"workers":
+            pipe.smembers(key)
+        else:
+            pipe.zrange(key, 0, -1)
+    jobs: set[bytes] = set()
+    workers: set[bytes] = set()
+    for key, members in zip(holders, pipe.execute(raise_on_error=False), strict=True):
+        if isinstance(members, (list, set)):
+            (workers if key.split(b":")[1] == b"workers" else jobs).update(members)
+    # A stopped worker has left the sets but its record stays a while: read the workers' and
+    # schedulers' records (a few, unlike the jobs) for the queues they name.
+    records = [*_scan(client, b"rq:worker:*"), *_scan(client, b"rq:scheduler:*")]
+    owners = _records_of(client, records, bases)
+    workers |= {b"rq:worker:" + name for name in owners[b"worker"]}
+    schedulers = [b"rq:scheduler:" + name for name in owners[b"scheduler"]]
+    worker_keys = [k for w in workers for k in (w, w + b":executions")]
+    found.keys |= _existing(client, _job_keys(client, jobs) + worker_keys + schedulers)
+    for shared in (b"rq:queues", b"rq:workers"):
+        for raw in client.smembers(shared):
+            member = raw if isinstance(raw, bytes) else str(raw).encode()
+            if any(b in member for b in bases) or member in workers:
+                found.members.add((shared, member))
+    return found
+
+
+def _job_keys(client: redis.Redis, jobs: set[bytes]) -> list[bytes]:
+    """A job's hash, its dependents, its results, its executions (and each execution's record)."""
+    ordered = sorted(jobs)
+    pipe = client.pipeline(transaction=False)
+    for job in ordered:
+        pipe.zrange(b"rq:executions:" + job, 0, -1)
+    keys: list[bytes] = []
+    for job, executions in zip(ordered, pipe.execute(raise_on_error=False), strict=True):
+        keys += [b"rq:job:" + job, b"rq:job:" + job + b":dependents", b"rq:results:" + job]
+        keys += [b"rq:executions:" + job]
+        if isinstance(executions, list):
+            keys += [b"rq:execution:" + job + b":" + e for e in executions]
+    return keys
+
+
+def _existing(client: redis.Redis, keys: list[bytes]) -> set[bytes]:
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.exists(key)
+    return {key for key, there in zip(keys, pipe.execute(), strict=True) if there}
+
+
 def rq_leftovers(client: redis.Redis, queues: Iterable[str]) -> Leftovers:
-    """RQ's keys of the queues whose names start with one of ``queues``, and their shared-set members."""
+    """RQ's keys of the queues whose names start with one of ``queues``, and their shared-set members:
+    the thorough look, reading every job, worker and scheduler record of the Redis."""
     bases = [q.encode() for q in queues]
     found = Leftovers()
     if not bases:
@@ -115,9 +179,13 @@ def _names_owned(member: bytes, owners: dict[bytes, set[bytes]]) -> bool:
     return len(parts) == 3 and parts[2] in owners.get(parts[1], set())
 
 
-def leftovers_of(client: redis.Redis, *, prefix: str | None = None, queue: str | None = None) -> Leftovers:
-    """What one test or run (its ``prefix``, its ``queue`` base) left in ``client``'s Redis."""
-    found = rq_leftovers(client, [queue] if queue else [])
+def leftovers_of(
+    client: redis.Redis, *, prefix: str | None = None, queue: str | None = None, thorough: bool = False
+) -> Leftovers:
+    """What one test or run (its ``prefix``, its ``queue`` base) left in ``client``'s Redis
+    (``thorough``: every job record of the Redis read, see ``rq_leftovers``)."""
+    look = rq_leftovers if thorough else rq_named
+    found = look(client, [queue] if queue else [])
     if prefix:
         found.keys |= prefix_keys(client, prefix)
     return found

@@ -34,10 +34,19 @@ def test_uses_the_given_url_when_it_answers(redis_url: str) -> None:
 
 def _rq_keys_naming(client: redis.Redis, queue: str) -> set[bytes]:
     """RQ's keys whose name, or whose record's ``origin`` / ``queues`` field, names ``queue``."""
+    keys = list(client.scan_iter(match="rq:*", count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.type(key)
+        pipe.hmget(key, ["origin", "queues"])
+    answers = pipe.execute(raise_on_error=False)  # one round trip: the shared Redis holds many keys
     found = set()
-    for key in client.scan_iter(match="rq:*", count=1000):
-        fields = client.hmget(key, ["origin", "queues"]) if client.type(key) == b"hash" else []
-        if queue.encode() in key or any(f and queue.encode() in f for f in fields):
+    for index, key in enumerate(keys):
+        kind, fields = answers[2 * index], answers[2 * index + 1]
+        named = (
+            kind == b"hash" and isinstance(fields, list) and any(f and queue.encode() in f for f in fields)
+        )
+        if queue.encode() in key or named:
             found.add(key)
     return found
 
@@ -74,6 +83,7 @@ def test_a_tests_queue_and_prefix_are_removed_and_nothing_of_another_tests(redis
         found.remove(redis_client)
 
         assert not _rq_keys_naming(redis_client, mine)
+        assert not leftovers_of(redis_client, prefix=prefix, queue=mine, thorough=True)  # the session's look
         assert not any(mine.encode() in m for m in redis_client.smembers("rq:queues"))
         assert not list(redis_client.scan_iter(match=f"{prefix}*"))
         assert _rq_keys_naming(redis_client, theirs) == before_theirs

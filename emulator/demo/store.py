@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 
 from emulator.embedded_redis import RedisServer, redis_answers, start_embedded
-from emulator.redis_leftovers import prefix_keys, rq_leftovers
+from emulator.redis_leftovers import prefix_keys, rq_named
 
 
 class NoRedis(RuntimeError):
@@ -42,7 +42,7 @@ def forget_session(server: RedisServer, prefix: str, queue_names: Sequence[str])
         if server.embedded is not None:
             client.flushall()
         else:
-            found = rq_leftovers(client, queue_names)
+            found = rq_named(client, queue_names)
             found.keys |= prefix_keys(client, prefix)
             found.remove(client)
     finally:

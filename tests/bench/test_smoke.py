@@ -23,6 +23,7 @@ from tests.support.redis_cleanup import ISSUED, leftovers_of
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # each benchmark starts its web, workers and emulator: tens of seconds
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", ORDER)
 def test_benchmark_runs_in_quick_mode(name: str, tmp_path: Path, redis_url: str) -> None:

@@ -95,6 +95,7 @@ def container_environments(objects: list[Object]) -> list[tuple[str, dict[str, s
     return found
 
 
+@pytest.mark.slow  # starts each shipped container's commands as processes
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda path: path.name)
 def test_every_shipped_container_starts_with_the_kubelets_service_links_without_a_word(
     overlay: Path, redis_url: str, key_prefix: str, tmp_path: Path

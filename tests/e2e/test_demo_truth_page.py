@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from emulator.demo.commands import percent_used
 from emulator.demo.main import Demo
 from emulator.demo.system import HostSystem
@@ -15,6 +17,9 @@ from tests.e2e.test_browser import APPROVE, mention
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
+
+
+pytestmark = pytest.mark.slow  # the whole demo and a browser: a minute
 
 
 def test_the_alert_button_and_the_disk_full_story_through_the_page(

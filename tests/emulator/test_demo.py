@@ -482,7 +482,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) ->
         process.process.send_signal(signal.SIGINT)
         assert process.process.wait(timeout=40) == 0
         assert "chatops demo: stopped" in process.text()
-        _, alive = psutil.wait_procs(process.started, timeout=5)
+        _, alive = psutil.wait_procs(process.started, timeout=30)
         assert not alive, f"still running after Ctrl-C: {[p.pid for p in alive]}"
         assert (process.directory / "redis" / "redis.db").exists()  # the embedded Redis kept its data there
     finally:

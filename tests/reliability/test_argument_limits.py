@@ -97,6 +97,7 @@ def test_arbitrary_text_is_parsed_or_rejected(text: str) -> None:
     parsed_or_rejected(text, max_bytes=8, max_depth=1, max_string=2)
 
 
+@pytest.mark.slow  # 300 generated cards
 @settings(max_examples=300, deadline=None)
 @given(value=st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=6))
 def test_accepted_arguments_show_on_a_card_as_the_same_json_made_of_showable_characters(

@@ -29,6 +29,7 @@ from bot.settings import Settings
 from bot.slack.delivery.alert_presenter import SlackAlertPresenter
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.presenter import SlackPresenter
+from bot.slack.delivery.sender import process_sender
 from bot.slack.handlers.runtime import WebRuntime, WebTuning
 from bot.slack.policy_identity import worker_policy
 from emulator.slack import SlackEmulator, SlackEmulatorClient
@@ -39,6 +40,15 @@ from tests.support.waiting import wait_for, wait_until
 from tests.support.web_server import WebServer
 
 SETTLE_TIMEOUT = 30.0
+
+
+def drain_sender(run_ids: Sequence[str]) -> None:
+    """Until the process's Slack sender holds no delivery of ``run_ids`` (queued, retried, in flight)."""
+    sender = process_sender()
+    for run_id in run_ids:
+        wait_until(
+            lambda run_id=run_id: not sender.pending(run_id), SETTLE_TIMEOUT, f"run {run_id}'s deliveries"
+        )
 
 
 class PreviewedFileTool(FileTool):
@@ -183,5 +193,19 @@ class SlackBot:
         return self.control.calls(method)
 
     def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        """Stop serving once nothing of this bot still talks to Slack: the web app's work after its
+        answers and the process's sender's deliveries of its runs. A Slack error is counted under the
+        test's prefix, which is deleted when the test ends: nothing may write there afterwards."""
+        try:
+            wait_until(self.pools.idle, SETTLE_TIMEOUT, "the web app's work after its answers")
+            drain_sender(self.run_ids())
+        finally:
+            if self.server is not None:
+                self.server.close()
+
+    def run_ids(self) -> list[str]:
+        """Every run this bot stored (``{prefix}run:<id>``, not the keys under a run)."""
+        pattern = f"{self.keys.prefix}run:*"
+        skip = len(self.keys.prefix) + len("run:")
+        names = (as_text(key) or "" for key in self.redis.scan_iter(match=pattern, count=1000))
+        return [name[skip:] for name in names if ":" not in name[skip:]]

@@ -53,6 +53,7 @@ def chatops(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow  # a web, a worker and the CLI as processes
 def test_an_unreachable_models_connection_error_reaches_the_thread_runs_show_audit_and_log(
     worker_processes: Callable[..., WorkerProcess],
     emulator: SlackEmulator,

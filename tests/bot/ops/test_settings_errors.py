@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# Every test starts chatops commands as processes (each imports the whole bot): tens of seconds.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 PREFIX = "chatops: configuration error: "
 CHECKS = ("settings", "redis", "persist", "slack", "llm", "tools", "targets", "mcp")

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from agent.redis_memory import RedisMemory
@@ -38,6 +39,7 @@ def decide_in_child(
     out.put((user, result.won, result.approval.decided_by, result.approval.status.value))
 
 
+@pytest.mark.slow  # six spawned processes, each importing the bot
 def test_decisions_racing_in_processes_have_one_winner_and_the_tool_runs_once(
     harness: Harness, redis_url: str, key_prefix: str
 ) -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -22,7 +23,7 @@ from bot.slack.delivery.client import make_client
 from bot.slack.delivery.presenter import STATUS_TEXT, SlackPresenter
 from emulator.slack import SlackEmulator, SlackEmulatorClient, WorkspaceConfig
 from emulator.slack.config import DEFAULT_SCOPES
-from tests.support.slack_bot import SlackBot
+from tests.support.slack_bot import SlackBot, drain_sender
 from tests.support.slack_workspace import CHANNEL, SECRET, TOKEN, make_settings, presenter_on
 
 RUN_ID = "f" * 32
@@ -31,8 +32,9 @@ RUN_ID = "f" * 32
 @pytest.fixture
 def presenter_and_run(
     emulator: SlackEmulator, redis_client: redis.Redis, redis_url: str, key_prefix: str
-) -> tuple[SlackPresenter, RunRef]:
-    return presenter_on(emulator, redis_client, redis_url, key_prefix, run_id=RUN_ID)
+) -> Iterator[tuple[SlackPresenter, RunRef]]:
+    yield presenter_on(emulator, redis_client, redis_url, key_prefix, run_id=RUN_ID)
+    drain_sender([RUN_ID])  # nothing of the run still on its way to Slack once the test ends
 
 
 def long_answer(paragraphs: int = 60) -> str:
