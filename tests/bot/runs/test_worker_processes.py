@@ -50,7 +50,15 @@ def test_sigkill_during_a_mutating_tool_never_runs_it_twice(
 ) -> None:
     first = worker_processes(CHATOPS_TEST_SLEEP_FIRST="60")
     run_id = service.submit("C1", "1.1", requester="U_REQ", text="plan: restart_service").run_id
-    wait_until(lambda: status(service, run_id) is RunStatus.AWAITING_APPROVAL, what="the approval")
+    # The decision below is the test's own step: it waits for the suspension to be audited (the
+    # worker stores the status first, then the audit entry), so the order it asserts is the run's.
+    wait_until(
+        lambda: (
+            status(service, run_id) is RunStatus.AWAITING_APPROVAL
+            and AuditKind.RUN_SUSPENDED in [e.kind for e in service.audit.entries(run_id)]
+        ),
+        what="the approval",
+    )
     (approval,) = service.approvals.for_run(run_id)
     service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     log = tmp_path / "restart_service.log"
