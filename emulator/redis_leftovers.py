@@ -34,6 +34,9 @@ class Leftovers:
 
     keys: set[bytes] = field(default_factory=set)
     members: set[tuple[bytes, bytes]] = field(default_factory=set)
+    # A job's or worker's keys are named after its id, not its queue: the queue its record names,
+    # so that a report can say whose they were.
+    queue_of: dict[bytes, bytes] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.keys or self.members)
@@ -137,11 +140,10 @@ def rq_leftovers(client: redis.Redis, queues: Iterable[str]) -> Leftovers:
     found.keys.update(k for k in rq_keys if any(b in k for b in bases))
     owners = _records_of(client, rq_keys, bases)
     for key in rq_keys:
-        parts = key.split(b":")
-        if len(parts) >= 3 and parts[2] in owners.get(parts[1], set()):
-            found.keys.add(key)  # rq:job:ID, rq:job:ID:dependents, rq:worker:NAME:executions...
-        elif len(parts) >= 3 and parts[1] in _JOB_FAMILIES and parts[2] in owners[b"job"]:
-            found.keys.add(key)  # rq:results:ID, rq:executions:ID, rq:execution:ID:...
+        queue = _owning_queue(key, owners)
+        if queue is not None:
+            found.keys.add(key)
+            found.queue_of[key] = queue
     for shared in (b"rq:queues", b"rq:workers"):
         for raw in client.smembers(shared):
             member = raw if isinstance(raw, bytes) else raw.encode()  # a client decoding replies gives str
@@ -150,9 +152,23 @@ def rq_leftovers(client: redis.Redis, queues: Iterable[str]) -> Leftovers:
     return found
 
 
-def _records_of(client: redis.Redis, rq_keys: list[bytes], bases: list[bytes]) -> dict[bytes, set[bytes]]:
-    """``{b"job": ids, b"worker": names, b"scheduler": names}`` whose record names one of ``bases``'
-    queues (a job's ``origin``, a worker's or scheduler's comma-separated ``queues``)."""
+def _owning_queue(key: bytes, owners: dict[bytes, dict[bytes, bytes]]) -> bytes | None:
+    """The base whose record ``key`` belongs to: rq:job:ID, rq:job:ID:dependents and
+    rq:worker:NAME:executions by their family; rq:results:ID, rq:executions:ID and
+    rq:execution:ID:... by their job."""
+    parts = key.split(b":")
+    if len(parts) < 3:
+        return None
+    family = b"job" if parts[1] in _JOB_FAMILIES else parts[1]
+    return owners.get(family, {}).get(parts[2])
+
+
+def _records_of(
+    client: redis.Redis, rq_keys: list[bytes], bases: list[bytes]
+) -> dict[bytes, dict[bytes, bytes]]:
+    """``{b"job": {id: base}, b"worker": {name: base}, b"scheduler": {name: base}}`` for the records
+    that name one of ``bases``' queues (a job's ``origin``, a worker's or scheduler's
+    comma-separated ``queues``), each with the base it names."""
     records = [
         k for k in rq_keys if k.count(b":") == 2 and k.split(b":")[1] in (b"job", b"worker", b"scheduler")
     ]
@@ -161,22 +177,23 @@ def _records_of(client: redis.Redis, rq_keys: list[bytes], bases: list[bytes]) -
         pipe.type(key)
         pipe.hmget(key, ["origin", "queues"])
     answers = pipe.execute(raise_on_error=False)
-    owners: dict[bytes, set[bytes]] = {b"job": set(), b"worker": set(), b"scheduler": set()}
+    owners: dict[bytes, dict[bytes, bytes]] = {b"job": {}, b"worker": {}, b"scheduler": {}}
     for index, key in enumerate(records):
         kind, fields = answers[2 * index], answers[2 * index + 1]
         if kind != b"hash" or not isinstance(fields, list):
             continue
         named = b",".join(f for f in fields if f)
-        if any(queue.startswith(b) for queue in named.split(b",") for b in bases):
+        base = next((b for queue in named.split(b",") for b in bases if queue.startswith(b)), None)
+        if base is not None:
             _, family, name = key.split(b":")
-            owners[family].add(name)
+            owners[family][name] = base
     return owners
 
 
-def _names_owned(member: bytes, owners: dict[bytes, set[bytes]]) -> bool:
+def _names_owned(member: bytes, owners: dict[bytes, dict[bytes, bytes]]) -> bool:
     """``rq:workers`` lists ``rq:worker:NAME`` keys."""
     parts = member.split(b":")
-    return len(parts) == 3 and parts[2] in owners.get(parts[1], set())
+    return len(parts) == 3 and parts[2] in owners.get(parts[1], {})
 
 
 def leftovers_of(

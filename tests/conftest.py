@@ -56,7 +56,7 @@ def redis_server() -> Iterator[RedisServer]:
     finally:
         server.stop()
     if left:
-        names = [f"{name}  ({ISSUED.owner_of(name) or 'owner unknown'})" for name in left.names()]
+        names = [f"{name}  ({ISSUED.owner_of(name, left) or 'owner unknown'})" for name in left.names()]
         shown = "\n  ".join(names[:60]) + (f"\n  ... and {len(names) - 60} more" if len(names) > 60 else "")
         pytest.fail(f"the tests left {len(names)} Redis keys behind (now deleted):\n  {shown}", pytrace=False)
 
@@ -88,7 +88,9 @@ def queue_name(redis_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"test-{uuid.uuid4().hex[:12]}"
     ISSUED.add(queue=name, owner=request.node.nodeid)
     yield name
-    _delete_leftovers(redis_url, queue=name)
+    # The thorough look: a job whose work horse was SIGKILLed may be in no list or registry any
+    # more, and only its record still names the queue.
+    _delete_leftovers(redis_url, queue=name, thorough=True)
 
 
 @pytest.fixture
@@ -98,9 +100,11 @@ def redis_client(redis_url: str, key_prefix: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-def _delete_leftovers(redis_url: str, *, prefix: str | None = None, queue: str | None = None) -> None:
+def _delete_leftovers(
+    redis_url: str, *, prefix: str | None = None, queue: str | None = None, thorough: bool = False
+) -> None:
     client = redis.Redis.from_url(redis_url)
     try:
-        leftovers_of(client, prefix=prefix, queue=queue).remove(client)
+        leftovers_of(client, prefix=prefix, queue=queue, thorough=thorough).remove(client)
     finally:
         client.close()

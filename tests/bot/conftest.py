@@ -6,8 +6,6 @@ under the test's unique prefix and its unique queue are the root conftest's.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -20,7 +18,8 @@ import redis
 from bot.keys import Keys
 from tests.bot.runtimes import file_tools, plan_model
 from tests.support.harness import Harness, make_options
-from tests.support.worker_process import ROOT, WorkerProcess, kill_if_ours
+from tests.support.leftover_processes import family_environment
+from tests.support.worker_process import ROOT, WorkerProcess
 
 
 @pytest.fixture
@@ -54,6 +53,7 @@ def worker_processes(
             **extra_env,
         }
         log = tmp_path / f"worker-{len(started)}.log"
+        env, family = family_environment(env)
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot.ops.cli", "--env-file", str(env_file), "worker"],
             cwd=ROOT,
@@ -62,14 +62,9 @@ def worker_processes(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        started.append(WorkerProcess(proc, log))
+        started.append(WorkerProcess(proc, log, family))
         return started[-1]
 
     yield start
     for worker in started:
-        worker.kill()
-    # Work horses are forks of our workers: same command line, which names this test's env file.
-    for log in tmp_path.glob("*.log"):
-        for line in log.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
-                kill_if_ours(int(json.loads(line)["pid"]), str(env_file))
+        worker.kill()  # its work horses too

@@ -35,6 +35,7 @@ from bot.settings import Settings
 from bot.slack.handlers.runtime import WebRuntime
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.after_answer import AfterAnswerPools
+from tests.support.leftover_processes import family_environment, kill_family
 from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, SECRET, TOKEN, buttons, make_settings
 from tests.support.waiting import wait_for, wait_until
 from tests.support.web_server import QuietHandler, WebServer
@@ -48,7 +49,7 @@ class Worker:
 
     proc: subprocess.Popen[bytes]
     log: Path
-    known: set[int] = field(default_factory=set)
+    tag: str  # its environment's mark (``family_environment``), which its work horses inherit
 
     def family(self) -> list[psutil.Process]:
         """The worker and every process it forked (the work horse, the scheduler), alive now."""
@@ -57,7 +58,6 @@ class Worker:
             found = [main, *main.children(recursive=True)]
         except psutil.NoSuchProcess:
             found = []
-        self.known.update(p.pid for p in found)
         return found
 
     def horses(self) -> list[int]:
@@ -73,6 +73,7 @@ class Worker:
         for process in reversed(self.family()):
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
+        kill_family(self.tag)  # a horse that outlived an earlier kill of its worker alone
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
 
@@ -154,26 +155,21 @@ class Cluster:
 
     def start_worker(self, **env: str) -> Worker:
         log = self.directory / f"worker-{len(self.workers)}.log"
+        environment, tag = family_environment({**self.worker_env, **env})
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.reliability.procs"],
             cwd=ROOT,
-            env={**self.worker_env, **env},
+            env=environment,
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        self.workers.append(Worker(proc, log))
+        self.workers.append(Worker(proc, log, tag))
         return self.workers[-1]
 
     def close(self) -> None:
         for worker in self.workers:
-            worker.kill()
-        for worker in self.workers:  # horses that outlived their worker
-            for pid in worker.known:
-                with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                    process = psutil.Process(pid)
-                    if "tests.reliability.procs" in " ".join(process.cmdline()):
-                        process.kill()
+            worker.kill()  # horses that outlived their worker too
         if self.server is not None:
             self.server.close()
         if self._redis is not None:

@@ -18,6 +18,10 @@ import uuid
 import psutil
 
 MARK = "PYTEST_CHATOPS_SESSION"  # not CHATOPS_: the bot warns about unknown names of its own
+# One value per worker a test starts: RQ's work horse calls setsid() (a session and process group
+# of its own) and outlives a SIGKILLed worker, finishing its job and writing to Redis after the
+# test's keys were deleted; only the environment it inherited still says whose it is.
+FAMILY = "PYTEST_CHATOPS_FAMILY"
 
 # Only a hang is caught by this: a process that is on its way out (SIGTERM sent, not yet reaped)
 # is given this long to go before it counts as left behind.
@@ -83,3 +87,22 @@ def processes_left_behind(token: str) -> list[str]:
         with contextlib.suppress(psutil.Error):
             process.kill()
     return named
+
+
+def family_environment(env: dict[str, str]) -> tuple[dict[str, str], str]:
+    """``env`` with a mark of its own, for one process whose descendants ``kill_family`` must find
+    (a worker's work horses are in sessions of their own, so ``killpg`` misses them)."""
+    tag = uuid.uuid4().hex
+    return {**env, FAMILY: tag}, tag
+
+
+def kill_family(tag: str) -> None:
+    """SIGKILL every live process carrying ``tag`` (``family_environment``), whatever its session,
+    and wait until they are gone."""
+    killed = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.pid != os.getpid() and process.environ().get(FAMILY) == tag:
+                process.kill()
+                killed.append(process)
+    psutil.wait_procs(killed, timeout=10)

@@ -50,9 +50,11 @@ class Issued:
                     if name
                 )
 
-    def owner_of(self, key: str) -> str:
-        """The test whose prefix or queue ``key`` (as ``Leftovers.names`` shows it) belongs to, if known."""
-        return next((owner for name, owner in self.owners.items() if name in key), "")
+    def owner_of(self, key: str, found: Leftovers | None = None) -> str:
+        """The test whose prefix or queue ``key`` (as ``Leftovers.names`` shows it) belongs to, if known
+        (a job's or worker's key by the queue its record names, which ``found`` holds)."""
+        queue = found.queue_of.get(key.encode(), b"").decode() if found else ""
+        return next((owner for name, owner in self.owners.items() if name in key or name == queue), "")
 
 
 ISSUED = Issued()

@@ -9,6 +9,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.leftover_processes import kill_family
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -18,23 +20,15 @@ class WorkerProcess:
 
     proc: subprocess.Popen[bytes]
     log: Path
+    family: str  # its environment's mark (``family_environment``): its work horses carry it too
 
     def kill(self) -> None:
-        """SIGKILL the worker and its scheduler (the work horse has a process group of its own)."""
+        """SIGKILL the worker, its scheduler and its work horses (which have sessions of their own):
+        the machine is gone."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        kill_family(self.family)
         self.proc.wait(timeout=10)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
-
-
-def kill_if_ours(pid: int, marker: str) -> None:
-    """SIGKILL ``pid`` only if it is still one of this test's worker processes (pids get reused)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return
-    if marker in cmdline:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)

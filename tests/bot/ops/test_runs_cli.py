@@ -20,6 +20,7 @@ from bot.ops.runs_cli import run_cli
 from bot.runs.approvals import ApprovalStatus
 from bot.settings import Settings
 from tests.support.harness import Harness
+from tests.support.leftover_processes import family_environment, kill_family
 from tests.support.waiting import wait_until
 from tests.support.worker_process import WorkerProcess
 
@@ -119,7 +120,9 @@ def test_rq_info_lists_our_queue_and_worker(
     worker_name = f"ops-{queue_name}"
     worker_processes()  # a worker on our queue, as the tests start them (random name)
     harness.service.submit("C1", "1.1", requester="U_REQ", text="plan: check_health")
-    env = {**os.environ, "REDIS_URL": redis_url, "CHATOPS_REDIS_PREFIX": harness.keys.prefix}
+    env, family = family_environment(
+        {**os.environ, "REDIS_URL": redis_url, "CHATOPS_REDIS_PREFIX": harness.keys.prefix}
+    )
     named = subprocess.Popen(
         [CHATOPS, "worker", "--queue", queue_name, "--name", worker_name],
         env=env,
@@ -150,4 +153,5 @@ def test_rq_info_lists_our_queue_and_worker(
         wait_until(both_workers_listed, what="rq info to list both workers, ours ready, and an empty queue")
     finally:
         os.killpg(named.pid, signal.SIGKILL)
+        kill_family(family)  # a work horse it forked has a session of its own
         named.wait(timeout=10)
