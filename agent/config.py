@@ -77,6 +77,8 @@ class RunConfig:
     * ``max_parallel_tools``: the most read-only parallel tools running at once.
     * ``stream``: request with SSE, emit ``TextDelta`` events and watch for degenerate repetition.
     * ``clock``: wall clock for the deadline (seconds since the epoch; injected in tests).
+    * ``evidence``: give every tool result an evidence id, offer ``update_findings`` and check the
+      final answer's citations (``agent.evidence``, ``agent.findings_tool``, ``agent.citations``).
     """
 
     models: Sequence[ChatModel]
@@ -100,3 +102,4 @@ class RunConfig:
     stream: bool = False
     recover_tool_calls: bool = True
     clock: Callable[[], float] = time.time
+    evidence: bool = False

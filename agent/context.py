@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from agent.config import RunConfig
 from agent.events import Event
+from agent.evidence import EvidenceIndex, evidence_ref
 from agent.loop_detection import LoopDetector
 from agent.tooling import Tool
 from agent.types import Message, RunState, RunStatus, ToolDef
@@ -23,6 +24,9 @@ class RunContext:
     segment_started_at: float = 0.0
     _deadline_at: float = field(default=0.0, init=False)
     _held: list[Message] = field(default_factory=list, init=False)
+    _evidence: EvidenceIndex = field(default_factory=EvidenceIndex, init=False)
+    # Events to emit once what they report is stored (``emit_stored``).
+    stored_events: list[Event] = field(default_factory=list, init=False)
 
     def begin_segment(self) -> None:
         """Start counting working time; a resumed run continues the earlier segments' count."""
@@ -50,6 +54,16 @@ class RunContext:
     def emit(self, event: Event) -> None:
         if self.config.on_event is not None:
             self.config.on_event(event)
+
+    @property
+    def evidence(self) -> EvidenceIndex:
+        """The run's tool results by evidence id, up to date with the history."""
+        return self._evidence.sync(self.messages)
+
+    def next_evidence_ref(self) -> str:
+        """The next tool result's evidence id (counted in the state: stored with the result)."""
+        self.state.evidence_seq += 1
+        return evidence_ref(self.state.evidence_seq)
 
     def sync_detector(self) -> None:
         self.state.loop_window = self.detector.window

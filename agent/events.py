@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.findings import Findings
 from agent.tooling import ToolCategory
 from agent.types import Message, RunResult, ToolCall
 
@@ -45,6 +46,14 @@ class ToolEnd:
     executed: bool = True  # False when the call was refused, declined or unknown and nothing ran
     target: str | None = None  # the inventory target it ran on (``None``: no inventory)
     executor: str | None = None  # who ran it there (a runner's ``host:pid``)
+    evidence: str | None = None  # the result's evidence id (``E3``), when the run gives them
+
+
+@dataclass(frozen=True)
+class FindingsUpdated:
+    """``update_findings`` recorded new findings (as shown: verified by code); already stored."""
+
+    findings: Findings
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ Event = (
     | TextDelta
     | ToolStart
     | ToolEnd
+    | FindingsUpdated
     | Condensed
     | CondenseFailed
     | RunFinished

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from agent.calls import number_calls
 from agent.chat import ChatModel, DonePart, TextPart
+from agent.citations import check_citations
 from agent.condense import CondenseError
 from agent.config import RunConfig
 from agent.context import RunContext
@@ -27,11 +28,15 @@ from agent.errors import (
 from agent.events import (
     Condensed,
     CondenseFailed,
+    FindingsUpdated,
     IterationStarted,
     MessagesInjected,
     RunFinished,
     TextDelta,
 )
+from agent.evidence import FINDINGS_TOOL
+from agent.findings import Findings
+from agent.findings_tool import FindingsClaim, FindingsTool, verified_findings
 from agent.history import unanswered_calls
 from agent.loop_detection import LoopDetector
 from agent.recovery import RecoveryAction
@@ -67,6 +72,8 @@ def _validate(config: RunConfig) -> None:
     if not config.models:
         raise ConfigurationError("RunConfig.models needs at least one model")
     names = [tool.definition.name for tool in config.tools]
+    if config.evidence:
+        names.append(FINDINGS_TOOL)  # the runtime's own: no tool of the configuration may take its name
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ConfigurationError(f"duplicate tool names: {', '.join(duplicates)}")
@@ -80,7 +87,9 @@ class Run:
     def __init__(self, config: RunConfig) -> None:
         _validate(config)
         self._config = config
-        tools = sorted(config.tools, key=lambda tool: tool.definition.name)
+        self._findings = FindingsTool() if config.evidence else None
+        offered = [*config.tools, self._findings] if self._findings is not None else list(config.tools)
+        tools = sorted(offered, key=lambda tool: tool.definition.name)
         self._tools = {tool.definition.name: tool for tool in tools}
         # Computed once: the tool list is part of the cacheable prefix and must not change in a run.
         self._tool_defs = [tool.definition for tool in tools]
@@ -138,10 +147,22 @@ class Run:
                 state.loop_window,
             ),
         )
+        if self._findings is not None:
+            self._findings.bind(lambda claim: self._record_findings(ctx, claim))
         if fresh and (not messages or messages[0].role != "system"):
             ctx.messages = [Message.system(self._config.system_prompt), *messages]
             return ctx, True
         return ctx, False
+
+    @staticmethod
+    def _record_findings(ctx: RunContext, claim: FindingsClaim) -> Findings:
+        """``update_findings``' effect: the findings as shown, stored with the tool's result (in the
+        state of the same write) and reported once stored."""
+        version = ctx.state.findings.version + 1 if ctx.state.findings is not None else 1
+        findings = verified_findings(claim, ctx.evidence, version)
+        ctx.state.findings = findings
+        ctx.stored_events.append(FindingsUpdated(findings))
+        return findings
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -363,6 +384,8 @@ class Run:
         ctx.state.status = status
         ctx.state.output = output
         ctx.state.error = error
+        if self._config.evidence and output:  # code, not the model, says which citations hold
+            ctx.state.citations = check_citations(output, ctx.evidence)
         ctx.save_state()  # LeaseLostError escapes: another worker owns the run, this one must not report it
         result = self._result(ctx)
         ctx.emit(RunFinished(result))

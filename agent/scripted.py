@@ -9,6 +9,7 @@ Both record every request they receive.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -17,6 +18,8 @@ from typing import Any
 from agent.chat import DonePart, StreamPart, TextPart
 from agent.errors import ConfigurationError
 from agent.types import Choice, Message, Request, Response, ToolCall, Usage
+
+_EVIDENCE_LABEL = re.compile(r"^\[E[0-9]+\] ")
 
 ScriptItem = Response | Message | str | ToolCall | list[ToolCall] | BaseException
 
@@ -129,8 +132,14 @@ class FunctionModel(_RecordingModel):
 
 
 def last_tool_output(messages: Sequence[Message]) -> str | None:
-    """The newest tool result in ``messages`` (handy for scripted final answers)."""
+    """The newest tool result in ``messages`` (handy for scripted final answers), without the
+    evidence label a wire puts before it (a model behind HTTP reads ``[E3] ok``; the label is the
+    runtime's, not the tool's)."""
     for message in reversed(messages):
         if message.role == "tool":
-            return message.content
+            return (
+                _EVIDENCE_LABEL.sub("", message.content or "", count=1)
+                if message.content
+                else message.content
+            )
     return None

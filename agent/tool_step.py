@@ -366,6 +366,7 @@ class ToolStep:
         stop = False
         messages = []
         state = self._ctx.state
+        evidence = self._ctx.config.evidence
         for item in results:
             output = item.result.output or "(no output)"
             text = self._filtered(output)
@@ -383,12 +384,14 @@ class ToolStep:
                 text = LOOP_WARNING.format(count=count)
             if item.executed and item.call.name not in state.tools_used:
                 state.tools_used.append(item.call.name)
-            messages.append(self._result_message(item, text))
+            ref = self._ctx.next_evidence_ref() if evidence else None
+            messages.append(self._result_message(item, text, ref))
         if state.executing_call_id is not None:
             state.executing_call_id = None
         # Not waited for: the answer is read at the next write or read of the run (see Memory.append).
         # Until then only the model sees these results; nothing outside the run acts on them.
         self._ctx.append(messages, wait=False)
+        stored, self._ctx.stored_events = self._ctx.stored_events, []
         if not self._ctx.listening:
             return stop
         for item, message in zip(results, messages, strict=True):
@@ -402,8 +405,11 @@ class ToolStep:
                     item.executed,
                     item.result.target,
                     item.result.executor,
+                    message.meta.get("evidence"),
                 )
             )
+        for event in stored:  # what update_findings recorded, now stored with its result
+            self._ctx.emit(event)
         return stop
 
     def _filtered(self, text: str) -> str:
@@ -411,7 +417,7 @@ class ToolStep:
         return output_filter(text) if output_filter is not None else text
 
     @staticmethod
-    def _result_message(item: CallResult, text: str) -> Message:
+    def _result_message(item: CallResult, text: str, ref: str | None) -> Message:
         meta: MessageMeta = {"tool": item.call.name, "duration": round(item.duration, 3)}
         if item.result.target is not None:
             meta["target"] = item.result.target
@@ -423,9 +429,19 @@ class ToolStep:
             # History keeps the call as it ran, confirmed_by included, next to its result.
             meta["arguments"] = item.call.arguments
             meta["confirmed_by"] = confirmed_by(item.call.arguments)
+        if ref is not None:
+            meta["evidence"] = ref
         return Message.tool_result(item.call.id, text, meta)
 
     def _close(self, calls: list[ToolCall], reason: str) -> None:
         """Give every call that will not run a result, so the history stays valid to send."""
-        if calls:
-            self._ctx.append([Message.tool(call.id, NOT_RUN.format(reason=reason)) for call in calls])
+        if not calls:
+            return
+        text = NOT_RUN.format(reason=reason)
+        if self._ctx.config.evidence:
+            closed = [
+                Message.tool(c.id, text, refused=True, evidence=self._ctx.next_evidence_ref()) for c in calls
+            ]
+        else:
+            closed = [Message.tool(call.id, text) for call in calls]
+        self._ctx.append(closed)

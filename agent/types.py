@@ -16,6 +16,7 @@ from typing_extensions import TypedDict, Unpack
 from agent.arguments import TRUSTED_ARGUMENTS as TRUSTED_ARGUMENTS  # re-exported: its old home
 from agent.arguments import canonical_arguments, checked_arguments
 from agent.defaults import DEADLINE_SECONDS, MAX_CALLS_PER_TURN, MAX_ITERATIONS
+from agent.findings import Citation, Findings
 
 Role = Literal["system", "user", "assistant", "tool"]
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -108,6 +109,8 @@ class MessageMeta(TypedDict, total=False):
     arguments: str
     """A call that needed a person: its arguments as it ran, ``confirmed_by`` included."""
     confirmed_by: str | None
+    evidence: str
+    """The result's evidence id (``E3``), put before its text on the wire (``agent.evidence``)."""
 
 
 class Message(BaseModel):
@@ -316,6 +319,8 @@ class RunResult(BaseModel):
     tools_used: list[str] = Field(default_factory=list)
     model: str | None = None
     pending_call_id: str | None = None
+    findings: Findings | None = None  # as shown (``agent.findings``), with evidence ids on
+    citations: list[Citation] = Field(default_factory=list)  # the output's, checked by code
 
     @classmethod
     def from_state(cls, state: RunState, pending_call_id: str | None = None) -> RunResult:
@@ -329,6 +334,8 @@ class RunResult(BaseModel):
             tools_used=list(state.tools_used),
             model=state.model,
             pending_call_id=pending_call_id,
+            findings=state.findings,
+            citations=list(state.citations),
         )
 
 
@@ -368,5 +375,8 @@ class RunState(BaseModel):
     executing_call_id: str | None = None
     call_seq: int = 0  # tool calls numbered so far: the next call's runtime id
     dry_run: DryRun | None = None  # the dry run of the destructive call waiting for its approval
+    evidence_seq: int = 0  # tool results given an evidence id so far: the next one is E<seq + 1>
+    findings: Findings | None = None  # the last ``update_findings``, as shown (``agent.findings``)
+    citations: list[Citation] = Field(default_factory=list)  # the final answer's, checked
     output: str | None = None
     error: str | None = None

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.defaults import MAX_TOKENS
 from agent.errors import ConfigurationError
+from agent.evidence import model_text
 from agent.models.openai_wire import decode_json, encode_json, malformed, optional_str, require_object
 from agent.models.provider_errors import error_from_payload
 from agent.tool_ids import IdMapper, IdStyle
@@ -142,7 +143,7 @@ class _Turns:
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": self._ids(message.tool_call_id),
-            "content": text,
+            "content": model_text(message, "(no output)"),
         }
         if text.startswith("Error"):  # the loop's convention for failed and refused calls
             block["is_error"] = True

@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from agent.errors import ConfigurationError, MalformedResponseError
+from agent.evidence import model_text
 from agent.models.openai_dialect import (
     GEMINI_SKIP_SIGNATURE,
     OPENAI,
@@ -70,7 +71,7 @@ class _Encoder:
             return {
                 "role": "tool",
                 "tool_call_id": self._ids(message.tool_call_id),
-                "content": message.content or "",
+                "content": model_text(message),
             }
         wire: dict[str, Any] = {"role": message.role}
         if message.tool_calls:

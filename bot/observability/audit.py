@@ -87,6 +87,7 @@ class AuditKind(StrEnum):
     BREAK_GLASS = "break_glass"  # someone declared break-glass (``user``, ``until``)
     ANSWER_FEEDBACK = "answer_feedback"  # a feedback button under a streamed answer (``user``, ``value``)
     RUNNER_REFUSED = "runner_refused"  # a runner refused a job nobody may send it (``target``, ``problem``)
+    FINDINGS_UPDATED = "findings_updated"  # update_findings, as shown (``findings``: JSON, ``version``)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from agent.events import ToolEnd, ToolStart
+from agent.findings import Findings
 from agent.tool_step import DECLINED, OUTCOME_UNKNOWN_PREFIX
 from agent.tooling import ToolCategory
 from agent.types import Message, RunStatus
@@ -187,6 +188,11 @@ class Presenter(Protocol):
         ...
 
     def post_answer(self, run: RunRef, text: str) -> None: ...
+
+    def show_findings(self, run: RunRef, findings: Findings) -> None:
+        """Post the run's Findings message, or edit it in place with newer findings (coalesced:
+        only the newest version is ever sent)."""
+        ...
 
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None: ...
 
@@ -353,6 +359,9 @@ class InMemoryPresenter:
     def post_answer(self, run: RunRef, text: str) -> None:
         self._record("post_answer", run, text)
 
+    def show_findings(self, run: RunRef, findings: Findings) -> None:
+        self._record("show_findings", run, findings)
+
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
         self._record("post_stop_notice", run, notice)
 
@@ -394,6 +403,10 @@ class LoggingPresenter:
 
     def post_answer(self, run: RunRef, text: str) -> None:
         log.info("run %s: answer: %s", run.run_id, text)
+
+    def show_findings(self, run: RunRef, findings: Findings) -> None:
+        statuses = ", ".join(f"{h.id} {h.status.value}" for h in findings.hypotheses)
+        log.info("run %s: findings %s [%s]", run.run_id, findings.conclusion.value, statuses)
 
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
         log.info("run %s: stopped (%s): %s", run.run_id, notice.status.value, notice.reason)

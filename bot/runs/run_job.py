@@ -16,7 +16,7 @@ from typing import TypeVar
 from agent.arguments import confirmed_by
 from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
-from agent.events import Event, IterationStarted, ToolEnd, ToolStart
+from agent.events import Event, FindingsUpdated, IterationStarted, ToolEnd, ToolStart
 from agent.redis_memory import RedisMemory
 from agent.run import Run
 from agent.tooling import Tool
@@ -73,6 +73,16 @@ class JobEvents:
             self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
             self.metrics.tool_finished(event)
             self._update()
+        elif isinstance(event, FindingsUpdated):
+            findings = event.findings
+            self.audit.record(
+                AuditKind.FINDINGS_UPDATED,
+                self.run.run_id,
+                version=str(findings.version),
+                conclusion=findings.conclusion.value,
+                findings=findings.as_json(),
+            )
+            present(self.presenter.show_findings, self.run, findings)
 
     def injected(self, messages: Sequence[Message]) -> None:
         """Called by the loop only after the replies are in the history: now acknowledge them."""
@@ -280,6 +290,7 @@ class RunJob:
             redact=rt.redact,
             clock=rt.clock,
             max_parallel_tools=rt.options.max_parallel_tools,
+            evidence=True,  # evidence ids, update_findings, checked citations (agent.evidence)
         )
 
     def _give_up(self, memory: RedisMemory, state: RunState, attempts: int) -> RunResult:

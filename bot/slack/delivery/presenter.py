@@ -38,6 +38,7 @@ import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from agent.findings import Findings
 from agent.types import Message, RunStatus
 from bot.keys import Keys
 from bot.runs.approvals import Approval, Approvals
@@ -295,6 +296,9 @@ class SlackPresenter:
             chunks[-1] += f"\n{render.source_line(run.source_url)}"
             whole += f"\n\nAlert source: {run.source_url}"
         deliver_answer(self._client, run, chunks, whole, self._post_text)  # a few posts, or a file
+
+    def show_findings(self, run: RunRef, findings: Findings) -> None:
+        log.info("run %s: findings %s (version %d)", run.run_id, findings.conclusion.value, findings.version)
 
     def _people(self, run: RunRef) -> frozenset[str]:
         """The run's requester and deciders: IDs of theirs in the answer become mentions."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.evidence import FINDINGS_TOOL
 from agent.scripted import FunctionModel
 from agent.tooling import Tool, ToolCategory
 from agent.types import RunStatus
@@ -69,10 +70,13 @@ def work(harness: Harness, tools: Sequence[Tool], policy: RunPolicy | None = Non
 
 
 def offered(harness: Harness) -> list[list[str]]:
-    """The tool names of each model request so far."""
+    """The tool names of each model request so far, besides the runtime's own ``update_findings``
+    (offered in every request of every run)."""
     model = harness.models[0]
     assert isinstance(model, FunctionModel)
-    return [[tool.name for tool in request.tools] for request in model.requests]
+    names = [[tool.name for tool in request.tools] for request in model.requests]
+    assert all(FINDINGS_TOOL in request for request in names)
+    return [[name for name in request if name != FINDINGS_TOOL] for request in names]
 
 
 def approve(harness: Harness, run_id: str) -> None:

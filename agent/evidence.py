@@ -1,0 +1,137 @@
+"""Evidence ids: every tool result the model reads begins with ``[E<n>]``, and what may be cited.
+
+``n`` counts the run's tool results from 1 in the order they reach the model (``RunState.
+evidence_seq``, stored with the results in the same write: stable across a suspend, a resume on
+another worker and a condense, never reused). Refused and failed calls get an id too: the model
+reads them. The id is stored in the result's ``meta["evidence"]`` and put before its text where
+the history is put on the wire (``model_text``: every client, and the condenser, send what it
+returns), so the stored output, the run card and loop detection see the output without it.
+
+A result may be **cited** only if the call ran (``meta["refused"]`` unset: a refusal is the
+runtime's own text, and may repeat what the model sent) and is not ``update_findings``' (which
+repeats the model's own claims). A quote **occurs** in a result when, with whitespace runs
+collapsed on both sides, it is a non-empty substring of the output as the model read it (the
+label excluded) and not of the call's own arguments (a tool that echoes what it was sent, such
+as ``echo``, would otherwise verify anything the model wrote).
+
+The index is updated from the messages appended since it last looked, so checking a quote costs
+the cited output's length, never the run's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.types import Message
+
+FINDINGS_TOOL = "update_findings"
+REF = re.compile(r"E[1-9][0-9]{0,6}")
+
+
+def evidence_ref(seq: int) -> str:
+    return f"E{seq}"
+
+
+def labelled(ref: str, text: str) -> str:
+    """The result as the model reads it."""
+    return f"[{ref}] {text}"
+
+
+def model_text(message: Message, empty: str = "") -> str:
+    """A tool result's text as the model reads it: its evidence label first, when it has one."""
+    text = message.content or empty
+    ref = message.meta.get("evidence")
+    return f"[{ref}] {text}" if ref else text
+
+
+def collapsed(text: str) -> str:
+    """Whitespace runs collapsed to one space, ends stripped (what a quote is matched on)."""
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Source:
+    """One tool result of the run, as the model read it."""
+
+    ref: str
+    output: str  # as the model read it, without the label
+    tool: str
+    call_id: str
+    arguments: str
+    citable: bool
+    target: str | None = None
+
+    def problem_with(self, quote: str) -> str | None:
+        """Why ``quote`` does not verify against this result (``None``: it does)."""
+        if not self.citable:
+            why = "nothing ran" if self.tool != FINDINGS_TOOL else "it repeats your own findings"
+            return f"{self.ref} cannot be cited ({why})"
+        wanted = collapsed(quote)
+        if not wanted:
+            return "the quote is empty"
+        if wanted not in collapsed(self.output):
+            return f"the quote does not occur in {self.ref}'s output"
+        if wanted in collapsed(self.arguments):
+            return f"the quote repeats the arguments of the call that produced {self.ref}"
+        return None
+
+
+class EvidenceIndex:
+    """The run's tool results by evidence id, kept up to date as the history grows."""
+
+    def __init__(self) -> None:
+        self._messages: Sequence[Message] | None = None
+        self._seen = 0
+        self._sources: dict[str, Source] = {}
+        self._calls: dict[str, tuple[str, str]] = {}  # call id -> (tool, arguments)
+
+    def sync(self, messages: Sequence[Message]) -> EvidenceIndex:
+        """Index what was appended to ``messages`` since the last look (all of it for a new list:
+        a condensed or reloaded history)."""
+        if messages is not self._messages or len(messages) < self._seen:
+            self._messages, self._seen = messages, 0
+            self._sources.clear()
+            self._calls.clear()
+        for message in messages[self._seen :]:
+            self._add(message)
+        self._seen = len(messages)
+        return self
+
+    def _add(self, message: Message) -> None:
+        if message.role == "assistant":
+            for call in message.tool_calls:
+                self._calls[call.id] = (call.name, call.arguments)
+            return
+        ref = message.meta.get("evidence") if message.role == "tool" else None
+        if not ref:
+            return
+        call_id = message.tool_call_id or ""
+        tool, arguments = self._calls.get(call_id, (message.meta.get("tool", ""), ""))
+        self._sources[ref] = Source(
+            ref=ref,
+            output=message.content or "",
+            tool=tool,
+            call_id=call_id,
+            arguments=arguments,
+            citable=not message.meta.get("refused") and tool != FINDINGS_TOOL,
+            target=message.meta.get("target"),
+        )
+
+    def source(self, ref: str) -> Source | None:
+        return self._sources.get(ref)
+
+    def citable(self) -> list[Source]:
+        """Every result that may be cited, in id order."""
+        found = [s for s in self._sources.values() if s.citable]
+        return sorted(found, key=lambda s: int(s.ref[1:]))
+
+    def problem_with(self, ref: str, quote: str) -> str | None:
+        """Why a claim of ``quote`` from ``ref`` is not verified (``None``: it is)."""
+        if not REF.fullmatch(ref):
+            return f"{ref!r} is not an evidence id (E1, E2, ...)"
+        source = self._sources.get(ref)
+        if source is None:
+            return f"{ref} names no tool result of this run"
+        return source.problem_with(quote)
