@@ -311,7 +311,10 @@ def bench_redis(name: str) -> Iterator[BenchRedis]:
     finally:
         with contextlib.suppress(redis.RedisError):
             bench.cleanup()
-            # RQ's keys of every queue of this run (``queue_name``), its runners' included.
-            leftovers_of(client, prefix=bench.prefix, queue=f"bench-{name}-{run_id()}").remove(client)
+            # RQ's keys of every queue of this run (``queue_name``), its runners' included; the
+            # thorough look, for jobs that no list or registry holds any more (a job whose
+            # result expired from the finished registry keeps its hash a while).
+            queue = f"bench-{name}-{run_id()}"
+            leftovers_of(client, prefix=bench.prefix, queue=queue, thorough=True).remove(client)
         client.close()
         server.stop()

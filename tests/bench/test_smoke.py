@@ -62,7 +62,7 @@ def delete_leftovers(redis_url: str, prefix: str, queues: str) -> list[str]:
     """What the benchmark left in Redis under its prefix and of its queues, named, then deleted."""
     client = redis.Redis.from_url(redis_url)
     try:
-        left = leftovers_of(client, prefix=prefix, queue=queues)
+        left = leftovers_of(client, prefix=prefix, queue=queues, thorough=True)
         left.remove(client)
         return left.names()
     finally:
