@@ -9,7 +9,7 @@ worker waits for a person.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -26,6 +26,7 @@ from bot.observability.logs import run_context
 from bot.observability.metrics import MeteredModel, RunMetrics
 from bot.runs.approval_gate import ApprovalGate
 from bot.runs.approvals import ApprovalStatus
+from bot.runs.charts import chart_for
 from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
 from bot.runs.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
@@ -61,6 +62,7 @@ class JobEvents:
     tracker: CardTracker
     iteration: int = 0
     metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
+    redact: Callable[[str], str] = lambda text: text  # the run's redactor (a chart's names and query)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, IterationStarted):
@@ -73,6 +75,9 @@ class JobEvents:
             self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
             self.metrics.tool_finished(event)
             self._update()
+            chart = chart_for(event, self.redact)
+            if chart is not None:  # a result listing series the model read: draw them
+                present(self.presenter.show_chart, self.run, chart)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings
             self.audit.record(
@@ -262,6 +267,7 @@ class RunJob:
             tracker,
             iteration=stored.iteration if stored is not None else 0,
             metrics=self._metrics,
+            redact=rt.redact or (lambda text: text),
         )
         gate = ApprovalGate(
             self._service,
