@@ -42,6 +42,7 @@ T = TypeVar("T")
 MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
 MAX_DEFERRALS = 6
+MAX_CHARTS_PER_SEGMENT = 10  # charts of tool results one segment of a run shows in its thread
 REPORT_GIVE_UP_SECONDS = 3600.0  # a report Slack keeps failing is tried again by the sweep this long
 LOST_REASON = (
     "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
@@ -63,6 +64,7 @@ class JobEvents:
     iteration: int = 0
     metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
     redact: Callable[[str], str] = lambda text: text  # the run's redactor (a chart's names and query)
+    charts: int = 0  # charts shown in this segment (at most ``MAX_CHARTS_PER_SEGMENT``)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, IterationStarted):
@@ -75,9 +77,7 @@ class JobEvents:
             self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
             self.metrics.tool_finished(event)
             self._update()
-            chart = chart_for(event, self.redact)
-            if chart is not None:  # a result listing series the model read: draw them
-                present(self.presenter.show_chart, self.run, chart)
+            self._chart(event)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings
             self.audit.record(
@@ -101,6 +101,16 @@ class JobEvents:
                 text=message.content,
             )
             present(self.presenter.acknowledge, self.run, message)
+
+    def _chart(self, event: ToolEnd) -> None:
+        """A result listing series the model read: draw them, up to the segment's bound (a model
+        querying Prometheus in a loop must not fill the thread with pictures)."""
+        if self.charts >= MAX_CHARTS_PER_SEGMENT:
+            return
+        chart = chart_for(event, self.redact)
+        if chart is not None:
+            self.charts += 1
+            present(self.presenter.show_chart, self.run, chart)
 
     def _update(self) -> None:
         present(

@@ -15,7 +15,7 @@ from bot.keys import Keys
 from bot.observability.audit import AuditLog
 from bot.runs.charts import MAX_CHART_POINTS, MAX_CHART_SERIES, Chart, chart_for
 from bot.runs.presenter import CardTracker, InMemoryPresenter, RunRef
-from bot.runs.run_job import JobEvents
+from bot.runs.run_job import MAX_CHARTS_PER_SEGMENT, JobEvents
 from tools.safety import Redactor
 
 SECRET = "pX7-very-secret-label"
@@ -83,3 +83,13 @@ def test_the_workers_events_show_one_redacted_chart_per_result(
     events(end(is_error=True))
     [chart] = presenter.of("show_chart")
     assert chart.evidence == "E4" and SECRET not in chart.series[0].name
+
+
+def test_a_segment_shows_a_bounded_number_of_charts(redis_client: redis.Redis, key_prefix: str) -> None:
+    presenter = InMemoryPresenter()
+    run = RunRef("r" * 32, "C1", "1.0", "U_ALICE", card_ts="2.0")
+    events = JobEvents(presenter, AuditLog(redis_client, Keys(key_prefix), max_len=100), run, CardTracker([]))
+    for n in range(MAX_CHARTS_PER_SEGMENT + 5):
+        events(end(evidence=f"E{n + 1}"))
+    charts = presenter.of("show_chart")
+    assert [c.evidence for c in charts] == [f"E{n + 1}" for n in range(MAX_CHARTS_PER_SEGMENT)]
