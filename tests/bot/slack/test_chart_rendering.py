@@ -12,6 +12,7 @@ from PIL import Image
 
 from agent.series import Series
 from bot.runs.charts import Chart
+from bot.slack.delivery.charts import chart_comment
 from bot.slack.rendering.chart import (
     ALT_TEXT_LIMIT,
     TITLE_LIMIT,
@@ -135,3 +136,10 @@ def test_time_axes_are_utc_and_as_precise_as_their_step() -> None:
 def test_numbers_are_short() -> None:
     texts = [number_text(v) for v in (0, 850, 12.5, 1234, 3.4e9, 1.5e18, 0.00004, -2500)]
     assert texts == ["0", "850", "12.5", "1.23k", "3.4G", "1.5e+18", "4e-05", "-2.5k"]
+
+
+def test_the_message_with_the_chart_carries_no_text_from_the_data_or_the_model() -> None:
+    hostile = Chart("E7", "prometheus_range", "<!channel> *now*", "w", (Series("<@U0ADMIN> <!here>", ()),))
+    assert chart_comment(hostile) == ":chart_with_upwards_trend: E7 · prometheus_range: 1 series"
+    odd_tool = Chart("", "tool<!channel>", "q", "w", (Series("a", ()), Series("b", ())), more=1)
+    assert chart_comment(odd_tool) == ":chart_with_upwards_trend: tool&lt;!channel&gt;: 3 series"
