@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.findings import Findings
+from agent.series import SeriesSet
 from agent.tooling import ToolCategory
 from agent.types import Message, RunResult, ToolCall
 
@@ -47,6 +48,9 @@ class ToolEnd:
     target: str | None = None  # the inventory target it ran on (``None``: no inventory)
     executor: str | None = None  # who ran it there (a runner's ``host:pid``)
     evidence: str | None = None  # the result's evidence id (``E3``), when the run gives them
+    series: SeriesSet | None = (
+        None  # the series the output lists, when the model read them (``agent.series``)
+    )
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from agent.context import RunContext
 from agent.events import ToolEnd, ToolStart
 from agent.history import NOT_RUN, answered_in_last_turn
 from agent.loop_detection import LOOP_WARNING, LoopVerdict
+from agent.series import SeriesSet
 from agent.tooling import (
     APPROVAL_GRANT,
     APPROVED_PLAN,
@@ -365,6 +366,7 @@ class ToolStep:
         """Filter, loop-check and append results in call order; True when the loop must stop."""
         stop = False
         messages = []
+        charted: list[SeriesSet | None] = []  # per result: its series, when the model reads them
         state = self._ctx.state
         evidence = self._ctx.config.evidence
         for item in results:
@@ -382,6 +384,8 @@ class ToolStep:
                 stop = True
             if verdict is not LoopVerdict.OK:
                 text = LOOP_WARNING.format(count=count)
+            read = verdict is LoopVerdict.OK and item.executed and not item.result.is_error
+            charted.append(item.result.series if read else None)
             if item.executed and item.call.name not in state.tools_used:
                 state.tools_used.append(item.call.name)
             ref = self._ctx.next_evidence_ref() if evidence else None
@@ -394,7 +398,7 @@ class ToolStep:
         stored, self._ctx.stored_events = self._ctx.stored_events, []
         if not self._ctx.listening:
             return stop
-        for item, message in zip(results, messages, strict=True):
+        for item, message, series in zip(results, messages, charted, strict=True):
             self._ctx.emit(
                 ToolEnd(
                     item.call,
@@ -406,6 +410,7 @@ class ToolStep:
                     item.result.target,
                     item.result.executor,
                     message.meta.get("evidence"),
+                    series,
                 )
             )
         for event in stored:  # what update_findings recorded, now stored with its result

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from agent.series import SeriesSet
 from agent.types import ToolDef
 
 
@@ -69,6 +70,9 @@ class ToolResult:
     """The inventory target the call ran on (``None``: no inventory, the worker's own host)."""
     executor: str | None = None
     """Who executed it there: ``host:pid`` of the runner, or the worker for local and SSH calls."""
+    series: SeriesSet | None = None
+    """The samples of exactly the series ``output`` lists, for a chart (``agent.series``); never
+    sent to the model."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The seam between the worker and its chat transport: runs (``Presenter``) and alert threads (``AlertPresenter``).
 
 The worker tells a ``Presenter`` what a person should see: the run card (its steps and status),
-an approval request, the answer, a stop notice, and that an injected reply reached the run.
+an approval request, the answer, a stop notice, the findings, charts of the series a tool
+result listed (``bot.runs.charts``), and that an injected reply reached the run.
 The Slack implementation renders these as messages and reactions; ``InMemoryPresenter``
 records them for tests; ``LoggingPresenter`` writes them to the log (headless workers). An
 alert group's thread is shown through an ``AlertPresenter`` (``AlertView``: its root message;
@@ -33,6 +34,7 @@ from agent.tooling import ToolCategory
 from agent.types import Message, RunStatus
 from bot.errors import BotError
 from bot.runs.approvals import Approval
+from bot.runs.charts import Chart
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +194,12 @@ class Presenter(Protocol):
     def show_findings(self, run: RunRef, findings: Findings) -> None:
         """Post the run's Findings message, or edit it in place with newer findings (coalesced:
         only the newest version is ever sent)."""
+        ...
+
+    def show_chart(self, run: RunRef, chart: Chart) -> None:
+        """A chart of the series one tool result listed (``bot.runs.charts``), in the thread.
+        Never waits for the transport (called from inside the loop); a chart that cannot be
+        shown is logged and dropped, and takes nothing else with it."""
         ...
 
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None: ...
@@ -362,6 +370,9 @@ class InMemoryPresenter:
     def show_findings(self, run: RunRef, findings: Findings) -> None:
         self._record("show_findings", run, findings)
 
+    def show_chart(self, run: RunRef, chart: Chart) -> None:
+        self._record("show_chart", run, chart)
+
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
         self._record("post_stop_notice", run, notice)
 
@@ -407,6 +418,9 @@ class LoggingPresenter:
     def show_findings(self, run: RunRef, findings: Findings) -> None:
         statuses = ", ".join(f"{h.id} {h.status.value}" for h in findings.hypotheses)
         log.info("run %s: findings %s [%s]", run.run_id, findings.conclusion.value, statuses)
+
+    def show_chart(self, run: RunRef, chart: Chart) -> None:
+        log.info("run %s: chart of %s (%d series)", run.run_id, chart.label, len(chart.series) + chart.more)
 
     def post_stop_notice(self, run: RunRef, notice: StopNotice) -> None:
         log.info("run %s: stopped (%s): %s", run.run_id, notice.status.value, notice.reason)

@@ -9,7 +9,7 @@ worker waits for a person.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -26,6 +26,7 @@ from bot.observability.logs import run_context
 from bot.observability.metrics import MeteredModel, RunMetrics
 from bot.runs.approval_gate import ApprovalGate
 from bot.runs.approvals import ApprovalStatus
+from bot.runs.charts import chart_for
 from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
 from bot.runs.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
@@ -41,6 +42,7 @@ T = TypeVar("T")
 MAX_SEGMENTS_PER_JOB = 10
 # Deferrals of a job that found the lease taken, before leaving the run to the recovery sweep.
 MAX_DEFERRALS = 6
+MAX_CHARTS_PER_SEGMENT = 10  # charts of tool results one segment of a run shows in its thread
 REPORT_GIVE_UP_SECONDS = 3600.0  # a report Slack keeps failing is tried again by the sweep this long
 LOST_REASON = (
     "this run's state was lost (Redis restarted without its data), so nothing more will run for it; "
@@ -61,6 +63,8 @@ class JobEvents:
     tracker: CardTracker
     iteration: int = 0
     metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
+    redact: Callable[[str], str] = lambda text: text  # the run's redactor (a chart's names and query)
+    charts: int = 0  # charts shown in this segment (at most ``MAX_CHARTS_PER_SEGMENT``)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, IterationStarted):
@@ -73,6 +77,7 @@ class JobEvents:
             self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
             self.metrics.tool_finished(event)
             self._update()
+            self._chart(event)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings
             self.audit.record(
@@ -96,6 +101,16 @@ class JobEvents:
                 text=message.content,
             )
             present(self.presenter.acknowledge, self.run, message)
+
+    def _chart(self, event: ToolEnd) -> None:
+        """A result listing series the model read: draw them, up to the segment's bound (a model
+        querying Prometheus in a loop must not fill the thread with pictures)."""
+        if self.charts >= MAX_CHARTS_PER_SEGMENT:
+            return
+        chart = chart_for(event, self.redact)
+        if chart is not None:
+            self.charts += 1
+            present(self.presenter.show_chart, self.run, chart)
 
     def _update(self) -> None:
         present(
@@ -262,6 +277,7 @@ class RunJob:
             tracker,
             iteration=stored.iteration if stored is not None else 0,
             metrics=self._metrics,
+            redact=rt.redact or (lambda text: text),
         )
         gate = ApprovalGate(
             self._service,

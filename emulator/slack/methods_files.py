@@ -9,15 +9,22 @@
    ``files`` appears in the channel or thread
    (docs.slack.dev/reference/methods/files.completeUploadExternal).
 
-Stricter than Slack where Slack is vague: an upload whose byte count differs from ``length``
-is refused (400), a file completed before its bytes arrived is ``file_not_found``, an upload
-URL is good once, and sharing needs the bot in the channel (``not_in_channel``). Both methods
-need ``files:write`` (``emulator.slack.scopes``).
+Slack's own limits: ``alt_txt`` (the image's description for screen readers) is at most
+``ALT_TEXT_LIMIT`` characters (``alt_txt_too_large``), a file at most 1 GB. Stricter than Slack
+where Slack is vague: an upload whose byte count differs from ``length`` is refused (400), a
+file completed before its bytes arrived is ``file_not_found``, an upload URL is good once, and
+sharing needs the bot in the channel (``not_in_channel``). Both methods need ``files:write``
+(``emulator.slack.scopes``).
+
+A shared file is what its bytes are, never what its name says: a PNG (signature and header
+chunk) is an image (``mimetype`` ``image/png``, its size in pixels, no text preview; the page
+shows it with its alt text); anything else is a text snippet with a preview.
 """
 
 from __future__ import annotations
 
 import secrets
+import struct
 import time
 from typing import Any
 
@@ -28,6 +35,8 @@ from emulator.slack.state import Workspace
 from emulator.slack.webapi import ApiResult, Handler, Params, SlackError
 
 MAX_FILE_BYTES = 1024**3  # Slack's limit for one file: 1 GB
+ALT_TEXT_LIMIT = 1000  # files.getUploadURLExternal: "longer than the limit of 1000 character"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PREVIEW_CHARS = 500
 UPLOAD_TTL = 600.0  # an upload URL not used within this many seconds is void
 
@@ -40,6 +49,8 @@ def get_upload_url(ws: Workspace, p: Params) -> ApiResult:
         raise SlackError("invalid_arguments", response_metadata={"messages": ["[ERROR] invalid 'length'"]})
     if length > MAX_FILE_BYTES:
         raise SlackError("file_too_large")
+    if len(p.text("alt_txt")) > ALT_TEXT_LIMIT:
+        raise SlackError("alt_txt_too_large")
     file_id, token = random_id("F"), secrets.token_urlsafe(18)
     ws.uploads[file_id] = {
         "filename": filename,
@@ -67,23 +78,39 @@ def receive_upload(ws: Workspace, token: str, data: bytes) -> tuple[int, str]:
     return 200, f"OK - {len(data)}"
 
 
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """The width and height of a PNG (its signature, then its IHDR chunk), else ``None``."""
+    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        return None
+    width, height = struct.unpack(">II", data[16:24])
+    return (width, height) if width and height else None
+
+
 def _file_object(ws: Workspace, file_id: str, upload: dict[str, Any], title: str) -> dict[str, Any]:
     data: bytes = upload["data"]
     name = str(upload["filename"])
-    return {
+    shared: dict[str, Any] = {
         "id": file_id,
         "created": int(time.time()),
         "name": name,
         "title": title or name,
-        "mimetype": "text/plain",
-        "filetype": upload["snippet_type"] or "text",
         "user": ws.config.bot_user_id,
         "size": len(data),
-        "mode": "snippet",
         "is_external": False,
         "url_private": f"{ws.base_url}/files/{file_id}/{name}",
-        "preview": data[:PREVIEW_CHARS].decode("utf-8", errors="replace"),
         "alt_txt": upload["alt_txt"] or None,
+    }
+    size = png_size(data)
+    if size is not None:  # an image, as Slack shows it: no text preview, its size in pixels
+        url = shared["url_private"]
+        return {**shared, "mimetype": "image/png", "filetype": "png", "pretty_type": "PNG", "mode": "hosted",
+                "original_w": size[0], "original_h": size[1], "thumb_360": url, "thumb_480": url}  # fmt: skip
+    return {
+        **shared,
+        "mimetype": "text/plain",
+        "filetype": upload["snippet_type"] or "text",
+        "mode": "snippet",
+        "preview": data[:PREVIEW_CHARS].decode("utf-8", errors="replace"),
     }
 
 
@@ -120,11 +147,11 @@ def complete_upload(ws: Workspace, p: Params) -> ApiResult:
     return ApiResult({"ok": True, "files": answer}, envelopes=envelopes)
 
 
-def file_content(ws: Workspace, file_id: str) -> bytes | None:
-    """A shared file's bytes (``url_private``), ``None`` when there is no such file."""
+def file_content(ws: Workspace, file_id: str) -> tuple[bytes, str] | None:
+    """A shared file's bytes (``url_private``) and their type, ``None`` when there is no such file."""
     with ws.lock:
         found = ws.files.get(file_id)
-        return None if found is None else bytes(found["data"])
+        return None if found is None else (bytes(found["data"]), str(found["mimetype"]))
 
 
 def file_listing(ws: Workspace) -> list[dict[str, Any]]:

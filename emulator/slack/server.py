@@ -126,12 +126,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._bytes(status, text.encode(), "text/plain; charset=utf-8")
 
     def _file(self, file_id: str) -> None:
-        """A shared file's ``url_private``: its bytes, as a download (never rendered as a page)."""
-        data = methods_files.file_content(self.server.core.ws, file_id)
-        if data is None:
+        """A shared file's ``url_private``: its bytes, as a download (never rendered as a page); a
+        PNG as ``image/png`` (what its bytes are: ``methods_files.png_size``), so the page's
+        ``<img>`` shows it, anything else as text."""
+        found = methods_files.file_content(self.server.core.ws, file_id)
+        if found is None:
             self._json(HTTPStatus.NOT_FOUND, {"ok": False, "error": "file_not_found"})
             return
-        self._bytes(HTTPStatus.OK, data, "text/plain; charset=utf-8", attachment=True)
+        data, mimetype = found
+        content_type = "image/png" if mimetype == "image/png" else "text/plain; charset=utf-8"
+        self._bytes(HTTPStatus.OK, data, content_type, attachment=True)
 
     def _bytes(self, status: int, data: bytes, content_type: str, *, attachment: bool = False) -> None:
         self.send_response(status)

@@ -3,7 +3,9 @@
 ``CHATOPS_RUNTIME=tests.reliability.runtimes:reliability_runtime``. The model follows the first
 user message (``tests.bot.runtimes.plan_step``: ``plan: check_health restart_service``; words
 starting with ``#`` are labels), or collects replies (``collect: N`` calls ``check_health`` with
-a new argument each turn until N thread replies are in its history, then answers). Every request
+a new argument each turn until N thread replies are in its history, then answers), or asks
+Prometheus (``range: QUERY`` calls ``prometheus_range`` over the last minute, then answers; the
+tool is there when ``CHATOPS_PROMETHEUS_URL`` is set). Every request
 is logged to ``{CHATOPS_TEST_DIR}/model.log`` (pid, text, step) before the model "thinks", so a
 test can kill the process mid-request. The tools are ``tests.bot.runtimes``' file-logging tools,
 the output filter and the Slack presenter are the production ones (``SLACK_API_URL`` points at the
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.scripted import FunctionModel, ScriptItem, last_tool_output, tool_call
-from agent.tooling import ToolCategory
+from agent.tooling import Tool, ToolCategory
 from agent.types import Request
 from bot.alerts.jobs import AlertJobs
 from bot.alerts.presenter import LoggingAlertPresenter
@@ -41,10 +43,13 @@ from bot.settings import Settings
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.presenter import SlackPresenter
 from tests.bot.runtimes import FileTool
+from tools.builtin.observability import observability_endpoints, observability_tools
+from tools.egress import EgressPolicy
 from tools.registry import build_output_filter
 
 COLLECT = "collect:"
 PLAN = "plan:"
+RANGE = "range:"
 
 
 def first_text(request: Request) -> str:
@@ -93,22 +98,35 @@ def answer(request: Request, directory: Path) -> ScriptItem:
         if len(seen) < wanted:
             return tool_call("check_health", f"collect_{step}", round=step)
         return f"got {len(seen)} replies"
+    if text.startswith(RANGE):
+        if step == 0:
+            return tool_call("prometheus_range", "range_0", query=text.removeprefix(RANGE).strip(), minutes=1)
+        return f"done: {(last_tool_output(request.messages) or '')[:300]}"
     plan = [word for word in text.removeprefix(PLAN).split() if not word.startswith("#")]
     if step < len(plan):
         return tool_call(plan[step], f"call_{step}", step=step)
     return f"done: {last_tool_output(request.messages)}"
 
 
-def tools(directory: Path) -> list[FileTool]:
+def tools(directory: Path, settings: Settings) -> list[Tool]:
     sleep = float(os.environ.get("CHATOPS_TEST_SLEEP_FIRST", "0"))
     only = os.environ.get("CHATOPS_TEST_SLEEP_TOOL")
-    return [
+    prometheus, _ = observability_endpoints(
+        prometheus_url=settings.chatops_prometheus_url,
+        prometheus_headers={},
+        alertmanager_url="",
+        alertmanager_headers={},
+        env=os.environ,
+        egress=EgressPolicy(),
+    )
+    files = [
         FileTool(name, category, directory, sleep if only in (None, name) else 0.0)
         for name, category in (
             ("restart_service", ToolCategory.MUTATING),
             ("check_health", ToolCategory.READ_ONLY),
         )
     ]
+    return [*files, *observability_tools(prometheus, None)]
 
 
 class SlowReportPresenter(SlackPresenter):
@@ -143,7 +161,7 @@ def reliability_runtime(settings: Settings) -> Runtime:
         keys=keys,
         options=RunOptions.from_settings(settings),
         models=[FunctionModel(lambda request: answer(request, directory), model="plan")],
-        tools=tools(directory),
+        tools=tools(directory, settings),
         presenter=presenter,
         tool_output_filter=build_output_filter(settings),
         alerts=AlertJobs(LoggingAlertPresenter()),

@@ -79,6 +79,8 @@ class SlackBot:
     clock: Callable[[], float] = time.time  # the web process's clock (``WebRuntime.clock``)
     # The web process's timings (``WebRuntime.tuning``); the worker's approver cache is its too.
     tuning: WebTuning = QUIET
+    # The worker's redactor (``Runtime.redact`` and the presenter's), as ``bot.ops.compose`` gives both.
+    redact: Callable[[str], str] | None = None
 
     @property
     def keys(self) -> Keys:
@@ -105,6 +107,7 @@ class SlackBot:
             self.redis,
             self.keys,
             streaming=self.settings.chatops_slack_streaming == "auto",
+            redact=self.redact,
         )
         self.presenters.append(presenter)
         return Runtime(
@@ -114,6 +117,7 @@ class SlackBot:
             self.models,
             self.tools,
             presenter,
+            redact=self.redact,
             alerts=AlertJobs(SlackAlertPresenter(make_client(self.settings))),
             policy=worker_policy(  # CHATOPS_POLICY_FILE
                 self.settings, self.redis, self.keys, cache_seconds=self.tuning.approver_cache_seconds

@@ -114,7 +114,8 @@ class Endpoint:
 
 def redacting(endpoint: Endpoint, step: Step[ArgsT]) -> Callable[[ArgsT, ToolContext], ToolResult]:
     """A tool function running ``step`` on ``endpoint``, its result and its errors redacted with
-    the endpoint's header values (a server may echo the token it was sent)."""
+    the endpoint's header values (a server may echo the token it was sent), the names of the
+    series it carries for a chart too."""
 
     def run(args: ArgsT, ctx: ToolContext) -> ToolResult:
         try:
@@ -122,7 +123,8 @@ def redacting(endpoint: Endpoint, step: Step[ArgsT]) -> Callable[[ArgsT, ToolCon
         except ToolCallError as exc:
             result = error_result(str(exc))
         stable = None if result.stable_output is None else endpoint.redact(result.stable_output)
-        return replace(result, output=endpoint.redact(result.output), stable_output=stable)
+        series = None if result.series is None else result.series.redacted(endpoint.redact)
+        return replace(result, output=endpoint.redact(result.output), stable_output=stable, series=series)
 
     return run
 

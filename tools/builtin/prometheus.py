@@ -8,10 +8,12 @@ too, and the request itself ends at the tool's deadline.
 What comes back is summarised, never dumped: an instant vector is one line per series
 (``up{instance="web-03:9100", job="node"} 1``), a range one line per series with min / avg / max
 / last and a trend, never raw points. At most ``MAX_SERIES_SHOWN`` (``MAX_RANGE_SERIES_SHOWN``)
-series fit, within a character budget, and the result says how many more there were. An answer
-above the body cap is decoded up to the cut (``salvage_array``), and says that it was cut.
-Prometheus's own errors (``status: error``) are ``Error:`` results with its ``errorType`` and
-message, so the model can fix its query.
+series fit, within a character budget, and the result says how many more there were. A range
+result carries the samples of exactly the series its text lists, in its order, beside the text
+(``ToolResult.series``: the bot charts them; the model never reads them), at most
+``MAX_CHART_POINTS`` per series. An answer above the body cap is decoded up to the cut
+(``salvage_array``), and says that it was cut. Prometheus's own errors (``status: error``) are
+``Error:`` results with its ``errorType`` and message, so the model can fix its query.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.series import Point, Series, SeriesSet
 from agent.tooling import ToolResult
 from tools import http_client
 from tools.base import FunctionTool, ToolContext, error_result
@@ -50,6 +53,7 @@ MAX_RANGE_SERIES_SHOWN = 20
 OUTPUT_BUDGET_CHARS = 3500
 MAX_POINTS = 200
 MAX_RANGE_MINUTES = 7 * 24 * 60
+MAX_CHART_POINTS = 2000  # samples kept per series for the chart (a server may send more than asked)
 # Steps a person reads easily; the smallest one giving at most MAX_POINTS points is used.
 _STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 _TIME = r"^(?:\d{1,10}(?:\.\d{1,3})?|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2}))$"
@@ -58,6 +62,8 @@ _RESULT_TYPE = re.compile(r'"resultType"\s*:\s*"(\w+)"')
 _NARROW = "narrow the query: a label filter, topk(10, ...), or sum by (...)"
 
 Sort = Literal["highest", "lowest", "labels"]
+Row = tuple[str, float | None, str, tuple[Point, ...]]
+"""A series as listed: its name, the value it is ordered by, its line, its samples (a range)."""
 _QUERY_DESCRIPTION = 'PromQL, e.g. up == 0 or sum by (instance) (rate(http_requests_total{code=~"5.."}[5m])).'
 _SORT_DESCRIPTION = "Series order: highest value first (default), lowest first, or by labels."
 
@@ -127,16 +133,16 @@ def _instant_query(endpoint: Endpoint, args: QueryArgs, ctx: ToolContext) -> Too
     if answer.result_type in ("scalar", "string"):
         return ToolResult(f"{answer.result_type}: {_single_value(answer)}{answer.notes()}")
     if answer.result_type == "matrix":
-        return _summarised(answer, args.sort, MAX_SERIES_SHOWN, "range vector")
-    rows: list[tuple[str, float | None, str]] = []
+        return ToolResult(_summarised(answer, args.sort, MAX_SERIES_SHOWN, "range vector")[0])
+    rows: list[Row] = []
     for item in answer.items:
         if isinstance(item, dict):
             sample = item.get("value")
             value = parse_number(sample[1]) if isinstance(sample, list) and len(sample) == 2 else None
             name = series_name(item.get("metric"))
-            rows.append((name, value, f"{name} {'?' if value is None else format_number(value)}"))
-    lines = _ordered(rows, args.sort)
-    return ToolResult(_listing(answer, lines, MAX_SERIES_SHOWN, _order_text(args.sort, "value")))
+            rows.append((name, value, f"{name} {'?' if value is None else format_number(value)}", ()))
+    ordered = _ordered(rows, args.sort)
+    return ToolResult(_listing(answer, ordered, MAX_SERIES_SHOWN, _order_text(args.sort, "value"))[0])
 
 
 def _range_query(endpoint: Endpoint, args: RangeArgs, ctx: ToolContext) -> ToolResult:
@@ -155,7 +161,9 @@ def _range_query(endpoint: Endpoint, args: RangeArgs, ctx: ToolContext) -> ToolR
     if answer.result_type != "matrix":
         return error_result(f"Prometheus answered a {answer.result_type!r} to a range query")
     window = f"last {args.minutes} min, step {step}s"
-    return _summarised(answer, args.sort, MAX_RANGE_SERIES_SHOWN, window)
+    text, shown = _summarised(answer, args.sort, MAX_RANGE_SERIES_SHOWN, window)
+    series = tuple(Series(name, points) for name, _, _, points in shown)
+    return ToolResult(text, series=SeriesSet(args.query, window, series))
 
 
 def choose_step(seconds: int) -> int:
@@ -237,17 +245,31 @@ def _single_value(answer: _Answer) -> str:
 # -- presentation ----------------------------------------------------------------------------------
 
 
-def _summarised(answer: _Answer, sort: Sort, cap: int, window: str) -> ToolResult:
-    rows: list[tuple[str, float | None, str]] = []
+def _summarised(answer: _Answer, sort: Sort, cap: int, window: str) -> tuple[str, list[Row]]:
+    """The listing of a matrix, and the rows (series) it shows, in its order."""
+    rows: list[Row] = []
     for item in answer.items:
         if isinstance(item, dict) and isinstance(item.get("values"), list):
             pairs = [pair for pair in item["values"] if isinstance(pair, list) and len(pair) == 2]
             numbers = [parse_number(pair[1]) for pair in pairs]
             finite = [value for value in numbers if value is not None and math.isfinite(value)]
             name = series_name(item.get("metric"))
-            rows.append((name, finite[-1] if finite else None, f"{name}: {summarise(finite)}"))
-    lines = _ordered(rows, sort)
-    return ToolResult(_listing(answer, lines, cap, f"{window}; {_order_text(sort, 'last value')}"))
+            line = f"{name}: {summarise(finite)}"
+            rows.append((name, finite[-1] if finite else None, line, _points(pairs, numbers)))
+    ordered = _ordered(rows, sort)
+    return _listing(answer, ordered, cap, f"{window}; {_order_text(sort, 'last value')}")
+
+
+def _points(pairs: list[list[Any]], numbers: list[float | None]) -> tuple[Point, ...]:
+    """The samples with a numeric time (a value that is none is NaN: a gap), at most
+    ``MAX_CHART_POINTS`` of them, evenly spread."""
+    points = [
+        (when, math.nan if value is None else value)
+        for pair, value in zip(pairs, numbers, strict=True)
+        if (when := parse_number(pair[0])) is not None and math.isfinite(when)
+    ]
+    stride = math.ceil(len(points) / MAX_CHART_POINTS) if points else 1
+    return tuple(points[::stride])
 
 
 def summarise(values: Sequence[float]) -> str:
@@ -277,38 +299,40 @@ def trend(values: Sequence[float]) -> str:
     return f"{'rising' if last > first else 'falling'} {detail}"
 
 
-def _ordered(rows: list[tuple[str, float | None, str]], sort: Sort) -> list[str]:
-    """The lines of ``(series, value, line)`` rows in ``sort`` order; a missing value or NaN goes
-    last whatever the direction, and ties are broken by the series' labels."""
+def _ordered(rows: list[Row], sort: Sort) -> list[Row]:
+    """``rows`` in ``sort`` order; a missing value or NaN goes last whatever the direction, and
+    ties are broken by the series' labels."""
     if sort == "labels":
-        return [line for _, _, line in sorted(rows, key=lambda row: row[0])]
+        return sorted(rows, key=lambda row: row[0])
     sign = -1 if sort == "highest" else 1
 
-    def key(row: tuple[str, float | None, str]) -> tuple[int, float, str]:
-        name, value, _ = row
+    def key(row: Row) -> tuple[int, float, str]:
+        name, value = row[0], row[1]
         if value is None or math.isnan(value):
             return (1, 0.0, name)
         return (0, sign * value, name)
 
-    return [line for _, _, line in sorted(rows, key=key)]
+    return sorted(rows, key=key)
 
 
 def _order_text(sort: Sort, what: str) -> str:
     return {"highest": f"highest {what} first", "lowest": f"lowest {what} first", "labels": "by labels"}[sort]
 
 
-def _listing(answer: _Answer, lines: list[str], cap: int, order: str) -> str:
-    """A header, at most ``cap`` lines within the budget, and how many more there were."""
-    if not lines:
-        return f"no series match (an empty {answer.result_type}){answer.notes()}"
-    count = f"{len(lines)} series" + (" read before the cut" if answer.cut else "")
-    shown: list[str] = []
+def _listing(answer: _Answer, rows: list[Row], cap: int, order: str) -> tuple[str, list[Row]]:
+    """A header, at most ``cap`` lines within the budget, and how many more there were; and the
+    rows whose lines it shows."""
+    if not rows:
+        return f"no series match (an empty {answer.result_type}){answer.notes()}", []
+    count = f"{len(rows)} series" + (" read before the cut" if answer.cut else "")
+    shown: list[Row] = []
     used = 0
-    for line in lines[:cap]:
-        used += len(line) + 1
+    for row in rows[:cap]:
+        used += len(row[2]) + 1
         if shown and used > OUTPUT_BUDGET_CHARS:
             break
-        shown.append(line)
-    more = len(lines) - len(shown)
+        shown.append(row)
+    more = len(rows) - len(shown)
     tail = f"\n... and {more} more series ({_NARROW})" if more else ""
-    return f"{count} ({order}):\n" + "\n".join(shown) + tail + answer.notes()
+    text = f"{count} ({order}):\n" + "\n".join(row[2] for row in shown) + tail + answer.notes()
+    return text, shown

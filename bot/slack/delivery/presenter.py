@@ -19,8 +19,11 @@
 * With ``streaming`` (``CHATOPS_SLACK_STREAMING=auto``), the answer is streamed into the thread
   with the segment's tool calls as tasks and feedback buttons (``bot.slack.delivery.streaming``), where
   the channel allows it; elsewhere it is posted as below. The card is kept either way.
-* Every text it sends (answers, notices, the cards' blocks) goes through ``redact`` first: model
-  answers, model errors and call arguments can carry secrets too, not only tool output.
+* Every text it sends (answers, notices, the cards' blocks, a chart's labels, title and alt text)
+  goes through ``redact`` first: model answers, model errors and call arguments can carry
+  secrets too, not only tool output.
+* A chart of a tool result's series (``show_chart``) is rendered and uploaded by the background
+  sender, one delivery per chart (``bot.slack.delivery.charts``); its failure loses nothing else.
 * A message Slack refuses for its form is not lost: blocks refused as ``invalid_blocks`` are sent
   again as the card's one-line header and its buttons (then as text alone), and a text refused as
   ``msg_too_long`` is sent again in halves.
@@ -31,6 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -42,10 +46,12 @@ from agent.findings import Findings
 from agent.types import Message, RunStatus
 from bot.keys import Keys
 from bot.runs.approvals import Approval, Approvals
+from bot.runs.charts import Chart
 from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
 from bot.slack.continuation import remember_last_run
 from bot.slack.delivery.acknowledgements import EYES, Acknowledgements
 from bot.slack.delivery.answers import deliver_answer
+from bot.slack.delivery.charts import UPLOAD_METHOD, upload_chart
 from bot.slack.delivery.client import without_rate_limit_retries
 from bot.slack.delivery.sender import Delivery, Outcome, RetryAfter, SlackSender, is_transient, process_sender
 from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
@@ -299,6 +305,12 @@ class SlackPresenter:
 
     def show_findings(self, run: RunRef, findings: Findings) -> None:
         log.info("run %s: findings %s (version %d)", run.run_id, findings.conclusion.value, findings.version)
+
+    def show_chart(self, run: RunRef, chart: Chart) -> None:
+        """Queued: rendered and uploaded by the background sender (``bot.slack.delivery.charts``)."""
+        send = lambda: upload_chart(self._deferred, run, chart, self._redact)  # noqa: E731
+        key = ("chart", run.channel, run.thread_ts, run.run_id, chart.evidence or uuid.uuid4().hex)
+        self._deliver(key, UPLOAD_METHOD, send, run, final=False)
 
     def _people(self, run: RunRef) -> frozenset[str]:
         """The run's requester and deciders: IDs of theirs in the answer become mentions."""

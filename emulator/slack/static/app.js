@@ -159,7 +159,8 @@
     return node;
   }
 
-  // Files shared with files.completeUploadExternal: name (a download link), size and preview.
+  // Files shared with files.completeUploadExternal: name (a download link), size, and the image
+  // (with its alt text) or the text preview. Only a same-origin file is ever loaded.
   function filesNode(msg) {
     const box = el("div", { class: "files" });
     for (const f of msg.files) {
@@ -169,7 +170,11 @@
       card.append(el(sameOrigin ? "a" : "span", sameOrigin ? { class: "file-name", href: url.href, download: f.name } : { class: "file-name" },
         SlackText.esc(f.title || f.name)));
       card.append(el("span", { class: "file-size muted" }, ` ${SlackText.esc(String(Math.ceil((f.size || 0) / 1024)))} KB`));
-      card.append(el("pre", { class: "file-preview" }, SlackText.esc(f.preview || "")));
+      if (f.mimetype === "image/png" && sameOrigin) {
+        card.append(el("img", { class: "file-image", src: url.href, alt: String(f.alt_txt || ""), title: String(f.title || f.name || "") }));
+      } else {
+        card.append(el("pre", { class: "file-preview" }, SlackText.esc(f.preview || "")));
+      }
       box.append(card);
     }
     return box;

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import struct
 import urllib.error
 import urllib.request
+import zlib
 
 import pytest
 from slack_sdk import WebClient
@@ -97,3 +99,58 @@ def test_sdk_reports_a_refused_upload(web: WebClient, emulator: SlackEmulator) -
     liar = Shrinking(token=web.token, base_url=emulator.api_url)
     with pytest.raises((SlackRequestError, urllib.error.HTTPError)):  # the SDK's urlopen raises on 400
         liar.files_upload_v2(channel="C_INCIDENT", content="abc", filename="a.txt")
+
+
+def tiny_png(width: int = 3, height: int = 2) -> bytes:
+    """A real PNG (white pixels), built by hand: the emulator knows it by its bytes."""
+    raw = b"".join(b"\x00" + b"\xff\xff\xff" * width for _ in range(height))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def test_alt_text_longer_than_slacks_limit_is_refused(web: WebClient, control: SlackEmulatorClient) -> None:
+    with pytest.raises(SlackApiError) as info:
+        web.files_getUploadURLExternal(filename="chart.png", length=3, alt_txt="a" * 1001)
+    assert info.value.response["error"] == "alt_txt_too_large"
+    assert web.files_getUploadURLExternal(filename="chart.png", length=3, alt_txt="a" * 1000)["ok"]
+
+
+def test_a_png_is_shared_as_an_image_with_its_alt_text(web: WebClient, control: SlackEmulatorClient) -> None:
+    parent = web.chat_postMessage(channel="C_INCIDENT", text="parent")["ts"]
+    image = tiny_png()
+    web.files_upload_v2(
+        channel="C_INCIDENT",
+        thread_ts=parent,
+        file=image,
+        filename="chart-E1.png",
+        title="E1",
+        alt_txt="A chart.",
+    )
+    [shared] = control.thread("incident", parent)[-1]["files"]
+    assert (shared["mimetype"], shared["filetype"], shared["mode"]) == ("image/png", "png", "hosted")
+    assert (shared["original_w"], shared["original_h"], shared["alt_txt"]) == (3, 2, "A chart.")
+    assert "preview" not in shared
+    with urllib.request.urlopen(shared["url_private"], timeout=5) as response:
+        assert response.headers["Content-Type"] == "image/png" and response.read() == image
+
+
+def test_a_file_is_what_its_bytes_are_not_what_its_name_says(
+    web: WebClient, control: SlackEmulatorClient
+) -> None:
+    parent = web.chat_postMessage(channel="C_INCIDENT", text="parent")["ts"]
+    fake = b"\x89PNG\r\n\x1a\n<script>alert(1)</script>"  # a PNG signature, no header chunk
+    web.files_upload_v2(channel="C_INCIDENT", thread_ts=parent, file=fake, filename="chart.png")
+    [shared] = control.thread("incident", parent)[-1]["files"]
+    assert shared["mimetype"] == "text/plain" and "original_w" not in shared
+    with urllib.request.urlopen(shared["url_private"], timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        assert response.headers["X-Content-Type-Options"] == "nosniff"

@@ -125,6 +125,17 @@ def test_range_summarises_each_series_with_a_trend(prom: Tools, prometheus: Serv
     assert " points" in output and "[" not in output  # a summary, never raw points
 
 
+def test_range_carries_the_samples_of_the_series_it_lists(prom: Tools, prometheus: Server) -> None:
+    result = prom["prometheus_range"].execute(json.dumps({"query": "up", "minutes": 1}), timeout=15)
+    assert not result.is_error and result.series is not None
+    assert (result.series.query, result.series.window) == ("up", "last 1 min, step 1s")
+    [series] = result.series.series
+    assert series.name == f'up{{instance="{prometheus.address}", job="prometheus"}}'
+    assert series.points and all(value == 1.0 for _, value in series.points)
+    times = [when for when, _ in series.points]
+    assert times == sorted(times) and len(times) <= 61
+
+
 def test_range_step_keeps_a_week_under_200_points(prom: Tools) -> None:
     output = call(prom["prometheus_range"], query="up", minutes=7 * 24 * 60)
     assert "(last 10080 min, step 3600s;" in output
