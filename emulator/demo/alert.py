@@ -3,11 +3,13 @@
 The demo starts ``chatops web`` with an alerts token (``CHATOPS_ALERTS_TOKEN``, random per
 session) and a routes file (``write_alert_routes``: every notification to #incident,
 investigated at once, its ``instance`` label naming the target). The page's **Fire an alert**
-button (``emulator.slack.page_buttons``) then does what Alertmanager does: it POSTs a webhook
-(payload version 4) with ``Authorization: Bearer <token>`` to ``/alerts/alertmanager``. The bot
-posts the alert as the root of a new thread in #incident and starts a run in it, which the
-scripted model answers with db-01's story (its load, processes and log: ``emulator.scenarios``'s
-db-load, the truth about the simulated db-01 whenever the button is pressed).
+button (``emulator.slack.page_buttons``) first starts db-01's incident (``start_incident``:
+``emulator.demo.incident``, a report query that saturates the orders database; db-01 is healthy
+until then), then does what Alertmanager does: it POSTs a webhook (payload version 4) with
+``Authorization: Bearer <token>`` to ``/alerts/alertmanager``. The bot posts the alert as the root
+of a new thread in #incident and starts a run in it, which the scripted model answers with
+db-01's busy story (its load, processes, load chart and log: the scenario ``db-alert``, chosen by
+the alert's text in ``demo.yaml``), the truth about the simulated db-01 from the press on.
 
 Each press is a fresh delivery: a new alert group (its own ``groupKey`` and fingerprint) firing
 now (``startsAt`` is the moment of the press), as if Alertmanager had seen a new incident, so a
@@ -32,6 +34,7 @@ import yaml
 from emulator.slack.page_buttons import PageButton
 
 ALERT_CHANNEL = "C0INCIDENT"  # #incident in the demo's workspace
+ALERT_HOST = "db-01"  # the host the alert is about, whose incident the button starts
 ALERT_LABELS = {
     "alertname": "PostgresHighLoad",
     "instance": "db-01:9100",
@@ -40,8 +43,8 @@ ALERT_LABELS = {
     "team": "sre",
 }
 ALERT_ANNOTATIONS = {
-    "summary": "db-01: load above 10 for 10 minutes, connections refused",
-    "description": "The orders primary is saturated; new connections are being refused.",
+    "summary": "db-01: load above 10 on the orders primary",
+    "description": "The orders primary is saturated; the orders API's queries are slowing down.",
 }
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -96,10 +99,17 @@ def alertmanager_payload(number: int, now: datetime) -> dict[str, Any]:
 class AlertButton:
     """What the page's **Fire an alert** button does: one fresh webhook per press."""
 
-    def __init__(self, webhook_url: str, token: str, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        webhook_url: str,
+        token: str,
+        clock: Callable[[], datetime] | None = None,
+        start_incident: Callable[[], bool] | None = None,
+    ) -> None:
         self.webhook_url = webhook_url
         self._token = token
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._start_incident = start_incident
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -107,22 +117,33 @@ class AlertButton:
         return PageButton(
             id="fire-alert",
             label="🔔 Fire an alert (db-01)",
-            title="POST an Alertmanager webhook to the bot's /alerts/alertmanager: a new alert thread in #incident",
+            title=(
+                "Start db-01's incident (a report query saturates it), then POST an Alertmanager webhook "
+                "to the bot's /alerts/alertmanager: a new alert thread in #incident"
+            ),
             press=self.press,
         )
 
     def press(self, _user: str) -> str:
         with self._lock:
             number = next(self._numbers)
+        incident = ""
+        if self._start_incident is not None:  # the fault first: the alert is about it
+            started = self._start_incident()
+            incident = (
+                "Incident started on db-01 (its report query): " if started else "db-01's incident runs: "
+            )
         status, answer = self.send(alertmanager_payload(number, self._clock()))
         if status is None:
-            return f"The alert was not delivered: {answer}"
-        if 200 <= status < 300:
-            return (
-                f"Alert #{number} (PostgresHighLoad on db-01) posted to /alerts/alertmanager as Alertmanager "
+            said = f"the alert was not delivered: {answer}"
+        elif 200 <= status < 300:
+            said = (
+                f"alert #{number} (PostgresHighLoad on db-01) posted to /alerts/alertmanager as Alertmanager "
                 f"would: the bot answered {status} {answer}; its thread opens in #incident"
             )
-        return f"The bot answered {status} to the alert: {answer}"
+        else:
+            said = f"the bot answered {status} to the alert: {answer}"
+        return incident + said if incident else said[0].upper() + said[1:]
 
     def send(self, payload: dict[str, Any]) -> tuple[int | None, str]:
         """POST ``payload`` with the bearer token; the status (None: no answer) and the body."""

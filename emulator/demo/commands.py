@@ -74,7 +74,7 @@ def uptime(system: HostSystem, _args: Sequence[str]) -> int:
 
 def free(system: HostSystem, _args: Sequence[str]) -> int:
     total = system.machine.memory
-    used = int(total * system.machine.memory_used)
+    used = int(total * system.memory_used())
     cache = int(total * 0.12)
     print(f"{'':>6} {'total':>10} {'used':>10} {'free':>10} {'buff/cache':>10} {'available':>10}")
     print(

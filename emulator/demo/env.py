@@ -3,8 +3,10 @@
 ``common_env`` is the shell's environment without the settings the demo makes itself (``SLACK_*``,
 ``CHATOPS_*``, ``LLM_*``, ``WEB_*``, ``REDIS_URL``, ``PORT``: a developer's ``.env`` habits must
 not leak into the demo), plus Redis, the session's key prefix and queue, the inventory and the
-runner secret, and the demo's tool catalog (``emulator.demo.catalog``). ``bot_env`` adds, for ``chatops web`` and ``chatops worker``, Slack, the model and
-the run settings, and no host: they run no host tool themselves. ``runner_env`` makes one host's
+runner secret, and the demo's tool catalog (``emulator.demo.catalog``). ``bot_env`` adds, for
+``chatops web`` and ``chatops worker``, Slack, the model, the run settings and the demo's
+Prometheus (``CHATOPS_PROMETHEUS_URL``: ``prometheus_query`` / ``prometheus_range`` run on the
+worker, whose egress reaches exactly that address), and no host: they run no host tool themselves. ``runner_env`` makes one host's
 runner: its log directory, its ``systemctl`` first on ``PATH``, and no Slack or model credential:
 every Slack and LLM setting and anything else named like a credential (``*_TOKEN``,
 ``*_API_KEY``, ``*SECRET*`` ...) is dropped, but the runner secret it needs to verify approvals.
@@ -67,8 +69,11 @@ def bot_env(
     signing_secret: str,
     slack_api_url: str,
     llm: Mapping[str, str],
+    prometheus_url: str = "",
 ) -> dict[str, str]:
-    """``chatops web``'s and ``chatops worker``'s: Slack, the model (``llm``) and the run settings."""
+    """``chatops web``'s and ``chatops worker``'s: Slack, the model (``llm``), the run settings and
+    the demo's Prometheus (``prometheus_url``, none when empty)."""
+    prometheus = {"CHATOPS_PROMETHEUS_URL": prometheus_url} if prometheus_url else {}
     return {
         **common,
         "SLACK_BOT_TOKEN": bot_token,
@@ -78,6 +83,7 @@ def bot_env(
         "CHATOPS_LEASE_TTL_SECONDS": "10",
         "WEB_WORKERS": "1",
         "WEB_THREADS": "8",
+        **prometheus,
         **llm,
     }
 

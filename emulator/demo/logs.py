@@ -4,9 +4,10 @@
 * web-03 (nginx, api, a small postgresql, syslog): the api's rotated logs were never compressed,
   they are what fills the disk; the live ``api/api.log`` ends in a retry loop, the story of the
   high-CPU scenario.
-* db-01 (the orders database: postgresql, syslog): rotated and compressed as they should be; the
-  live postgresql log ends with a report query scanning ``orders`` for most of an hour while the
-  connection slots run out, the story of "check db-01's load".
+* db-01 (the orders database: postgresql, syslog): rotated and compressed as they should be, and
+  healthy: the orders API's quick queries, checkpoints, autovacuum ("check db-01's load" finds
+  no fault). Its incident, a report query that saturates it, is written into its live log only
+  when it starts (``emulator.demo.incident``, the demo's alert button).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _api(rng: random.Random, at: float) -> str:
 
 
 def _postgres(rng: random.Random, at: float) -> str:
-    stamp = _postgres_time(at)
+    stamp = postgres_time(at)
     if rng.random() < 0.2:
         return f"{stamp} [{rng.randint(3000, 9000)}] LOG:  checkpoint complete: wrote {rng.randint(50, 900)} buffers"
     return (
@@ -94,9 +95,9 @@ def _postgres(rng: random.Random, at: float) -> str:
     )
 
 
-def _busy_postgres(rng: random.Random, at: float) -> str:
+def _orders_postgres(rng: random.Random, at: float) -> str:
     """db-01's postgres on a normal day: the orders API's queries, checkpoints, autovacuum."""
-    stamp = _postgres_time(at)
+    stamp = postgres_time(at)
     pid = rng.randint(3000, 30000)
     roll = rng.random()
     if roll < 0.1:
@@ -112,34 +113,8 @@ def _busy_postgres(rng: random.Random, at: float) -> str:
     )
 
 
-def _postgres_time(at: float) -> str:
+def postgres_time(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S.000 UTC", time.gmtime(at))
-
-
-def _report_query(now: float) -> list[str]:
-    """The end of db-01's live postgres log: a report query holds the CPU, connections pile up."""
-    started = now - 47 * 60
-    lines = [
-        f"{_postgres_time(started)} [{REPORT_PID}] reporting@orders LOG:  statement: SELECT c.region, "
-        "sum(i.amount) FROM orders o JOIN order_items i USING (order_id) JOIN customers c USING "
-        "(customer_id) GROUP BY c.region  -- monthly-revenue report",
-    ]
-    for minute in range(8, 0, -1):
-        at = now - minute * 60
-        lines.append(
-            f"{_postgres_time(at)} [{3000 + minute * 911}] orders@orders LOG:  duration: "
-            f"{1800 + minute * 137}.412 ms  statement: SELECT * FROM orders WHERE customer_id = $1"
-        )
-    for second in (50, 31, 12, 4):
-        lines.append(
-            f"{_postgres_time(now - second)} [{9000 + second}] orders@orders FATAL:  remaining connection "
-            "slots are reserved for non-replication superuser connections"
-        )
-    lines.append(
-        f"{_postgres_time(now - 2)} [{REPORT_PID}] reporting@orders LOG:  temporary file: path "
-        f'"base/pgsql_tmp/pgsql_tmp{REPORT_PID}.7", size 1073741824'
-    )
-    return lines
 
 
 def _syslog_of(hostname: str) -> Line:
@@ -264,14 +239,13 @@ def _web_logs(log_dir: Path, now: float, rng: random.Random) -> None:
 
 
 def _db_logs(log_dir: Path, now: float, rng: random.Random) -> None:
-    """db-01: a busy postgres whose rotations are compressed (nothing here for a cleanup to find)."""
+    """db-01: a healthy postgres whose rotations are compressed (nothing here for a cleanup to find)."""
     _rotations(
         log_dir / "postgresql",
         "postgresql-15-main.log",
-        _busy_postgres,
+        _orders_postgres,
         rng,
         now,
         [2 * MB, 4 * MB, *[3 * MB] * 5],
-        tail=_report_query(now),
     )
     _rotations(log_dir, "syslog", _syslog_of(DB_HOST), rng, now, [150_000, 300_000, *[50_000] * 5])

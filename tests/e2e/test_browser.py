@@ -101,7 +101,7 @@ def test_the_seed_incident_and_a_redirect_through_the_page(page: Page, demo: Dem
     run_card = disk.locator(".message.from-bot").first
     expect(run_card).to_contain_text("Done · 1 change made")
     expect(run_card).to_contain_text("approved by @bob")
-    expect(run_card).to_contain_text("5 iterations")
+    expect(run_card).to_contain_text("6 iterations")  # one of them records its findings (update_findings)
     assert raw_ids_shown(disk) == []
     expect(disk.locator(APPROVE)).to_have_count(0)
     assert not old_log.exists()

@@ -39,7 +39,7 @@ def test_the_alert_button_and_the_disk_full_story_through_the_page(
     expect(alert.locator(".message.reply.from-bot").filter(has_text="db-01 is busy")).to_be_visible(
         timeout=60_000
     )
-    expect(alert).to_contain_text("load average: 11.64")
+    expect(alert).to_contain_text(re.compile(r"load average: 1\d\.\d\d"))  # the incident the press started
     alert.locator(".message").first.scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "alert.png"), animations="disabled")
 

@@ -64,21 +64,26 @@ def test_web_03s_log_volume_is_full_of_its_logs_and_frees_what_a_clean_up_delete
     assert freed > 25 * 2**20
 
 
+def load1(host: DemoHost) -> float:
+    """The 1-minute load average the host's ``uptime`` says."""
+    return float(re.findall(r"load average: ([0-9.]+),", run(host, "uptime").stdout)[0])
+
+
 def test_processes_and_load_follow_the_hosts_services(hosts: dict[str, DemoHost], tmp_path: Path) -> None:
     web = build_host(tmp_path / "web-03", tmp_path / "bin", name="web-03")
     top = run(web, "ps", "--sort=-pcpu", "--lines=5").stdout
     assert re.search(r"^\s+2315 api .* gunicorn: worker \[orders-api\]$", top, re.MULTILINE)
-    assert "load average: 7.92" in run(web, "uptime").stdout
+    assert 7 < load1(web) < 9  # 7.92, give or take its noise
     assert subprocess.run([str(web.bin_dir / "systemctl"), "restart", "api"], check=False).returncode == 0
     pid = json.loads((web.state_dir / "units.json").read_text())["api.service"]["MainPID"]
     assert f"{pid + 1} api" in run(web, "ps", "--sort=-pcpu").stdout  # the restarted api's workers
     subprocess.run([str(web.bin_dir / "systemctl"), "stop", "api"], check=True)
     assert "orders-api" not in run(web, "ps", "--sort=-pmem").stdout  # a stopped service is gone
-    assert "load average: 0.31" in run(web, "uptime").stdout
+    assert load1(web) < 0.5
 
     db = run(hosts["db-01"], "ps", "--sort=-pcpu", "--lines=3").stdout.splitlines()
-    assert "31877 postgres" in db[1] and "reporting orders" in db[1]  # the report query, first
-    assert "(8 CPUs)" in run(hosts["db-01"], "uptime").stdout
+    assert "pgbouncer" in db[1]  # healthy: no query hogs a CPU
+    assert "(8 CPUs)" in run(hosts["db-01"], "uptime").stdout and load1(hosts["db-01"]) < 1
     assert "32G" in run(hosts["db-01"], "free", "-h").stdout
     # Nothing of this machine: none of its process names or users appears.
     mine = {p.info["name"] for p in psutil.process_iter(["name"]) if p.info["name"]}

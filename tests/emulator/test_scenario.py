@@ -62,7 +62,7 @@ def test_rules_match_the_newest_message_before_turns(tmp_path: Path) -> None:
         ("turns: [{txt: hi}]", "turns[0]: unknown key 'txt'"),
         ("rules: [{when: {rol: user}, reply: {text: x}}]", "rules[0].when: unknown key 'rol'"),
         ("turns: [{tool_calls: [{arguments: {}}]}]", "turns[0].tool_calls[0]: name is required"),
-        ("turns: [{}]", "turns[0]: a reply needs text or tool_calls"),
+        ("turns: [{}]", "turns[0]: a reply needs text, tool_calls or findings"),
         ("turns: [", "not valid YAML"),
     ],
 )
