@@ -128,9 +128,11 @@ class Service(Strict):
     @model_validator(mode="after")
     def _pid_matches_state(self) -> Service:
         if self.state in _RUNNING and self.pid == 0:
-            raise ValueError(f"a {self.state.value} service has a main PID; fix: add pid: (e.g. pid: 2314)")
+            raise ValueError(
+                f"the service is {self.state.value} but has no main PID; fix: add pid: (e.g. pid: 2314)"
+            )
         if self.state not in _RUNNING and self.pid != 0:
-            raise ValueError(f"a {self.state.value} service runs no process; fix: remove pid")
+            raise ValueError(f"the service is {self.state.value} and runs no process; fix: remove pid")
         return self
 
     @property

@@ -69,7 +69,10 @@ def test_times_are_written_relative_to_the_run(line: str, written: str) -> None:
 
 
 def test_masked_lines_hold_no_time() -> None:
-    assert masked("{time:40s} ERROR {time:1m:syslog} x {y} {{time:z}") == f"{MASK} ERROR {MASK} x {{y}} {{time:z}}"
+    assert (
+        masked("{time:40s} ERROR {time:1m:syslog} x {y} {{time:z}")
+        == f"{MASK} ERROR {MASK} x {{y}} {{time:z}}"
+    )
 
 
 @pytest.mark.parametrize(

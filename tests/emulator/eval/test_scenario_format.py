@@ -131,13 +131,13 @@ def test_a_minimal_scenario_loads(tmp_path: Path) -> None:
             "fleet.targets.web-03.services.api",
             {"state": "active"},
             "fleet.targets.web-03.services.api",
-            "has a main PID; fix: add pid:",
+            "is active but has no main PID; fix: add pid:",
         ),
         (
             "fleet.targets.web-03.services.api",
             {"state": "failed", "pid": 7},
             "fleet.targets.web-03.services.api",
-            "runs no process; fix: remove pid",
+            "is failed and runs no process; fix: remove pid",
         ),
         (
             "fleet.targets.web-03.services",
