@@ -31,26 +31,30 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent.findings import Findings
+from agent.findings import Citation, Findings
 from agent.types import Message, RunStatus
 from bot.keys import Keys
 from bot.runs.approvals import Approval, Approvals
 from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
+from bot.runs.record import RunRecords
 from bot.slack.continuation import remember_last_run
 from bot.slack.delivery.acknowledgements import EYES, Acknowledgements
 from bot.slack.delivery.answers import deliver_answer
 from bot.slack.delivery.client import without_rate_limit_retries
+from bot.slack.delivery.findings_message import FindingsMessages
+from bot.slack.delivery.permalinks import Permalinks
 from bot.slack.delivery.sender import Delivery, Outcome, RetryAfter, SlackSender, is_transient, process_sender
 from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
 from bot.slack.delivery.thread_status import StatusRefusals
 from bot.slack.rendering import render
+from bot.slack.rendering.citations import Style, cite, finisher, plain_answer
 from bot.slack.rendering.mrkdwn import split_mrkdwn, truncate
 from bot.slack.rendering.people import run_people
 
@@ -134,6 +138,19 @@ class SlackPresenter:
         self._lock = threading.Lock()
         self._status_set_at: dict[str, float] = {}
         self._last_card: dict[str, CardView] = {}
+        self._permalinks = Permalinks(self._deferred)  # a step's link: the run card's
+        self._findings = FindingsMessages(
+            self._deferred,
+            RunRecords(redis_client, keys),
+            self._permalinks,
+            deliver=self._deliver,
+            post=lambda run, text, blocks: self._posted_ts(
+                self._post_blocks(run, text, blocks, self._deferred)
+            ),
+            update=self._update_blocks,
+            redact=self._redact,
+            interval=min_interval,
+        )
         # Answers streamed into the thread where Slack allows it (``bot.slack.delivery.streaming``).
         self._streams = (
             AnswerStreams(
@@ -287,18 +304,35 @@ class SlackPresenter:
 
     # -- answers and notices --------------------------------------------------------------------
 
-    def post_answer(self, run: RunRef, text: str) -> None:
-        if self._streams is not None and self._streams.answer(run, self._redact(text), self._people(run)):
+    def post_answer(
+        self,
+        run: RunRef,
+        text: str,
+        citations: Sequence[Citation] = (),
+        findings: Findings | None = None,
+    ) -> None:
+        """The answer with its citations shown as code judged them (``bot.slack.rendering.citations``):
+        each one replaced by a placeholder before the text is converted and redacted, filled after."""
+        cited = cite(text, citations)
+        link = self._permalinks.get(run.channel, run.card_ts, self._client) if cited.verified else None
+        redacted = self._redact(cited.text)  # before a cut could split a secret
+        people = self._people(run)
+
+        def finish(style: Style) -> Callable[[str], str]:
+            return finisher(cited, findings, link, style, self._redact)
+
+        if self._streams is not None and self._streams.answer(run, redacted, people, finish(Style.MARKDOWN)):
             return  # streamed, with the feedback buttons; else posted as always
-        whole = self._redact(text)  # before a cut could split a secret
-        chunks = render.answer_chunks(whole, self._people(run))
+        chunks = render.answer_chunks(redacted, people, finish(Style.MRKDWN))
+        whole = plain_answer(redacted, cited, findings, self._redact)
         if run.source_url and chunks:  # a run an alert started links back to what fired
             chunks[-1] += f"\n{render.source_line(run.source_url)}"
             whole += f"\n\nAlert source: {run.source_url}"
         deliver_answer(self._client, run, chunks, whole, self._post_text)  # a few posts, or a file
 
     def show_findings(self, run: RunRef, findings: Findings) -> None:
-        log.info("run %s: findings %s (version %d)", run.run_id, findings.conclusion.value, findings.version)
+        """Queued: the Findings message (``bot.slack.delivery.findings_message``), never waited for here."""
+        self._findings.show(run, findings)
 
     def _people(self, run: RunRef) -> frozenset[str]:
         """The run's requester and deciders: IDs of theirs in the answer become mentions."""
@@ -323,12 +357,15 @@ class SlackPresenter:
 
     # -- posting, with fallbacks for messages Slack refuses for their form ----------------------
 
-    def _post_blocks(self, run: RunRef, text: str, blocks: list[render.Block]) -> Any:
+    def _post_blocks(
+        self, run: RunRef, text: str, blocks: list[render.Block], client: WebClient | None = None
+    ) -> Any:
+        """``client``: the background sender's (no 429 retries in the call) for what it sends."""
         text, blocks = self._redact(text), redacted_blocks(blocks, self._redact)
         attempts = [blocks, plainer_blocks(blocks), None]
         for index, attempt in enumerate(attempts):
             try:
-                return self._client.chat_postMessage(
+                return (client or self._client).chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=text, blocks=attempt
                 )
             except SlackApiError as error:
@@ -338,6 +375,10 @@ class SlackPresenter:
                     "run %s: Slack refused the blocks (%s); posting a plainer card", run.run_id, error
                 )
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _posted_ts(response: Any) -> str | None:
+        return str(response.get("ts") or "") or None
 
     def _update_blocks(self, channel: str, ts: str, text: str, blocks: list[render.Block]) -> None:
         """Sent by the background sender only: its client answers a 429 at once."""

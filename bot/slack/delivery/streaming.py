@@ -195,13 +195,22 @@ class AnswerStreams:
         interval = 0.0 if final else self._append_interval
         self._deliver(self._key(run), method, lambda: self._flush(stream), run, final, interval)
 
-    def answer(self, run: RunRef, text: str, people: frozenset[str] = frozenset()) -> bool:
+    def answer(
+        self,
+        run: RunRef,
+        text: str,
+        people: frozenset[str] = frozenset(),
+        finish: Callable[[str], str] | None = None,
+    ) -> bool:
         """Stream the (already redacted) answer and stop the stream with the feedback buttons;
-        IDs of the run's ``people`` in it become mentions (``bot.slack.rendering.people``), as when posted.
+        IDs of the run's ``people`` in it become mentions (``bot.slack.rendering.people``), as when posted;
+        ``finish`` completes the inert Markdown (the citations, ``bot.slack.rendering.citations``).
         False: not streamed here (this channel refuses streams, or it failed): post it instead."""
         stream = self._stream(run, None)
         self._forget(run.run_id)
         markdown = inert_markdown(text, people)
+        if finish is not None:
+            markdown = finish(markdown)
         if run.source_url:
             markdown += f"\n\n:link: alert source: {plain_markdown(run.source_url, 500)}"
         with stream.lock:

@@ -85,9 +85,12 @@ const SlackText = (() => {
   }
 
   function inline(text) {
-    return text.split(/(`[^`\n]+`)/).map((seg) =>
-      seg.length > 1 && seg.startsWith("`") && seg.endsWith("`")
-        ? `<code>${esc(unesc(seg.slice(1, -1)))}</code>` : line(seg)).join("");
+    // Code struck through as a whole (~`code`~) is struck code, as Slack shows it.
+    return text.split(/(~`[^`\n]+`~|`[^`\n]+`)/).map((seg) => {
+      if (seg.length > 3 && seg.startsWith("~`") && seg.endsWith("`~")) return `<s><code>${esc(unesc(seg.slice(2, -2)))}</code></s>`;
+      return seg.length > 1 && seg.startsWith("`") && seg.endsWith("`")
+        ? `<code>${esc(unesc(seg.slice(1, -1)))}</code>` : line(seg);
+    }).join("");
   }
 
   function paragraph(text) {
