@@ -19,6 +19,9 @@
 * With ``streaming`` (``CHATOPS_SLACK_STREAMING=auto``), the answer is streamed into the thread
   with the segment's tool calls as tasks and feedback buttons (``bot.slack.delivery.streaming``), where
   the channel allows it; elsewhere it is posted as below. The card is kept either way.
+* The run's findings are one message, queued like a card (``bot.slack.delivery.findings_message``);
+  the answer's citations are shown by code's verdict, streamed or posted alike
+  (``bot.slack.rendering.citations``): a verified one links to its step, the run card.
 * Every text it sends (answers, notices, the cards' blocks) goes through ``redact`` first: model
   answers, model errors and call arguments can carry secrets too, not only tool output.
 * A message Slack refuses for its form is not lost: blocks refused as ``invalid_blocks`` are sent
@@ -47,6 +50,7 @@ from bot.runs.record import RunRecords
 from bot.slack.continuation import remember_last_run
 from bot.slack.delivery.acknowledgements import EYES, Acknowledgements
 from bot.slack.delivery.answers import deliver_answer
+from bot.slack.delivery.blocks import BLOCK_ERRORS, plainer_blocks, redacted_blocks, slack_error
 from bot.slack.delivery.client import without_rate_limit_retries
 from bot.slack.delivery.findings_message import FindingsMessages
 from bot.slack.delivery.permalinks import Permalinks
@@ -55,53 +59,17 @@ from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
 from bot.slack.delivery.thread_status import StatusRefusals
 from bot.slack.rendering import render
 from bot.slack.rendering.citations import Style, cite, finisher, plain_answer
-from bot.slack.rendering.mrkdwn import split_mrkdwn, truncate
+from bot.slack.rendering.mrkdwn import split_mrkdwn
 from bot.slack.rendering.people import run_people
 
 log = logging.getLogger(__name__)
 
 STATUS_TEXT = "is working on it…"
 STATUS_REFRESH_SECONDS = 60.0  # Slack clears a status after two minutes without a message
-# A form refusal: a plainer card follows. msg_blocks_too_long: the blocks' text in all is over
-# Slack's (undocumented, about 12k characters) limit, which render keeps cards under.
-_BLOCK_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"})
 TOO_LONG = "msg_too_long"
 MIN_SPLIT = 200  # a text refused as too long is halved down to pieces of about this size
 # How long the job waits, at its end, for a run's final card (a few server-error retries fit).
 FINAL_WAIT_SECONDS = 10.0
-
-
-def slack_error(error: SlackApiError) -> str | None:
-    """Slack's error code (``invalid_blocks``, ``ratelimited``, ...) of a failed call."""
-    response = error.response
-    return str(response.get("error")) if response is not None and response.get("error") else None
-
-
-def redacted_blocks(blocks: list[render.Block], redact: Callable[[str], str]) -> list[render.Block]:
-    """``blocks`` with every ``text`` (all a person reads in Block Kit) passed through ``redact``."""
-
-    def scrub(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                key: redact_within(value) if key == "text" and isinstance(value, str) else scrub(value)
-                for key, value in node.items()
-            }
-        if isinstance(node, list):
-            return [scrub(item) for item in node]
-        return node
-
-    def redact_within(text: str) -> str:
-        # A marker can be longer than what it hides: never past the length render cut the text to.
-        redacted = redact(text)
-        return truncate(redacted, len(text)) if len(redacted) > len(text) else redacted
-
-    scrubbed: list[render.Block] = scrub(blocks)
-    return scrubbed
-
-
-def plainer_blocks(blocks: list[render.Block]) -> list[render.Block]:
-    """A card's first block (its one-line header) and its buttons: what must survive a refusal."""
-    return [blocks[0], *(block for block in blocks[1:] if block.get("type") == "actions")] if blocks else []
 
 
 class SlackPresenter:
@@ -369,7 +337,7 @@ class SlackPresenter:
                     channel=run.channel, thread_ts=run.thread_ts, text=text, blocks=attempt
                 )
             except SlackApiError as error:
-                if slack_error(error) not in _BLOCK_ERRORS or index == len(attempts) - 1:
+                if slack_error(error) not in BLOCK_ERRORS or index == len(attempts) - 1:
                     raise
                 log.warning(
                     "run %s: Slack refused the blocks (%s); posting a plainer card", run.run_id, error
@@ -389,7 +357,7 @@ class SlackPresenter:
                 self._deferred.chat_update(channel=channel, ts=ts, text=text, blocks=attempt)
                 return
             except SlackApiError as error:
-                if slack_error(error) not in _BLOCK_ERRORS or index == len(attempts) - 1:
+                if slack_error(error) not in BLOCK_ERRORS or index == len(attempts) - 1:
                     raise
                 log.warning("message %s: Slack refused the blocks (%s); updating it plainer", ts, error)
 

@@ -38,7 +38,9 @@ closes it when idle, its timeline intact.
 redacted first (the presenter's redactor), then made inert for Markdown (``inert_markdown``): no
 ``<!channel>`` or ``<@U…>`` (angle brackets become entities), no bare ``@here`` or ``@handle`` or
 ``#channel`` (a word joiner after the sign), no labelled link (``[label](url)`` becomes
-``label (url)``: the real destination shows), no reference links.
+``label (url)``: the real destination shows), no reference links. The answer's citations are
+filled in after that by the presenter's ``finish`` (``bot.slack.rendering.citations``), in
+Markdown: a verified one a link to its step, any other marked unverified, as when posted.
 """
 
 from __future__ import annotations

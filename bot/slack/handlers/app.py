@@ -31,9 +31,9 @@ from slack_sdk.errors import SlackApiError
 from bot.errors import BotConfigurationError, NotReplicatedError
 from bot.runs.lost_runs import LOST_NOTICE
 from bot.slack.delivery.acknowledgements import Acknowledgements
+from bot.slack.delivery.blocks import redacted_blocks
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.lost_cards import clicked_lost_card
-from bot.slack.delivery.presenter import redacted_blocks
 from bot.slack.handlers.actions import Interactions, Reply
 from bot.slack.handlers.break_glass import register_break_glass
 from bot.slack.handlers.callbacks import answer_app_rate_limited
