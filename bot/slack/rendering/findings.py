@@ -167,7 +167,7 @@ def hypothesis_text(hypothesis: Hypothesis, card_link: str | None, room: int = S
     statement = inline_code(hypothesis.statement, STATEMENT_CHARS)
     status = _STATUS[hypothesis.status]
     if hypothesis.status is HypothesisStatus.REFUTED:  # struck through, never dropped
-        first = f"~*{hypothesis.id}*~ · {status} · ~{statement}~"
+        first = f"~{hypothesis.id}~ · {status} · ~{statement}~"
     else:
         unbacked = hypothesis.status is not hypothesis.claimed_status
         note = f" · _no verified evidence_ (claimed {hypothesis.claimed_status.value})" if unbacked else ""

@@ -13,7 +13,7 @@ const SlackText = (() => {
     arrows_counterclockwise: "🔄", clock1: "🕐", stopwatch: "⏱️", zap: "⚡", bulb: "💡",
     speech_balloon: "💬", raised_hand: "✋", wave: "👋", scroll: "📜", octagonal_sign: "🛑",
     no_entry_sign: "🚫", globe_with_meridians: "🌐", leftwards_arrow_with_hook: "↩️", link: "🔗",
-    hourglass_done: "⌛", grey_question: "❔", busts_in_silhouette: "👥",
+    hourglass_done: "⌛", grey_question: "❔", busts_in_silhouette: "👥", dart: "🎯", point_right: "👉",
   };
 
   let names = { users: {}, channels: {}, groups: {} };

@@ -166,7 +166,7 @@ def test_refute_and_focus_reach_the_next_request_as_replies_and_nothing_else_doe
     assert len(findings_posts(bot)) == 1 and updates_of(bot, message["ts"])
     newest = findings_message(bot, ts)
     assert newest["ts"] == message["ts"]
-    assert hypothesis_text(newest, "H2") == f"~*H2*~ · :red_circle: refuted · ~`{H2}`~"
+    assert hypothesis_text(newest, "H2") == f"~H2~ · :red_circle: refuted · ~`{H2}`~"
 
     # After the run, the menu changes nothing.
     choose(bot, newest, "U_BOB", refute_h1)

@@ -114,7 +114,7 @@ def test_findings_are_one_message_edited_in_place_showing_what_code_verified(
     assert f":white_check_mark: verified <{link}|E1 · check_disk> `api.log.4 1.2G`" in h1
     assert "*unverified* E9 `api.log.9 5G`: E9 names no tool result of this run" in h1
     h2 = hypothesis_text(message, "H2")
-    assert h2 == "~*H2*~ · :red_circle: refuted · ~`nginx cache is full`~"  # struck through, kept
+    assert h2 == "~H2~ · :red_circle: refuted · ~`nginx cache is full`~"  # struck through, kept
     h3 = hypothesis_text(message, "H3")
     assert "*unverified* `X1` `core.1234`: not an evidence id of this run" in h3
     assert [(item["target"], item["label"]) for item in labelled_links(message)] == [
