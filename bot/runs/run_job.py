@@ -311,8 +311,9 @@ class RunJob:
         audit, presenter, records = self._service.audit, self._rt.presenter, self._records
         records.reset_attempts(self._run_id)  # a clean end: the crash counter restarts
         card = tracker.view(result.status, result.iterations, _tokens(result))
-        if result.findings is not None:  # queued: the card's final wait below sends it too (a job
-            # that resumed or reports a run another job ended shows the stored findings once)
+        # Queued, and sent by the card's final wait below: a job that resumed a run, or reports one
+        # another job ended, shows the stored findings once (a version it sent is not sent again).
+        if result.findings is not None:
             present(presenter.show_findings, ref, result.findings)
         # First the card's final state (waited for here, after the run's state is saved, never in
         # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
