@@ -18,6 +18,9 @@ SUPERSEDE      (a reply cancels the run's pending cards) the requester or someon
 STOP           the requester or someone on ``CHATOPS_APPROVERS``
 TRANSCRIPT     someone on ``CHATOPS_APPROVERS`` (a transcript holds every tool output)
 BREAK_GLASS    whom the policy file's ``break_glass:`` names
+STEER          (Refute / Focus on the Findings message: a reply in one click) a person whose
+               thread reply reaches the run: a full member, a guest, a Slack Connect user; never
+               a bot or app, a deactivated or unknown account, a lookup that failed
 =============  ==============================================================================
 
 Always, first: only a full member of the bot's own workspace decides. Who is who comes from an
@@ -42,7 +45,9 @@ from agent.tooling import ToolCategory
 from bot.errors import PolicyConfigError
 from bot.policy.file import current_policy
 from bot.policy.rules import (
+    ALLOWED,
     TRY_AGAIN,
+    AccountKind,
     Identity,
     Policy,
     Requirement,
@@ -59,6 +64,13 @@ NO_BREAK_GLASS = "Break-glass is not configured (`break_glass:` in CHATOPS_POLIC
 MAY_DECLINE = "Only someone who may approve it or the person who asked may decline."
 MAY_SUPERSEDE = "Only an approver or the person who asked may cancel a pending approval."
 MAY_STOP = "Only the person who asked or an approver may stop this run."
+MAY_STEER = (
+    "Only a person's Slack account may steer a run (not a bot, an app, or an unknown or deactivated account)."
+)
+
+
+# Accounts whose thread replies reach a run, and so who may steer it by a click (``Action.STEER``).
+PEOPLE = frozenset({AccountKind.MEMBER, AccountKind.GUEST, AccountKind.EXTERNAL, AccountKind.UNDECLARED})
 
 
 class Action(StrEnum):
@@ -68,6 +80,7 @@ class Action(StrEnum):
     STOP = "stop"
     TRANSCRIPT = "transcript"
     BREAK_GLASS = "break_glass"
+    STEER = "steer"
 
 
 class Proposal(Protocol):
@@ -155,6 +168,8 @@ class Deciders(Generic[P]):
             return _ruling(verdict, user, action)
         if action is Action.STOP:
             return _ruling(self._requester_or_listed(user, requester, MAY_STOP), user, action)
+        if action is Action.STEER:
+            return _ruling(self._steer(user), user, action)
         if action is Action.TRANSCRIPT:
             account = account_verdict(self.identity, user, named=False)
             verdict = account if not account.allowed else listed(self._defaults, self.identity, user)
@@ -255,6 +270,17 @@ class Deciders(Generic[P]):
             return account
         verdict = listed(self._defaults, self.identity, user)
         return verdict if verdict.allowed or TRY_AGAIN in verdict.reason else Verdict(False, refusal)
+
+    def _steer(self, user: str) -> Verdict:
+        """A thread reply reaches the run from any person in the thread (Slack vouches that its
+        author posted it); a click carries only an ID, so the account behind it is looked up:
+        people steer, accounts that are no person (or none) do not."""
+        kind = self.identity.kind(user)
+        if kind is None:
+            return Verdict(False, f"Could not check your Slack account just now. {TRY_AGAIN}")
+        if kind in PEOPLE:
+            return ALLOWED
+        return Verdict(False, MAY_STEER)
 
     def _break_glass(self, user: str) -> Verdict:
         try:

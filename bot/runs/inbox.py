@@ -128,6 +128,7 @@ class Inbox:
         ts: str,
         may_supersede: bool = False,
         park: bool = False,
+        claim: str = "",
     ) -> Delivery:
         """Store a reply for the thread's active run; returns only once it is in Redis (or refused).
 
@@ -135,12 +136,15 @@ class Inbox:
         does the reply supersede the run's pending approvals. The default denies.
         ``park``: with no run in the thread, keep the reply for the run the thread's mention may
         be starting right now (``bot.runs.early_replies``; the caller decides: a young thread).
+        ``claim``: what the store is claimed by instead of the message's ``ts``, for what steers the
+        run without a message of its own (a click on the Findings message's menu: its ``ts`` is
+        empty, so nobody reacts to it; the claim makes a double click one item).
         """
         keys = self._keys
         for _ in range(_MAX_ATTEMPTS):
             run_id = self._records.active_run(channel, thread_ts)
             if run_id is None:
-                if not park:
+                if not park or claim:
                     return Delivery(DeliveryStatus.NO_ACTIVE_RUN)
                 parked = self._park_early(channel, thread_ts, user=user, text=text, ts=ts)
                 if parked is None:
@@ -160,7 +164,7 @@ class Inbox:
                     keys.thread(channel, thread_ts),
                     keys.run(run_id),
                     keys.inbox(run_id),
-                    keys.seen_message(channel, ts),
+                    keys.seen_message(channel, claim or ts),
                     keys.approvals(run_id),
                     *(keys.approval(i) for i in approval_ids),
                 ],

@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from agent.events import ToolEnd, ToolStart
-from agent.findings import Findings
+from agent.findings import Citation, Findings
 from agent.tool_step import DECLINED, OUTCOME_UNKNOWN_PREFIX
 from agent.tooling import ToolCategory
 from agent.types import Message, RunStatus
@@ -80,6 +80,7 @@ class Step:
     arguments: str = ""  # the call's JSON arguments (the Slack card shows a short form)
     result: str = ""  # the tool's output text, once it ended
     target: str | None = None  # the inventory target it ran on
+    evidence: str | None = None  # its result's evidence id (``E3``): what findings and answers cite
 
     @property
     def declined(self) -> bool:
@@ -189,7 +190,18 @@ class Presenter(Protocol):
         """Replace an approval card's buttons with its decision (approved, expired, ...)."""
         ...
 
-    def post_answer(self, run: RunRef, text: str) -> None: ...
+    def post_answer(
+        self,
+        run: RunRef,
+        text: str,
+        citations: Sequence[Citation] = (),
+        findings: Findings | None = None,
+    ) -> None:
+        """The run's final answer. ``citations``: the answer's, as code checked them (offsets into
+        ``text``; ``agent.citations``); ``findings``: the run's last, as shown. A transport shows a
+        verified citation as a link to its step and any other as unverified, never as the model
+        wrote it, and says "No fault found" itself when that is the conclusion."""
+        ...
 
     def show_findings(self, run: RunRef, findings: Findings) -> None:
         """Post the run's Findings message, or edit it in place with newer findings (coalesced:
@@ -286,6 +298,7 @@ class CardTracker:
                         arguments=arguments[message.tool_call_id],
                         result=message.content or "",
                         target=message.meta.get("target"),
+                        evidence=message.meta.get("evidence"),
                     )
                 )
 
@@ -310,6 +323,7 @@ class CardTracker:
             arguments=event.call.arguments,
             result=event.output,
             target=event.target,
+            evidence=event.evidence,
         )
         for index in range(len(self.steps) - 1, -1, -1):
             if self.steps[index].call_id == event.call.id and self.steps[index].status is StepStatus.RUNNING:
@@ -364,7 +378,13 @@ class InMemoryPresenter:
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         self._record("show_decision", run, approval)
 
-    def post_answer(self, run: RunRef, text: str) -> None:
+    def post_answer(
+        self,
+        run: RunRef,
+        text: str,
+        citations: Sequence[Citation] = (),
+        findings: Findings | None = None,
+    ) -> None:
         self._record("post_answer", run, text)
 
     def show_findings(self, run: RunRef, findings: Findings) -> None:
@@ -412,8 +432,17 @@ class LoggingPresenter:
             approval.decided_by,
         )
 
-    def post_answer(self, run: RunRef, text: str) -> None:
-        log.info("run %s: answer: %s", run.run_id, text)
+    def post_answer(
+        self,
+        run: RunRef,
+        text: str,
+        citations: Sequence[Citation] = (),
+        findings: Findings | None = None,
+    ) -> None:
+        verified = sum(1 for citation in citations if citation.verified)
+        log.info(
+            "run %s: answer (%d of %d citations verified): %s", run.run_id, verified, len(citations), text
+        )
 
     def show_findings(self, run: RunRef, findings: Findings) -> None:
         statuses = ", ".join(f"{h.id} {h.status.value}" for h in findings.hypotheses)

@@ -66,6 +66,7 @@ class RunField(StrEnum):
     SOURCE_URL = "source_url"  # what started the run when it is not a mention: the alert's source link
     OFFERED_TOOLS = "offered_tools"  # the run's tools, decided by its first segment (``OfferedTool`` JSON)
     FOLLOWS = "follows"  # the thread's earlier run this one continues (``bot.runs.thread_history``)
+    FINDINGS_TS = "findings_ts"  # the run's Findings message in the thread, once posted (set once)
 
 
 # The fields ``create`` writes: the rest are written as the run goes.
@@ -130,6 +131,13 @@ if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then
 end
 return false
 """
+# KEYS: 1 run hash. ARGV: 1 the Findings message's ts. Written once, on a record that still
+# exists; the ts that stands is returned (another job's, if it wrote first; false: no record).
+_CLAIM_FINDINGS_TS = f"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSETNX', KEYS[1], '{RunField.FINDINGS_TS}', ARGV[1])
+return redis.call('HGET', KEYS[1], '{RunField.FINDINGS_TS}')
+"""
 # KEYS: 1 thread claim. ARGV: 1 the run id it must still name.
 _RELEASE_CLAIM = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -184,6 +192,7 @@ class RunRecord(BaseModel):
     # job): every other reader of a record (the web process's clicks and replies) skips the work.
     offered_tools: str = ""
     follows: str = ""
+    findings_ts: str = ""  # the Findings message (``bot.slack.delivery.findings_message``)
     _hash: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("reported", mode="before")
@@ -243,6 +252,7 @@ class RunRecords:
         self._create = redis_client.register_script(_CREATE)
         self._release = redis_client.register_script(_RELEASE_CLAIM)
         self._start_reporting = redis_client.register_script(_START_REPORTING)
+        self._claim_findings_ts = redis_client.register_script(_CLAIM_FINDINGS_TS)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -307,6 +317,10 @@ class RunRecords:
         raw = as_text(self._redis.hget(self._keys.run(run_id), RunField.REPORTED))
         return [step for step in (raw or "").split(",") if step]
 
+    def findings_ts(self, run_id: str) -> str | None:
+        """The ts of the run's Findings message, once one was posted and recorded."""
+        return as_text(self._redis.hget(self._keys.run(run_id), RunField.FINDINGS_TS)) or None
+
     def suspended_call(self, run_id: str) -> str | None:
         return as_text(self._redis.hget(self._keys.run(run_id), RunField.SUSPENDED_CALL))
 
@@ -355,6 +369,12 @@ class RunRecords:
 
     def set_card(self, run_id: str, card_ts: str) -> None:
         self._redis.hset(self._keys.run(run_id), RunField.CARD_TS, card_ts)
+
+    def claim_findings_ts(self, run_id: str, ts: str) -> str | None:
+        """Record ``ts`` as the run's Findings message unless one is recorded already (one script:
+        two jobs that posted one each keep the first); the ts that stands, ``None`` when the record
+        is gone. A run resumed on another worker edits that message, never posts a second."""
+        return as_text(self._claim_findings_ts(keys=[self._keys.run(run_id)], args=[ts]))
 
     def count_attempt(self, run_id: str) -> int:
         """One more job began the run's loop: the number since its last clean end."""

@@ -327,6 +327,10 @@ class RunJob:
         audit, presenter, records = self._service.audit, self._rt.presenter, self._records
         records.reset_attempts(self._run_id)  # a clean end: the crash counter restarts
         card = tracker.view(result.status, result.iterations, _tokens(result))
+        # Queued, and sent by the card's final wait below: a job that resumed a run, or reports one
+        # another job ended, shows the stored findings once (a version it sent is not sent again).
+        if result.findings is not None:
+            present(presenter.show_findings, ref, result.findings)
         # First the card's final state (waited for here, after the run's state is saved, never in
         # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
         steps: list[Step] = [("card", lambda: presenter.update_run_card(ref, card))]
@@ -343,8 +347,8 @@ class RunJob:
 
         steps.append(("audit", record_finish))
         if result.output:  # a post that raised is not done: tried again (never lost to a log line)
-            output = result.output
-            steps.append(("answer", lambda: presenter.post_answer(ref, output)))
+            output, citations, findings = result.output, result.citations, result.findings
+            steps.append(("answer", lambda: presenter.post_answer(ref, output, citations, findings)))
             alerts = self._rt.alerts
             if alerts is not None:  # a run that investigated an alert: its root shows the answer too
                 steps.append(("summary", lambda: alerts.run_answered(self._rt, self._run_id, output)))

@@ -259,6 +259,7 @@ class RunService:
         ts: str,
         may_supersede: bool = False,
         park: bool = False,
+        claim: str = "",
     ) -> Delivery:
         """Store a thread reply for the active run; acknowledge it only if ``delivery.stored``.
 
@@ -274,6 +275,7 @@ class RunService:
             ts=ts,
             may_supersede=may_supersede,
             park=park,  # no run yet in a young thread: ``bot.runs.early_replies``
+            claim=claim,  # a click's own claim (``Inbox.deliver``)
         )
         if delivery.superseded and delivery.run_id:
             self.lifecycle.superseded(delivery.run_id, delivery.superseded)

@@ -102,6 +102,9 @@ class _Checker:
             self.fail("must be an object", path)
             return
         self.max_len(obj.get("action_id"), 255, f"{path}/action_id")
+        if obj.get("type") == "overflow":
+            self.overflow(obj, path)
+            return
         if obj.get("type") != "button":
             return
         self.text_object(obj.get("text"), f"{path}/text", 75, plain_only=True)
@@ -109,6 +112,27 @@ class _Checker:
         self.max_len(obj.get("url"), 3000, f"{path}/url")
         if "style" in obj and obj["style"] not in BUTTON_STYLES:
             self.fail("must be one of primary, danger", f"{path}/style")
+        if "confirm" in obj:
+            self.confirm(obj["confirm"], f"{path}/confirm")
+
+    def overflow(self, obj: dict[str, Any], path: str) -> None:
+        """An overflow menu: 2 to 5 options (Slack's older reference says at least two; the newer
+        "up to five": the stricter of both), each a ``plain_text`` label of at most 75 characters
+        and a value of at most 150 (the option object's limits)."""
+        options = obj.get("options")
+        if not isinstance(options, list) or not 2 <= len(options) <= 5:
+            self.fail("must provide 2 to 5 options", f"{path}/options")
+            return
+        for i, option in enumerate(options):
+            where = f"{path}/options/{i}"
+            if not isinstance(option, dict):
+                self.fail("must be an object", where)
+                continue
+            self.text_object(option.get("text"), f"{where}/text", 75, plain_only=True)
+            value = option.get("value")
+            if not isinstance(value, str) or not value:
+                self.fail("must provide a non-empty string", f"{where}/value")
+            self.max_len(value, 150, f"{where}/value")
         if "confirm" in obj:
             self.confirm(obj["confirm"], f"{path}/confirm")
 

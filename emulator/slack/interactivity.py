@@ -46,6 +46,11 @@ def find_button(
         if isinstance(block.get("accessory"), dict):
             elements.append(block["accessory"])
         for element in elements:
+            if isinstance(element, dict) and element.get("type") == "overflow":
+                chosen = _overflow_choice(element, action_id, value)
+                if chosen is not None:
+                    return block, chosen
+                continue
             if not isinstance(element, dict) or element.get("type") != "button":
                 continue
             if action_id is not None and element.get("action_id") != action_id:
@@ -54,6 +59,24 @@ def find_button(
                 continue
             return block, element
     raise InteractionError(f"no button with action_id={action_id!r} value={value!r} in message {msg.ts}")
+
+
+def _overflow_choice(
+    element: dict[str, Any], action_id: str | None, value: str | None
+) -> dict[str, Any] | None:
+    """An overflow menu's option chosen by its ``value`` (a person picks one: a value is needed),
+    as a clickable element whose payload carries ``selected_option``."""
+    if value is None or (action_id is not None and element.get("action_id") != action_id):
+        return None
+    for option in element.get("options") or []:
+        if isinstance(option, dict) and option.get("value") == value:
+            return {
+                "type": "button",
+                "action_type": "overflow",
+                "action_id": element.get("action_id", ""),
+                "selected_option": {"text": option.get("text"), "value": option.get("value")},
+            }
+    return None
 
 
 def feedback_buttons(block: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,6 +127,9 @@ def block_actions_payload(
         "type": button.get("action_type", "button"),
         "action_ts": format_ts(time.time_ns() // 1000),
     }
+    if "selected_option" in button:  # an overflow menu's choice: Slack sends the option, no text or value
+        action = {k: v for k, v in action.items() if k not in ("text", "value")}
+        action["selected_option"] = button["selected_option"]
     if "style" in button:
         action["style"] = button["style"]
     payload: dict[str, Any] = {

@@ -119,8 +119,8 @@ def delete(ws: Workspace, p: Params) -> ApiResult:
 def get_permalink(ws: Workspace, p: Params) -> ApiResult:
     """``chat.getPermalink``: the message's URL in Slack's ``/archives/C/p<ts>`` form."""
     channel = ws.channel(p.text("channel"))
-    if channel is None:
-        raise SlackError("channel_not_found")
+    if channel is None or not channel.visible_to(ws.config.bot_user_id):
+        raise SlackError("channel_not_found")  # a private channel the bot is not in, as Slack answers
     msg = _message(ws, channel, p.text("message_ts"))
     link = f"https://{ws.config.team_domain}.slack.com/archives/{channel.id}/p{msg.ts.replace('.', '')}"
     if msg.is_reply:

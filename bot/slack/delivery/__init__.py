@@ -2,5 +2,7 @@
 
 ``client`` (the ``WebClient`` every process uses), ``sender`` (the one background thread that sends
 what may wait), ``presenter`` (a durable run in its thread) and ``alert_presenter`` (alert threads),
-``streaming`` and ``answers`` (the final answer), ``thread_status``, ``queued_note``, ``lost_cards``.
+``streaming`` and ``answers`` (the final answer), ``findings_message`` (the run's Findings message) and
+``permalinks`` (a step's link), ``blocks`` (redaction and plainer fallbacks of blocks),
+``thread_status``, ``queued_note``, ``lost_cards``.
 """

@@ -19,6 +19,9 @@
 * With ``streaming`` (``CHATOPS_SLACK_STREAMING=auto``), the answer is streamed into the thread
   with the segment's tool calls as tasks and feedback buttons (``bot.slack.delivery.streaming``), where
   the channel allows it; elsewhere it is posted as below. The card is kept either way.
+* The run's findings are one message, queued like a card (``bot.slack.delivery.findings_message``);
+  the answer's citations are shown by code's verdict, streamed or posted alike
+  (``bot.slack.rendering.citations``): a verified one links to its step, the run card.
 * Every text it sends (answers, notices, the cards' blocks, a chart's labels, title and alt text)
   goes through ``redact`` first: model answers, model errors and call arguments can carry
   secrets too, not only tool output.
@@ -35,75 +38,44 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from agent.findings import Findings
+from agent.findings import Citation, Findings
 from agent.types import Message, RunStatus
 from bot.keys import Keys
 from bot.runs.approvals import Approval, Approvals
 from bot.runs.charts import Chart
 from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
+from bot.runs.record import RunRecords
 from bot.slack.continuation import remember_last_run
 from bot.slack.delivery.acknowledgements import EYES, Acknowledgements
 from bot.slack.delivery.answers import deliver_answer
+from bot.slack.delivery.blocks import BLOCK_ERRORS, plainer_blocks, redacted_blocks, slack_error
 from bot.slack.delivery.charts import UPLOAD_METHOD, upload_chart
 from bot.slack.delivery.client import without_rate_limit_retries
+from bot.slack.delivery.findings_message import FindingsMessages
+from bot.slack.delivery.permalinks import Permalinks
 from bot.slack.delivery.sender import Delivery, Outcome, RetryAfter, SlackSender, is_transient, process_sender
 from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
 from bot.slack.delivery.thread_status import StatusRefusals
 from bot.slack.rendering import render
-from bot.slack.rendering.mrkdwn import split_mrkdwn, truncate
+from bot.slack.rendering.citations import Style, cite, finisher, plain_answer
+from bot.slack.rendering.mrkdwn import split_mrkdwn
 from bot.slack.rendering.people import run_people
 
 log = logging.getLogger(__name__)
 
 STATUS_TEXT = "is working on it…"
 STATUS_REFRESH_SECONDS = 60.0  # Slack clears a status after two minutes without a message
-# A form refusal: a plainer card follows. msg_blocks_too_long: the blocks' text in all is over
-# Slack's (undocumented, about 12k characters) limit, which render keeps cards under.
-_BLOCK_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"})
 TOO_LONG = "msg_too_long"
 MIN_SPLIT = 200  # a text refused as too long is halved down to pieces of about this size
 # How long the job waits, at its end, for a run's final card (a few server-error retries fit).
 FINAL_WAIT_SECONDS = 10.0
-
-
-def slack_error(error: SlackApiError) -> str | None:
-    """Slack's error code (``invalid_blocks``, ``ratelimited``, ...) of a failed call."""
-    response = error.response
-    return str(response.get("error")) if response is not None and response.get("error") else None
-
-
-def redacted_blocks(blocks: list[render.Block], redact: Callable[[str], str]) -> list[render.Block]:
-    """``blocks`` with every ``text`` (all a person reads in Block Kit) passed through ``redact``."""
-
-    def scrub(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                key: redact_within(value) if key == "text" and isinstance(value, str) else scrub(value)
-                for key, value in node.items()
-            }
-        if isinstance(node, list):
-            return [scrub(item) for item in node]
-        return node
-
-    def redact_within(text: str) -> str:
-        # A marker can be longer than what it hides: never past the length render cut the text to.
-        redacted = redact(text)
-        return truncate(redacted, len(text)) if len(redacted) > len(text) else redacted
-
-    scrubbed: list[render.Block] = scrub(blocks)
-    return scrubbed
-
-
-def plainer_blocks(blocks: list[render.Block]) -> list[render.Block]:
-    """A card's first block (its one-line header) and its buttons: what must survive a refusal."""
-    return [blocks[0], *(block for block in blocks[1:] if block.get("type") == "actions")] if blocks else []
 
 
 class SlackPresenter:
@@ -140,6 +112,19 @@ class SlackPresenter:
         self._lock = threading.Lock()
         self._status_set_at: dict[str, float] = {}
         self._last_card: dict[str, CardView] = {}
+        self._permalinks = Permalinks(self._deferred)  # a step's link: the run card's
+        self._findings = FindingsMessages(
+            self._deferred,
+            RunRecords(redis_client, keys),
+            self._permalinks,
+            deliver=self._deliver,
+            post=lambda run, text, blocks: self._posted_ts(
+                self._post_blocks(run, text, blocks, self._deferred)
+            ),
+            update=self._update_blocks,
+            redact=self._redact,
+            interval=min_interval,
+        )
         # Answers streamed into the thread where Slack allows it (``bot.slack.delivery.streaming``).
         self._streams = (
             AnswerStreams(
@@ -293,18 +278,35 @@ class SlackPresenter:
 
     # -- answers and notices --------------------------------------------------------------------
 
-    def post_answer(self, run: RunRef, text: str) -> None:
-        if self._streams is not None and self._streams.answer(run, self._redact(text), self._people(run)):
+    def post_answer(
+        self,
+        run: RunRef,
+        text: str,
+        citations: Sequence[Citation] = (),
+        findings: Findings | None = None,
+    ) -> None:
+        """The answer with its citations shown as code judged them (``bot.slack.rendering.citations``):
+        each one replaced by a placeholder before the text is converted and redacted, filled after."""
+        cited = cite(text, citations)
+        link = self._permalinks.get(run.channel, run.card_ts, self._client) if cited.verified else None
+        redacted = self._redact(cited.text)  # before a cut could split a secret
+        people = self._people(run)
+
+        def finish(style: Style) -> Callable[[str], str]:
+            return finisher(cited, findings, link, style, self._redact)
+
+        if self._streams is not None and self._streams.answer(run, redacted, people, finish(Style.MARKDOWN)):
             return  # streamed, with the feedback buttons; else posted as always
-        whole = self._redact(text)  # before a cut could split a secret
-        chunks = render.answer_chunks(whole, self._people(run))
+        chunks = render.answer_chunks(redacted, people, finish(Style.MRKDWN))
+        whole = plain_answer(redacted, cited, findings, self._redact)
         if run.source_url and chunks:  # a run an alert started links back to what fired
             chunks[-1] += f"\n{render.source_line(run.source_url)}"
             whole += f"\n\nAlert source: {run.source_url}"
         deliver_answer(self._client, run, chunks, whole, self._post_text)  # a few posts, or a file
 
     def show_findings(self, run: RunRef, findings: Findings) -> None:
-        log.info("run %s: findings %s (version %d)", run.run_id, findings.conclusion.value, findings.version)
+        """Queued: the Findings message (``bot.slack.delivery.findings_message``), never waited for here."""
+        self._findings.show(run, findings)
 
     def show_chart(self, run: RunRef, chart: Chart) -> None:
         """Queued: rendered and uploaded by the background sender (``bot.slack.delivery.charts``)."""
@@ -335,21 +337,28 @@ class SlackPresenter:
 
     # -- posting, with fallbacks for messages Slack refuses for their form ----------------------
 
-    def _post_blocks(self, run: RunRef, text: str, blocks: list[render.Block]) -> Any:
+    def _post_blocks(
+        self, run: RunRef, text: str, blocks: list[render.Block], client: WebClient | None = None
+    ) -> Any:
+        """``client``: the background sender's (no 429 retries in the call) for what it sends."""
         text, blocks = self._redact(text), redacted_blocks(blocks, self._redact)
         attempts = [blocks, plainer_blocks(blocks), None]
         for index, attempt in enumerate(attempts):
             try:
-                return self._client.chat_postMessage(
+                return (client or self._client).chat_postMessage(
                     channel=run.channel, thread_ts=run.thread_ts, text=text, blocks=attempt
                 )
             except SlackApiError as error:
-                if slack_error(error) not in _BLOCK_ERRORS or index == len(attempts) - 1:
+                if slack_error(error) not in BLOCK_ERRORS or index == len(attempts) - 1:
                     raise
                 log.warning(
                     "run %s: Slack refused the blocks (%s); posting a plainer card", run.run_id, error
                 )
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _posted_ts(response: Any) -> str | None:
+        return str(response.get("ts") or "") or None
 
     def _update_blocks(self, channel: str, ts: str, text: str, blocks: list[render.Block]) -> None:
         """Sent by the background sender only: its client answers a 429 at once."""
@@ -360,7 +369,7 @@ class SlackPresenter:
                 self._deferred.chat_update(channel=channel, ts=ts, text=text, blocks=attempt)
                 return
             except SlackApiError as error:
-                if slack_error(error) not in _BLOCK_ERRORS or index == len(attempts) - 1:
+                if slack_error(error) not in BLOCK_ERRORS or index == len(attempts) - 1:
                     raise
                 log.warning("message %s: Slack refused the blocks (%s); updating it plainer", ts, error)
 

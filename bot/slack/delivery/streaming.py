@@ -38,7 +38,9 @@ closes it when idle, its timeline intact.
 redacted first (the presenter's redactor), then made inert for Markdown (``inert_markdown``): no
 ``<!channel>`` or ``<@U…>`` (angle brackets become entities), no bare ``@here`` or ``@handle`` or
 ``#channel`` (a word joiner after the sign), no labelled link (``[label](url)`` becomes
-``label (url)``: the real destination shows), no reference links.
+``label (url)``: the real destination shows), no reference links. The answer's citations are
+filled in after that by the presenter's ``finish`` (``bot.slack.rendering.citations``), in
+Markdown: a verified one a link to its step, any other marked unverified, as when posted.
 """
 
 from __future__ import annotations
@@ -195,13 +197,22 @@ class AnswerStreams:
         interval = 0.0 if final else self._append_interval
         self._deliver(self._key(run), method, lambda: self._flush(stream), run, final, interval)
 
-    def answer(self, run: RunRef, text: str, people: frozenset[str] = frozenset()) -> bool:
+    def answer(
+        self,
+        run: RunRef,
+        text: str,
+        people: frozenset[str] = frozenset(),
+        finish: Callable[[str], str] | None = None,
+    ) -> bool:
         """Stream the (already redacted) answer and stop the stream with the feedback buttons;
-        IDs of the run's ``people`` in it become mentions (``bot.slack.rendering.people``), as when posted.
+        IDs of the run's ``people`` in it become mentions (``bot.slack.rendering.people``), as when posted;
+        ``finish`` completes the inert Markdown (the citations, ``bot.slack.rendering.citations``).
         False: not streamed here (this channel refuses streams, or it failed): post it instead."""
         stream = self._stream(run, None)
         self._forget(run.run_id)
         markdown = inert_markdown(text, people)
+        if finish is not None:
+            markdown = finish(markdown)
         if run.source_url:
             markdown += f"\n\n:link: alert source: {plain_markdown(run.source_url, 500)}"
         with stream.lock:

@@ -30,21 +30,23 @@ from slack_sdk.errors import SlackApiError
 
 from bot.errors import BotConfigurationError, NotReplicatedError
 from bot.runs.lost_runs import LOST_NOTICE
+from bot.slack.delivery.acknowledgements import Acknowledgements
+from bot.slack.delivery.blocks import redacted_blocks
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.lost_cards import clicked_lost_card
-from bot.slack.delivery.presenter import redacted_blocks
 from bot.slack.handlers.actions import Interactions, Reply
 from bot.slack.handlers.break_glass import register_break_glass
 from bot.slack.handlers.callbacks import answer_app_rate_limited
 from bot.slack.handlers.events import EventHandler, Outcome, OutcomeKind
 from bot.slack.handlers.feedback import register_feedback
+from bot.slack.handlers.findings_clicks import Clicked, FindingsClicks, Steer
 from bot.slack.handlers.follow_ups import FollowUps, home_logged
 from bot.slack.handlers.home import home_opened_user
 from bot.slack.handlers.queued_note import Timer
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.identity import Authorizer, remember_authorizations
 from bot.slack.rendering import render
-from bot.slack.rendering.blockkit import ACTION_INVESTIGATE
+from bot.slack.rendering.blockkit import ACTION_FINDINGS, ACTION_INVESTIGATE
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +93,10 @@ class Click:
         container, message = _object(body.get("container")), _object(body.get("message"))
         actions = body.get("actions")
         action = _object(actions[0]) if isinstance(actions, list) and actions else {}
+        chosen = _object(action.get("selected_option"))  # an overflow menu's option
         return cls(
             user=_text(_object(body.get("user")).get("id")),
-            value=_text(action.get("value")),
+            value=_text(action.get("value")) or _text(chosen.get("value")),
             channel=_text(container.get("channel_id")) or _text(_object(body.get("channel")).get("id")),
             message_ts=_text(container.get("message_ts")) or _text(message.get("ts")),
             thread_ts=_text(container.get("thread_ts")) or _text(message.get("thread_ts")) or None,
@@ -273,7 +276,48 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
     app.action(render.ACTION_STOP)(ack=acknowledge, lazy=[stop])
     app.action(render.ACTION_TRANSCRIPT)(ack=acknowledge, lazy=[transcript])
     app.action(ACTION_INVESTIGATE)(ack=acknowledge, lazy=[investigate])
+    app.action(ACTION_FINDINGS)(_findings_menu(runtime, after))
     app.view(render.VIEW_DECLINE)(declined)  # a submission is decided before its answer too
+
+
+def _findings_menu(runtime: WebRuntime, after: Executor) -> Callable[..., BoltResponse | None]:
+    """Refute / Focus on this (``bot.slack.handlers.findings_clicks``): stored in the run's inbox
+    before the answer, as a reply is before its :eyes:; then said in the thread, or to the clicker
+    alone why it did nothing."""
+    clicks = FindingsClicks(runtime)
+
+    def chosen(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
+        click = Click.from_body(body)
+        where = Clicked(click.user, click.channel, click.message_ts, click.thread_ts)
+        try:
+            steer = clicks.choose(click.value, where)
+        except redis.RedisError:
+            return _click_failed(click)
+        if steer.stored and not _replicated(runtime, f"the findings click by {click.user}"):
+            return _click_failed(click)
+        ack()
+        after.submit(_steer_shown, runtime, steer, click)
+        return None
+
+    return chosen
+
+
+def _steer_shown(runtime: WebRuntime, steer: Steer, click: Click) -> None:
+    """The stored click said in the thread, with :eyes: on it (the acknowledgement a reply gets);
+    or the clicker told, alone, why it did nothing."""
+    client = runtime.client()
+    try:
+        if steer.announce is None:
+            _show(runtime, Reply(steer.note), click)
+            return
+        posted = client.chat_postMessage(
+            channel=click.channel, thread_ts=click.thread_ts, text=runtime.redact(steer.announce)
+        )
+        ts = str(posted.get("ts") or "")
+        if ts:
+            Acknowledgements(runtime.redis(), runtime.keys).react(client, click.channel, ts)
+    except Exception:
+        log.exception("the findings click by %s was stored, but not acknowledged in the thread", click.user)
 
 
 def _click_failed(click: Click) -> BoltResponse:

@@ -31,8 +31,6 @@ from enum import StrEnum
 from typing import Any
 
 from bot.claims import Claims, ClaimState, claim_once
-from bot.policy.deciders import Action
-from bot.runs.approvals import ApprovalStatus
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import RunLimits
@@ -40,6 +38,7 @@ from bot.runs.thread_history import Earlier, earlier_runs
 from bot.slack.continuation import continues, last_run, remember_last_run
 from bot.slack.handlers.help import asks_for_help
 from bot.slack.handlers.runtime import WebRuntime
+from bot.slack.handlers.steering import may_supersede
 
 log = logging.getLogger(__name__)
 
@@ -324,25 +323,8 @@ class EventHandler:
         return where.outcome(OutcomeKind.INJECTED, run_id=delivery.run_id or "")
 
     def _may_supersede(self, where: Origin) -> bool:
-        """Whether this reply may cancel the run's pending approvals (``Action.SUPERSEDE``: the
-        requester or an approver, who may decline every pending card).
-
-        Asked for every reply to an active run, not only one that waits for an approval: a run
-        that starts waiting right after the reply was stored still finds the answer on the inbox
-        item (``InboxItem.may_supersede``) and supersedes only for someone who may decide.
-        """
-        service = self._rt.service()
-        run_id = service.active_run(where.channel, where.thread_ts)
-        record = service.get(run_id) if run_id else None
-        if record is None or record.status.terminal:
-            return False
-        pending = [a for a in service.approvals.for_run(record.run_id) if a.status is ApprovalStatus.PENDING]
-        verdict = self._rt.deciders.decide(
-            where.user, Action.SUPERSEDE, requester=record.requester, pending=pending
-        )
-        if not verdict.allowed:
-            log.info("reply %s by %s cannot cancel an approval: %s", where.ts, where.user, verdict.reason)
-        return verdict.allowed
+        """Whether this reply may cancel the run's pending approvals (``bot.slack.handlers.steering``)."""
+        return may_supersede(self._rt, where.channel, where.thread_ts, where.user, f"reply {where.ts}")
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from slack_sdk.errors import SlackApiError
 from bot.policy.deciders import Action
 from bot.runs.approvals import Approval, ApprovalStatus
 from bot.runs.record import RunRecord
-from bot.slack.delivery.presenter import redacted_blocks
+from bot.slack.delivery.blocks import redacted_blocks
 from bot.slack.handlers.help import EXAMPLE
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.memberships import visibility

@@ -37,6 +37,7 @@ ACTION_DECLINE = "chatops_decline"
 ACTION_STOP = "chatops_stop"
 ACTION_TRANSCRIPT = "chatops_transcript"
 ACTION_INVESTIGATE = "chatops_alert_investigate"  # an alert thread's button: start the investigation
+ACTION_FINDINGS = "chatops_findings"  # a hypothesis's menu on the Findings message: Refute, Focus on this
 VIEW_DECLINE = "chatops_decline_reason"
 # block_id values of the cards' button rows: how a card is recognised in Slack (``bot.slack.delivery.lost_cards``).
 RUN_CONTROLS = "run_controls"
@@ -84,6 +85,21 @@ def button(action_id: str, label: str, value: str, style: str | None = None) -> 
         element["style"] = style
     element.update(text=plain(label, BUTTON_TEXT), value=value[:BUTTON_VALUE])
     return element
+
+
+OPTION_TEXT, OPTION_VALUE, OVERFLOW_OPTIONS = 75, 150, 5  # an overflow menu's limits
+
+
+def overflow(action_id: str, options: list[tuple[str, str]]) -> Block:
+    """An overflow menu (the "⋯" button) of ``(label, value)`` options, cut to Slack's limits."""
+    return {
+        "type": "overflow",
+        "action_id": action_id,
+        "options": [
+            {"text": plain(label, OPTION_TEXT), "value": value[:OPTION_VALUE]}
+            for label, value in options[:OVERFLOW_OPTIONS]
+        ],
+    }
 
 
 def actions(block_id: str, elements: list[Block]) -> Block:

@@ -29,6 +29,7 @@ Only the bot's own formatting is live: emphasis, emoji, dates, and the people it
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _LINK = re.compile(r"\[([^\[\]]+)\]\((https?://[^\s()]+(?:\([^\s()]*\))?[^\s()]*)\)")
 # A URL the model wrapped in angle brackets. No ``|``: ``<https://evil|https://good>`` is a
@@ -65,9 +66,21 @@ def inert(text: str) -> str:
     return _BROADCAST_WORD.sub("@" + WORD_JOINER, escape(text))
 
 
+def visible(text: str) -> str:
+    """``text`` without invisible format characters (Unicode ``Cf``: zero-width spaces and
+    joiners, bidi overrides and isolates, soft hyphens, BOM): they can hide or reorder what a
+    person reads (``deifirevnu`` shown as "unverified"), and no quote a tool printed needs them."""
+    return "".join(char for char in text if unicodedata.category(char) != "Cf")
+
+
 def inline_code(text: str, limit: int = 100) -> str:
-    """``text`` on one line as inline code that cannot end early (its backticks become ``'``)."""
-    return "`" + inert(one_line(text, limit)).replace("`", "'") + "`"
+    """``text`` on one line as inline code that cannot end early (its backticks become ``'``).
+
+    The strongest inert form: Slack renders no emphasis, emoji code, mention or link inside code,
+    and no invisible character is kept to disguise what it shows (``visible``). ``limit`` counts
+    the escaped text (an entity is never cut)."""
+    shown = inert(" ".join(visible(text).split())).replace("`", "'")
+    return "`" + truncate(shown, limit) + "`"  # cut once escaped: ``limit`` is what Slack counts
 
 
 def mention(user: str) -> str:

@@ -10,9 +10,10 @@ are the exception (``bot.slack.rendering.approval_card``): they are never cut, a
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from agent.evidence import REF
 from agent.tool_step import RESERVED_ARGUMENTS
 from agent.types import RunStatus
 from bot.runs.presenter import CardView, Outcome, Step, StepStatus, StopNotice
@@ -247,12 +248,15 @@ def text_length(blocks: list[Block]) -> int:
 
 
 def step_line(step: Step, people: frozenset[str] = frozenset()) -> str:
-    """``:icon: `tool` args → result (1.2s) · approved by @x``, one line.
+    """``:icon: *E3* `tool` args → result (1.2s) · approved by @x``, one line (``E3``: the result's
+    evidence id, what the Findings message and the answer's citations link here for).
 
     Arguments and results are the model's and the tools' (log lines): inert (``mrkdwn.inert``), but
     for the IDs of the run's ``people`` (``bot.slack.rendering.people``), named.
     """
     line = f"{_STEP_ICON[step.status]} {inline_code(step.tool, 60)}"
+    if step.evidence and REF.fullmatch(step.evidence):  # the id findings and answers cite (code's)
+        line = f"{_STEP_ICON[step.status]} *{step.evidence}* {inline_code(step.tool, 60)}"
     args = short_arguments(step.arguments)
     if args:
         line += f" {name_people(inert(args), people)}"
@@ -286,10 +290,14 @@ def _step_chunks(steps: Sequence[Step], shown: int, people: frozenset[str]) -> l
 # -- answers and notices ------------------------------------------------------------------------
 
 
-def answer_chunks(markdown: str, people: frozenset[str] = frozenset()) -> list[str]:
+def answer_chunks(
+    markdown: str, people: frozenset[str] = frozenset(), finish: Callable[[str], str] | None = None
+) -> list[str]:
     """The final answer as Slack mrkdwn, split into postable messages; the run's ``people``
-    (``bot.slack.rendering.people``) named as mentions rather than raw IDs."""
-    return split_mrkdwn(name_people(to_mrkdwn(markdown), people), ANSWER_CHUNK)
+    (``bot.slack.rendering.people``) named as mentions rather than raw IDs; ``finish``: what
+    completes the converted text before it is split (the citations: ``bot.slack.rendering.citations``)."""
+    converted = name_people(to_mrkdwn(markdown), people)
+    return split_mrkdwn(finish(converted) if finish is not None else converted, ANSWER_CHUNK)
 
 
 def stop_notice_text(notice: StopNotice, last_step: Step | None = None) -> str:

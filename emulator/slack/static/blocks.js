@@ -37,7 +37,18 @@ const BlockKit = (() => {
     if (item.type === "button") return button(block, item, ctx);
     if (item.type === "image") return el("img", { class: "block-image-small", src: item.image_url, alt: item.alt_text });
     if (item.type === "mrkdwn" || item.type === "plain_text") return el("span", { class: "context-text" }, text(item));
-    if (item.type === "static_select" || item.type === "overflow") {
+    if (item.type === "overflow") {  // "⋯": picking an option is the click (its value identifies it)
+      const select = el("select", { class: "block-select overflow", "data-action-id": item.action_id, "aria-label": "More actions" });
+      select.append(el("option", { value: "" }, "⋯"));
+      for (const option of item.options || []) select.append(el("option", { value: option.value }, text(option.text)));
+      select.addEventListener("change", () => {
+        const value = select.value;
+        select.value = "";
+        if (value) ctx.onButton(block, { action_id: item.action_id, value, confirm: item.confirm }, select);
+      });
+      return select;
+    }
+    if (item.type === "static_select") {
       const select = el("select", { class: "block-select", disabled: "disabled", "data-action-id": item.action_id });
       for (const option of item.options || []) select.append(el("option", { value: option.value }, text(option.text)));
       return select;

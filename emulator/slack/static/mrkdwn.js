@@ -13,7 +13,7 @@ const SlackText = (() => {
     arrows_counterclockwise: "🔄", clock1: "🕐", stopwatch: "⏱️", zap: "⚡", bulb: "💡",
     speech_balloon: "💬", raised_hand: "✋", wave: "👋", scroll: "📜", octagonal_sign: "🛑",
     no_entry_sign: "🚫", globe_with_meridians: "🌐", leftwards_arrow_with_hook: "↩️", link: "🔗",
-    hourglass_done: "⌛", grey_question: "❔", busts_in_silhouette: "👥",
+    hourglass_done: "⌛", grey_question: "❔", busts_in_silhouette: "👥", dart: "🎯", point_right: "👉",
   };
 
   let names = { users: {}, channels: {}, groups: {} };
@@ -85,9 +85,12 @@ const SlackText = (() => {
   }
 
   function inline(text) {
-    return text.split(/(`[^`\n]+`)/).map((seg) =>
-      seg.length > 1 && seg.startsWith("`") && seg.endsWith("`")
-        ? `<code>${esc(unesc(seg.slice(1, -1)))}</code>` : line(seg)).join("");
+    // Code struck through as a whole (~`code`~) is struck code, as Slack shows it.
+    return text.split(/(~`[^`\n]+`~|`[^`\n]+`)/).map((seg) => {
+      if (seg.length > 3 && seg.startsWith("~`") && seg.endsWith("`~")) return `<s><code>${esc(unesc(seg.slice(2, -2)))}</code></s>`;
+      return seg.length > 1 && seg.startsWith("`") && seg.endsWith("`")
+        ? `<code>${esc(unesc(seg.slice(1, -1)))}</code>` : line(seg);
+    }).join("");
   }
 
   function paragraph(text) {

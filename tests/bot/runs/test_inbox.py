@@ -75,3 +75,25 @@ def test_a_reply_by_someone_who_may_not_decide_is_stored_and_leaves_the_approval
     assert [m.content for m in inbox.messages("r1")] == ["cancel it"]
     stored = approvals.get(approval.id)
     assert stored is not None and stored.status is ApprovalStatus.PENDING and not stored.decided_by
+
+
+def test_a_click_is_claimed_by_its_own_key_and_parks_nothing(redis_client: redis.Redis, keys: Keys) -> None:
+    inbox = Inbox(redis_client, keys)
+    claim = "findings:r1:U1:refute:H2:1"
+    early = inbox.deliver("C1", "1.0", user="U1", text="refutes H2", ts="", claim=claim, park=True)
+    assert early.status is DeliveryStatus.NO_ACTIVE_RUN  # no run yet: never kept for one
+    assert redis_client.llen(keys.early_replies("C1", "1.0")) == 0
+    active_run(redis_client, keys, "r1")
+    first = inbox.deliver("C1", "1.0", user="U1", text="refutes H2", ts="", claim=claim)
+    again = inbox.deliver("C1", "1.0", user="U1", text="refutes H2", ts="", claim=claim)  # a double click
+    other = inbox.deliver(
+        "C1", "1.0", user="U1", text="focus H1", ts="", claim=claim.replace("refute", "focus")
+    )
+    assert (first.status, again.status, other.status) == (
+        DeliveryStatus.STORED,
+        DeliveryStatus.DUPLICATE,
+        DeliveryStatus.STORED,
+    )
+    [refute, focus] = inbox.messages("r1")
+    assert (refute.content, refute.meta["ts"], focus.content) == ("refutes H2", "", "focus H1")
+    assert redis_client.exists(keys.seen_message("C1", claim))

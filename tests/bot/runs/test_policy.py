@@ -22,10 +22,12 @@ from agent.scripted import tool_call
 from agent.tooling import ToolCategory, ToolResult, call_refusal, call_target
 from agent.types import ToolDef
 from bot.errors import PolicyConfigError
+from bot.policy.deciders import Action, Deciders
 from bot.policy.explain import explain
 from bot.policy.file import load_policy
 from bot.policy.proposals import RunPolicy
 from bot.policy.rules import AccountKind, Policy, Requirement, Subject, may_approve, may_request
+from bot.runs.approvals import Approval
 from tests.bot.slack.test_policy_e2e import TARGETS, TargetTool, example_policy
 from tools.inventory import Target
 from tools.targets import TargetedTool
@@ -295,3 +297,15 @@ def test_a_request_rule_naming_only_channels_still_excludes_guests_and_unreadabl
     assert verdict("U_EVE", "C_RANDOM").endswith("(not from this channel)")
     assert "Guest accounts may not decide" in verdict("U_GUEST", "C_INCIDENT")
     assert "Could not check your Slack account" in verdict("U_FLAKY", "C_INCIDENT")
+
+
+def test_people_steer_a_run_by_a_click_and_accounts_that_are_no_person_do_not() -> None:
+    """``Action.STEER``: whoever's thread reply would reach the run (guests and Slack Connect
+    people too); an app's or bot's account, a deactivated or unknown one, or none readable, no."""
+    deciders: Deciders[Approval] = Deciders(TableIdentity())
+    for person in ("U_ALICE", "U_EVE", "U_GUEST", "U_EXT"):
+        assert deciders.decide(person, Action.STEER).allowed, person
+    refused = deciders.decide("U_BOT", Action.STEER)
+    assert not refused.allowed and "Only a person's Slack account may steer" in refused.reason
+    flaky = deciders.decide("U_FLAKY", Action.STEER)
+    assert not flaky.allowed and "Could not check your Slack account" in flaky.reason

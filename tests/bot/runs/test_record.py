@@ -157,3 +157,19 @@ def test_a_runs_tools_are_recorded_once_and_a_later_list_gets_the_first_back(
     record = records.get("r1")
     assert record is not None and record.tools_offered() == first
     assert redis_client.zscore(keys.reporting(), "r1") == 3.0
+
+
+def test_the_findings_message_is_recorded_once_and_only_on_a_record_that_exists(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    records = RunRecords(redis_client, keys)
+    assert records.claim_findings_ts("gone", "1.1") is None  # no record: nothing written
+    assert not redis_client.exists(keys.run("gone"))
+    fields = {"run_id": "r1", "channel": "C1", "thread_ts": "1.0", "requester": "U1"}
+    redis_client.hset(keys.run("r1"), mapping=fields)
+    assert records.findings_ts("r1") is None
+    assert records.claim_findings_ts("r1", "1.5") == "1.5"
+    assert records.claim_findings_ts("r1", "1.6") == "1.5"  # a second job's post: the first stands
+    assert records.findings_ts("r1") == "1.5"
+    record = records.get("r1")
+    assert record is not None and record.findings_ts == "1.5"

@@ -31,6 +31,10 @@ SCOPES: dict[str, str | tuple[str, ...] | None] = {
     "chat_stopStream": "chat:write",
     # An answer too long for a few messages is attached as a file (bot/slack/delivery/answers.py).
     "files_upload_v2": "files:write",
+    # A step's link is the run card's permalink; a second Findings message (two jobs posted one
+    # each) is deleted (bot/slack/delivery/permalinks.py, findings_message.py).
+    "chat_getPermalink": None,
+    "chat_delete": "chat:write",
 }
 # Bolt listener -> the event subscriptions (and their scopes) it needs.
 EVENTS: dict[str, dict[str, str | None]] = {

@@ -11,10 +11,12 @@ from typing import Any
 
 import redis
 
+from agent.findings import Conclusion, Confidence, Findings, Hypothesis, HypothesisStatus
 from agent.tooling import ToolCategory, ToolResult
 from agent.types import RunStatus, ToolDef
 from bot.keys import Keys
 from bot.runs.presenter import CardView, RunRef, Step, StepStatus
+from bot.runs.record import RunRecords
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.presenter import STATUS_TEXT, SlackPresenter
 from bot.slack.delivery.sender import SlackSender
@@ -173,3 +175,56 @@ def test_states_queued_behind_a_rate_limit_are_coalesced_and_the_final_one_is_wr
     assert [u["status"] for u in updates] == [429, 200], updates
     final = json.dumps(updates[-1]["params"]["blocks"])
     assert "tool_5" in final and "Done" in final
+
+
+def findings_version(version: int) -> Findings:
+    hypothesis = Hypothesis(
+        id="H1",
+        statement="logs fill /var/log",
+        status=HypothesisStatus.OPEN,
+        claimed_status=HypothesisStatus.OPEN,
+    )
+    return Findings(
+        conclusion=Conclusion.INVESTIGATING,
+        claimed_conclusion=Conclusion.INVESTIGATING,
+        confidence=Confidence.LOW,
+        claimed_confidence=Confidence.LOW,
+        hypotheses=(hypothesis,),
+        version=version,
+    )
+
+
+def test_findings_are_one_message_whose_newest_version_is_the_only_one_sent_after_the_first(
+    emulator: SlackEmulator,
+    control: SlackEmulatorClient,
+    redis_client: redis.Redis,
+    redis_url: str,
+    key_prefix: str,
+) -> None:
+    sender = SlackSender()
+    presenter, run = presenter_on(emulator, redis_client, redis_url, key_prefix, sender=sender)
+    fields = {
+        "run_id": run.run_id,
+        "channel": run.channel,
+        "thread_ts": run.thread_ts,
+        "requester": "U_ALICE",
+    }
+    redis_client.hset(Keys(key_prefix).run(run.run_id), mapping=fields)
+    for version in range(1, 11):  # the loop never waits: each is queued, a newer one replaces it
+        presenter.show_findings(run, findings_version(version))
+    wait_until(lambda: not sender.pending(run.run_id), what="the findings sent")
+    [post] = control.calls("chat.postMessage")
+    updates = control.calls("chat.update")
+    assert len(updates) <= 1  # the first version posted, then only the newest
+    shown = [m for m in control.thread(CHANNEL, run.thread_ts) if "Findings" in str(m["text"])]
+    assert [m["ts"] for m in shown] == [post["response"]["ts"]] and "update 10" in shown[0]["text"]
+    record = RunRecords(redis_client, Keys(key_prefix)).get(run.run_id)
+    assert record is not None and record.findings_ts == shown[0]["ts"]
+
+    # Another worker's presenter (the run resumed there) edits the recorded message.
+    other, _ = presenter_on(emulator, redis_client, redis_url, key_prefix, run_id=run.run_id, sender=sender)
+    other.show_findings(run, findings_version(11))
+    wait_until(lambda: not sender.pending(run.run_id), what="the resumed run's findings sent")
+    assert len(control.calls("chat.postMessage")) == 1  # no second Findings message
+    last = control.calls("chat.update")[-1]["params"]
+    assert last["ts"] == shown[0]["ts"] and "update 11" in last["text"]

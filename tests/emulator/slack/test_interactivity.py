@@ -259,3 +259,40 @@ def test_response_url_replaces_or_adds_messages(
     assert respond({"text": "just for you"}) == 200
     assert [m["text"] for m in control.messages("incident", viewer="U_ALICE")][-1] == "just for you"
     assert [m["text"] for m in control.messages("incident", viewer="U_BOB")] == ["Approved by <@U_ALICE>"]
+
+
+MENU = [
+    {
+        "type": "section",
+        "block_id": "findings_H2",
+        "text": {"type": "mrkdwn", "text": "*H2* nginx cache"},
+        "accessory": {
+            "type": "overflow",
+            "action_id": "menu",
+            "options": [
+                {"text": {"type": "plain_text", "text": "Refute"}, "value": "refute:H2"},
+                {"text": {"type": "plain_text", "text": "Focus on this"}, "value": "focus:H2"},
+            ],
+        },
+    }
+]
+
+
+def test_choosing_from_an_overflow_menu_sends_the_option_as_slack_does(
+    receiver: Receiver, web: WebClient, control: SlackEmulatorClient
+) -> None:
+    ts = web.chat_postMessage(channel="C_INCIDENT", text="findings", blocks=MENU)["ts"]
+    control.click(ts, "alice", action_id="menu", value="focus:H2")
+    [payload] = payloads(receiver.wait_for(2))
+    [action] = payload["actions"]
+    assert (action["type"], action["action_id"], action["block_id"]) == ("overflow", "menu", "findings_H2")
+    assert action["selected_option"] == {
+        "text": {"type": "plain_text", "text": "Focus on this"},
+        "value": "focus:H2",
+    }
+    assert "value" not in action and "text" not in action
+    with pytest.raises(ControlApiError) as info:  # a person picks an option: there is no bare click
+        control.click(ts, "alice", action_id="menu")
+    assert info.value.status == 404
+    with pytest.raises(ControlApiError):
+        control.click(ts, "alice", action_id="menu", value="delete:H2")  # no such option

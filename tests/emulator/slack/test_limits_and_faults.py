@@ -202,3 +202,47 @@ def test_a_confirm_dialogs_text_must_be_plain_text(web: WebClient) -> None:
     confirm["text"] = {"type": "plain_text", "text": "Deletes everything"}
     blocks = [{"type": "actions", "elements": [{**button("v"), "confirm": confirm}]}]
     assert web.chat_postMessage(channel="C_INCIDENT", text="t", blocks=blocks)["ok"]
+
+
+def overflow(options: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": "x"},
+            "accessory": {"type": "overflow", "options": options},
+        }
+    ]
+
+
+def option(text: str, value: str) -> dict[str, Any]:
+    return {"text": {"type": "plain_text", "text": text}, "value": value}
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        ([option("a", "1")], "must provide 2 to 5 options [json-pointer:/blocks/0/accessory/options]"),
+        ([option(str(i), str(i)) for i in range(6)], "must provide 2 to 5 options"),
+        (
+            [option("a", "1"), option("b" * 76, "2")],
+            "must be less than 76 characters [json-pointer:/blocks/0/accessory/options/1/text/text]",
+        ),
+        (
+            [option("a", "1"), option("b", "v" * 151)],
+            "must be less than 151 characters [json-pointer:/blocks/0/accessory/options/1/value]",
+        ),
+        (
+            [option("a", "1"), {"text": {"type": "mrkdwn", "text": "*b*"}, "value": "2"}],
+            "must be one of plain_text [json-pointer:/blocks/0/accessory/options/1/text/type]",
+        ),
+    ],
+)
+def test_an_overflow_menu_is_checked_as_slack_checks_it(
+    web: WebClient, options: list[Any], reason: str
+) -> None:
+    error = post_error(web, blocks=overflow(options))
+    assert error["error"] == "invalid_blocks"
+    assert any(reason in found for found in error["errors"]), error["errors"]
+    assert web.chat_postMessage(
+        channel="C_INCIDENT", text="t", blocks=overflow([option("a", "1"), option("b", "2")])
+    )["ok"]
