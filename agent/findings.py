@@ -96,7 +96,9 @@ class Findings(BaseModel):
         return next((h for h in self.hypotheses if h.id == hypothesis_id), None)
 
     def as_json(self) -> dict[str, object]:
-        """The machine-readable form (``chatops runs show --json``, the evaluation harness)."""
+        """The machine-readable form (``chatops runs show --json``, the audit's ``findings_updated``,
+        the evaluation harness): ``status`` and ``conclusion`` as shown, the model's claims beside
+        them; ``Findings.model_validate`` reads it back."""
         return {
             "conclusion": self.conclusion.value,
             "claimed_conclusion": self.claimed_conclusion.value,
@@ -110,7 +112,13 @@ class Findings(BaseModel):
                     "status": h.status.value,
                     "claimed_status": h.claimed_status.value,
                     "evidence": [
-                        {"ref": e.ref, "quote": e.quote, "verified": e.verified, "problem": e.problem}
+                        {
+                            "ref": e.ref,
+                            "quote": e.quote,
+                            "verified": e.verified,
+                            "problem": e.problem,
+                            "tool": e.tool,
+                        }
                         for e in h.evidence
                     ],
                 }
