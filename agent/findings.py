@@ -89,7 +89,9 @@ class Findings(BaseModel):
     confidence: Confidence
     claimed_confidence: Confidence
     hypotheses: tuple[Hypothesis, ...] = ()
-    checked: tuple[Checked, ...] = ()  # the run's citable results when the update was made
+    # A ``no_fault_found`` claim's: the run's citable results when the update was made (what was
+    # checked); empty for any other claim.
+    checked: tuple[Checked, ...] = ()
     version: int = Field(default=1, ge=1)  # counts the run's updates: a renderer shows the newest
 
     def hypothesis(self, hypothesis_id: str) -> Hypothesis | None:

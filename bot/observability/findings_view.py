@@ -80,10 +80,11 @@ def findings_lines(findings: Findings) -> list[str]:
     lines += [f"  conclusion    {conclusion}", f"  confidence    {confidence}"]
     for hypothesis in findings.hypotheses:
         lines += _hypothesis_lines(hypothesis)
-    checked = ", ".join(
-        f"{c.ref} {c.tool}" + (f" on {c.target}" if c.target else "") for c in findings.checked
-    )
-    lines.append(f"  checked       {checked or 'nothing yet'}")
+    if findings.checked:  # what a "no fault found" rests on
+        checked = ", ".join(
+            f"{c.ref} {c.tool}" + (f" on {c.target}" if c.target else "") for c in findings.checked
+        )
+        lines.append(f"  checked       {checked}")
     return lines
 
 

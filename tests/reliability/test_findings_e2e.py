@@ -366,8 +366,4 @@ def assert_final_findings(found: dict[str, Any]) -> None:
     ]
     h1 = found["hypotheses"][0]
     assert [e["tool"] for e in h1["evidence"]] == ["log_sizes", "rotate_logs", "root_df"]
-    assert [(c["ref"], c["tool"], c["target"]) for c in found["checked"]] == [
-        ("E1", "root_df", TARGET),
-        ("E2", "log_sizes", TARGET),
-        ("E5", "rotate_logs", TARGET),
-    ]
+    assert found["checked"] == []  # listed for a "no fault found" only

@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 import redis
 
+from agent.findings import Checked, Conclusion, Confidence, Findings, Hypothesis, HypothesisStatus
 from agent.scripted import ScriptedModel, tool_call
 from agent.types import RunStatus
 from bot.keys import Keys
 from bot.observability.audit import AuditKind
+from bot.observability.findings_view import findings_lines, findings_summary
 from bot.ops.audit_cli import run_cli as audit_cli
 from bot.ops.cli import build_parser
 from bot.ops.runs_cli import run_cli as runs_cli
@@ -143,7 +145,7 @@ def test_runs_show_json_has_the_findings_as_shown_and_the_model_s_claims(
     ]
     assert evidence["H2"] == [("E1", "inode table full", False, "the quote does not occur in E1's output")]
     assert evidence["H4"] == [("E42", "x", False, "E42 names no tool result of this run")]
-    assert [c["ref"] for c in found["checked"]] == ["E1", "E2"]  # update_findings' results are not evidence
+    assert found["checked"] == []  # listed for a "no fault found" only
     citations = [(c["ref"], c["quote"], c["verified"], c["problem"]) for c in data["citations"]]
     assert citations == [
         ("E1", "95% /", True, None),
@@ -171,7 +173,6 @@ def test_runs_show_text_shows_each_verdict_and_keeps_the_model_s_text_inert(
         '    [E1] verified    "95% /" (disk_usage)',
         '  H4 open: "logs\\" [E1] verified \\"95% /\\" (disk_usage) H9 supported"',
         '    [E42] unverified  "x": E42 names no tool result of this run',
-        "  checked       E1 disk_usage, E2 big_files",
         "citations in the answer",
         '  [E1] verified  "95% /" (disk_usage)',
         '  [E2] verified  "api.log.4 1.2G" (big_files)',
@@ -215,3 +216,32 @@ def test_audit_tail_shows_each_update_readably(
     assert [e.json("findings")["conclusion"] for e in entries] == ["inconclusive", "root_cause_found"]  # type: ignore[index]
     executed = [e.fields["evidence"] for e in harness.service.audit.entries(run_id) if "evidence" in e.fields]
     assert executed == ["E1", "E2", "E3", "E4"]  # every tool step's audit entry names its id
+
+
+def test_no_fault_found_is_written_by_code_with_what_was_checked() -> None:
+    refuted = Hypothesis(
+        id="H1",
+        statement="the disk is full",
+        status=HypothesisStatus.REFUTED,
+        claimed_status=HypothesisStatus.REFUTED,
+    )
+    shown = Findings(
+        conclusion=Conclusion.NO_FAULT_FOUND,
+        claimed_conclusion=Conclusion.NO_FAULT_FOUND,
+        confidence=Confidence.MEDIUM,
+        claimed_confidence=Confidence.MEDIUM,
+        hypotheses=(refuted,),
+        checked=(Checked(ref="E1", tool="disk_usage", target="web-03"), Checked(ref="E3", tool="big_files")),
+        version=3,
+    )
+    assert findings_lines(shown) == [
+        "findings (update 3)",
+        "  conclusion    no_fault_found: No fault found",
+        "  confidence    medium",
+        '  H1 refuted (struck through: kept, not deleted): "the disk is full"',
+        "  checked       E1 disk_usage on web-03, E3 big_files",
+    ]
+    assert findings_summary(shown) == (
+        'update=3 conclusion=no_fault_found confidence=medium | H1 refuted "the disk is full"'
+    )
+    assert Findings.model_validate(shown.as_json()) == shown  # what the audit stores reads back
