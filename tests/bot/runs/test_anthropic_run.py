@@ -97,7 +97,9 @@ def test_tool_use_approval_and_resume_on_the_anthropic_api(
     harness.service.lifecycle.decide(approval.id, user="U_APPROVER", approve=True)
     harness.work()
     assert harness.status(run_id) is RunStatus.COMPLETED
-    assert presenter.of("post_answer", run_id) == ["done: [E2] restart_service ok"]  # read with its evidence id
+    assert presenter.of("post_answer", run_id) == [
+        "done: [E2] restart_service ok"
+    ]  # read with its evidence id
     [execution] = harness.executions("restart_service")
     assert execution["arguments"] == {"step": 1, "confirmed_by": "U_APPROVER"}
 
