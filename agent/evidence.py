@@ -24,6 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agent.findings import Checked
 from agent.types import Message
 
 FINDINGS_TOOL = "update_findings"
@@ -86,6 +87,9 @@ class EvidenceIndex:
         self._seen = 0
         self._sources: dict[str, Source] = {}
         self._calls: dict[str, tuple[str, str]] = {}  # call id -> (tool, arguments)
+        # What every update's "checked" lists, built once per result (not once per update: its cost
+        # would grow with the run), in id order.
+        self._checked: list[Checked] = []
 
     def sync(self, messages: Sequence[Message]) -> EvidenceIndex:
         """Index what was appended to ``messages`` since the last look (all of it for a new list:
@@ -94,6 +98,7 @@ class EvidenceIndex:
             self._messages, self._seen = messages, 0
             self._sources.clear()
             self._calls.clear()
+            self._checked.clear()
         for message in messages[self._seen :]:
             self._add(message)
         self._seen = len(messages)
@@ -109,7 +114,7 @@ class EvidenceIndex:
             return
         call_id = message.tool_call_id or ""
         tool, arguments = self._calls.get(call_id, (message.meta.get("tool", ""), ""))
-        self._sources[ref] = Source(
+        source = Source(
             ref=ref,
             output=message.content or "",
             tool=tool,
@@ -118,6 +123,11 @@ class EvidenceIndex:
             citable=not message.meta.get("refused") and tool != FINDINGS_TOOL,
             target=message.meta.get("target"),
         )
+        self._sources[ref] = source
+        if source.citable:
+            self._checked.append(Checked(ref=ref, tool=tool, target=source.target))
+            if len(self._checked) > 1 and _number(self._checked[-2].ref) > _number(ref):
+                self._checked.sort(key=lambda c: _number(c.ref))  # never seen: ids reach the history in order
 
     def source(self, ref: str) -> Source | None:
         return self._sources.get(ref)
@@ -125,7 +135,11 @@ class EvidenceIndex:
     def citable(self) -> list[Source]:
         """Every result that may be cited, in id order."""
         found = [s for s in self._sources.values() if s.citable]
-        return sorted(found, key=lambda s: int(s.ref[1:]))
+        return sorted(found, key=lambda s: _number(s.ref))
+
+    def checked(self) -> tuple[Checked, ...]:
+        """Every result that may be cited, in id order, as findings list what was checked."""
+        return tuple(self._checked)
 
     def problem_with(self, ref: str, quote: str) -> str | None:
         """Why a claim of ``quote`` from ``ref`` is not verified (``None``: it is)."""
@@ -135,3 +149,7 @@ class EvidenceIndex:
         if source is None:
             return f"{ref} names no tool result of this run"
         return source.problem_with(quote)
+
+
+def _number(ref: str) -> int:
+    return int(ref[1:])

@@ -89,14 +89,18 @@ class Findings(BaseModel):
     confidence: Confidence
     claimed_confidence: Confidence
     hypotheses: tuple[Hypothesis, ...] = ()
-    checked: tuple[Checked, ...] = ()  # the run's citable results when the update was made
+    # A ``no_fault_found`` claim's: the run's citable results when the update was made (what was
+    # checked); empty for any other claim.
+    checked: tuple[Checked, ...] = ()
     version: int = Field(default=1, ge=1)  # counts the run's updates: a renderer shows the newest
 
     def hypothesis(self, hypothesis_id: str) -> Hypothesis | None:
         return next((h for h in self.hypotheses if h.id == hypothesis_id), None)
 
     def as_json(self) -> dict[str, object]:
-        """The machine-readable form (``chatops runs show --json``, the evaluation harness)."""
+        """The machine-readable form (``chatops runs show --json``, the audit's ``findings_updated``,
+        the evaluation harness): ``status`` and ``conclusion`` as shown, the model's claims beside
+        them; ``Findings.model_validate`` reads it back."""
         return {
             "conclusion": self.conclusion.value,
             "claimed_conclusion": self.claimed_conclusion.value,
@@ -110,7 +114,13 @@ class Findings(BaseModel):
                     "status": h.status.value,
                     "claimed_status": h.claimed_status.value,
                     "evidence": [
-                        {"ref": e.ref, "quote": e.quote, "verified": e.verified, "problem": e.problem}
+                        {
+                            "ref": e.ref,
+                            "quote": e.quote,
+                            "verified": e.verified,
+                            "problem": e.problem,
+                            "tool": e.tool,
+                        }
                         for e in h.evidence
                     ],
                 }

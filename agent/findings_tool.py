@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.evidence import FINDINGS_TOOL, EvidenceIndex
 from agent.findings import (
-    Checked,
     Conclusion,
     Confidence,
     Evidence,
@@ -127,7 +126,9 @@ def verified_findings(claim: FindingsClaim, index: EvidenceIndex, version: int) 
     """What is shown: every quote checked against the run's results, the rules applied."""
     hypotheses = tuple(_hypothesis(h, index) for h in claim.hypotheses)
     supported = [h for h in hypotheses if h.status is HypothesisStatus.SUPPORTED]
-    checked = tuple(Checked(ref=s.ref, tool=s.tool, target=s.target) for s in index.citable())
+    # What "no fault found" says was checked; only then: the list grows with the run, and every
+    # update would store and send all of it.
+    checked = index.checked() if claim.conclusion is Conclusion.NO_FAULT_FOUND else ()
     conclusion = claim.conclusion
     if (conclusion is Conclusion.ROOT_CAUSE_FOUND and not supported) or (
         conclusion is Conclusion.NO_FAULT_FOUND and (supported or not checked)

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import redis
+from pydantic import BaseModel
 from redis.connection import Connection
 
 from agent.defaults import RETENTION_DAYS
@@ -138,6 +139,10 @@ class TerminalExtension(Protocol):
 
 # One encoder for every field: ``json.dumps`` with any option builds a new encoder per call.
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+# State fields holding a frozen model that is replaced whole when it changes, rarely, and whose
+# dump grows with the run (the findings list every result checked): dumped again only when the
+# field holds another object, so a write's cost does not grow with them (``RedisMemory._dumped``).
+_DUMPED_BY_IDENTITY: Final[set[str]] = {"findings"}
 
 
 def _encode(
@@ -213,6 +218,8 @@ class RedisMemory:
         self._lease_key = keys.lease(run_id)
         # The state fields this writer last stored (JSON-ready values): unchanged ones are not resent.
         self._stored_fields: dict[str, Any] = {}
+        # Per ``_DUMPED_BY_IDENTITY`` field: the object last dumped and its dump.
+        self._dumps: dict[str, tuple[object, Any]] = {}
         # The history's length as this writer knows it: from its first read, then its own writes
         # (a later read never adopts another writer's appends). ``None``: never read.
         self._known_len: int | None = None
@@ -258,13 +265,27 @@ class RedisMemory:
             finally:
                 self._unpin()
 
+    def _dumped(self, state: RunState) -> dict[str, Any]:
+        """``state.model_dump(mode="json")``, reusing the last dump of a ``_DUMPED_BY_IDENTITY``
+        field that still holds the same (frozen) object; the same dump object, so ``_encode``'s
+        comparison with the stored fields is one identity check."""
+        dumped = state.model_dump(mode="json", exclude=_DUMPED_BY_IDENTITY)
+        for name in _DUMPED_BY_IDENTITY:
+            value = getattr(state, name)
+            last = self._dumps.get(name)
+            if last is None or last[0] is not value:
+                last = (value, value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+                self._dumps[name] = last
+            dumped[name] = last[1]
+        return dumped
+
     def _store(
         self, messages: Sequence[Message], state: RunState, *, replace: bool, wait: bool = True
     ) -> None:
         with self._lock:
             self._settle()  # writes land in order, and an earlier refusal is raised before a new write
             terminal = state.status.terminal
-            dumped = state.model_dump(mode="json")
+            dumped = self._dumped(state)
             self._writes += 1
             header = {
                 "write_id": f"{self._writer_id}:{self._writes}",

@@ -7,7 +7,10 @@ so the drift of a shared machine's speed falls on every row alike. Every runtime
 function that builds its framework's response object per request.
 
 Rows: chatops with ``RedisMemory`` (every message persisted; fenced, the lease kept alive, the run
-record created by ``RunService.submit``: as a worker runs it), chatops with ``InMemoryMemory``,
+record created by ``RunService.submit``, evidence ids on every result and ``update_findings``
+offered: as a worker runs it), the same where every 5th model turn calls ``update_findings``
+citing two earlier results with real quotes (``bench.loop_findings``: the cost of verification),
+chatops with ``InMemoryMemory``,
 pydantic-ai (``FunctionModel``), openai-agents (a scripted ``Model``), LangGraph (``create_agent``
 with and without ``InMemorySaver``) and a hand-written loop (the floor). Peers that are not
 installed are reported as such (``make bench`` installs them into ``bench/.venv``).
@@ -15,8 +18,9 @@ installed are reported as such (``make bench`` installs them into ``bench/.venv`
 Two floors, measured in the same rounds: the hand-written loop (dicts and a function call) and
 the durable floor, the same loop persisting each iteration in one pipelined Redis round trip.
 Targets (issue 29), ratios so that a shared VM's speed falls on both sides: chatops with Redis
-memory at most 1.5x the durable floor at K=200, chatops with in-memory memory at most 25x the
-hand-written loop, and flat (K=200 / K=10 at most 1.3). The echo tool returns at once and says it
+memory at most 1.5x the durable floor at K=200, with findings verified every 5th turn too (issue
+30), chatops with in-memory memory at most 25x the hand-written loop, and flat (K=200 / K=10 at
+most 1.3). The echo tool returns at once and says it
 keeps its own deadline, so the loop runs it on its own thread; the row "tool on the pool" runs the
 same tool handed to the pool and back, as a Python tool that does not say so is run.
 """
@@ -50,6 +54,14 @@ from bench.common import (
     save_plot,
     settle,
 )
+from bench.loop_findings import (
+    FINDINGS_EVERY,
+    check_verified,
+    cites_now,
+    cost_line,
+    findings_call,
+    verification_cost,
+)
 from bench.peer_loops import Runner, hand_written, hand_written_durable, langgraph, openai_agents, pydantic_ai
 from bot.keys import Keys
 from bot.runs.lease import Lease
@@ -57,13 +69,14 @@ from bot.runs.service import RunOptions, RunService
 
 NAME = "loop_overhead"
 SIZES = (10, 50, 200)
-QUICK_SIZES = (3, 5)
+QUICK_SIZES = (3, 7)  # K=7: one update_findings in the findings row
 RUNS = 5
 TARGET_DURABLE = 1.5  # chatops with Redis memory / the durable floor, at the largest K
 TARGET_MEMORY = 25.0  # chatops with in-memory memory / the hand-written loop, at the largest K
 TARGET_FLAT = 1.3
 CHATOPS_REDIS = "chatops (Redis memory, fenced)"
 CHATOPS_POOLED = "chatops (Redis memory, tool on the pool)"
+CHATOPS_FINDINGS = f"chatops (Redis memory, update_findings every {FINDINGS_EVERY}th turn)"
 FLOOR = "hand-written loop (floor)"
 DURABLE_FLOOR = "hand-written loop + one pipelined Redis write per iteration (durable floor)"
 CHATOPS_MEMORY = "chatops (in-memory memory)"
@@ -101,17 +114,22 @@ class PooledEchoTool(EchoTool):
 
 
 class ScriptedModel:
-    """``agent.chat.ChatModel``: a call to ``echo`` for requests 1..K-1, the answer on request K."""
+    """``agent.chat.ChatModel``: a call to ``echo`` for requests 1..K-1, the answer on request K;
+    with ``cite_every``, every such request calls ``update_findings`` instead (``bench.loop_findings``)."""
 
     model = "scripted"
 
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, cite_every: int = 0) -> None:
         self._k = k
         self._n = 0
+        self._cite_every = cite_every
 
     def complete(self, request: Request) -> Response:
         self._n += 1
-        if self._n < self._k:
+        if self._n < self._k and cites_now(self._n, self._cite_every):
+            call = findings_call(request.messages, f"call_{self._n}")
+            message, finish = Message(role="assistant", tool_calls=[call]), "tool_calls"
+        elif self._n < self._k:
             call = ToolCall(id=f"call_{self._n}", name="echo", arguments=json.dumps({"i": self._n}))
             message, finish = Message(role="assistant", tool_calls=[call]), "tool_calls"
         else:
@@ -126,12 +144,13 @@ class ScriptedModel:
         raise NotImplementedError
 
 
-def _chatops_config(k: int, memory: Any, tool: EchoTool | None = None) -> RunConfig:
+def _chatops_config(k: int, memory: Any, tool: EchoTool | None = None, cite_every: int = 0) -> RunConfig:
     return RunConfig(
-        models=[ScriptedModel(k)],
+        models=[ScriptedModel(k, cite_every)],
         memory=memory,
         tools=[tool or EchoTool()],
         limits=Limits(max_iterations=k + 1, deadline_seconds=3600),
+        evidence=True,  # as the bot runs (``bot.runs.run_job``): ids on every result, update_findings offered
     )
 
 
@@ -148,7 +167,10 @@ def chatops_memory() -> Runner:
 
 
 def chatops_redis(
-    bench: BenchRedis, profile: dict[str, str] | None = None, tool: EchoTool | None = None
+    bench: BenchRedis,
+    profile: dict[str, str] | None = None,
+    tool: EchoTool | None = None,
+    cite_every: int = 0,
 ) -> Runner:
     """As a worker runs it: record by ``submit``, lease with keep-alive, fenced ``RedisMemory``."""
     keys = Keys(bench.prefix)
@@ -163,7 +185,7 @@ def chatops_redis(
         lease = Lease.acquire(bench.client, keys, submission.run_id, options.lease_ttl_seconds, "bench")
         assert lease is not None
         memory = service.memory(submission.run_id, fence=lease.token)
-        config = _chatops_config(k, memory, tool)
+        config = _chatops_config(k, memory, tool, cite_every)
         with lease.keep_alive():
             profiler = cProfile.Profile() if profile is not None else None
             started = time.perf_counter()
@@ -175,6 +197,8 @@ def chatops_redis(
             elapsed = time.perf_counter() - started
         assert result.status is RunStatus.COMPLETED and result.iterations == k, result
         assert bench.client.llen(keys.messages(submission.run_id)) == 2 * k + 1  # every message stored
+        state = memory.load_state()
+        check_verified(state.findings if state else None, k, cite_every)
         if profiler is not None and profile is not None:
             profile["text"] = _profile_text(profiler)
         return elapsed
@@ -218,6 +242,7 @@ def _rows(bench: BenchRedis) -> list[tuple[str, Callable[[], Runner]]]:
     return [
         (CHATOPS_REDIS, lambda: chatops_redis(bench)),
         (CHATOPS_POOLED, lambda: chatops_redis(bench, tool=PooledEchoTool())),
+        (CHATOPS_FINDINGS, lambda: chatops_redis(bench, cite_every=FINDINGS_EVERY)),
         (DURABLE_FLOOR, lambda: hand_written_durable(bench.client, bench.prefix)),
         (CHATOPS_MEMORY, chatops_memory),
         ("pydantic-ai (FunctionModel)", pydantic_ai),
@@ -249,10 +274,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for label, floor in (
             (CHATOPS_REDIS, DURABLE_FLOOR),
             (CHATOPS_POOLED, DURABLE_FLOOR),
+            (CHATOPS_FINDINGS, DURABLE_FLOOR),
             (CHATOPS_MEMORY, FLOOR),
         ):
             ratios = ", ".join(f"K={k}: {figures[label][k] / figures[floor][k]:.2f}x" for k in sizes)
             print(f"{label} / {floor}: {ratios}")
+        print(
+            f"{CHATOPS_FINDINGS} - {CHATOPS_REDIS}: {cost_line(figures[CHATOPS_FINDINGS], figures[CHATOPS_REDIS])}"
+        )
         profile: dict[str, str] = {}
         chatops_redis(bench, profile)(sizes[-1])
     _report(result, figures, missing, sizes, profile.get("text", ""))
@@ -310,6 +339,18 @@ def _report(
         f"{durable[big]:.2f}x ({ours[big]:,.0f} us against {figures[DURABLE_FLOOR][big]:,.0f} us)",
         durable[big] <= TARGET_DURABLE,
     )
+    findings = figures[CHATOPS_FINDINGS]
+    costs = verification_cost(findings, ours)
+    cost = costs[big]
+    with_findings = findings[big] / figures[DURABLE_FLOOR][big]
+    result.target(
+        f"chatops with findings verified every {FINDINGS_EVERY}th turn at most {TARGET_DURABLE}x the "
+        f"durable floor at K={big} (issue 30)",
+        f"{with_findings:.2f}x ({findings[big]:,.0f} us against {figures[DURABLE_FLOOR][big]:,.0f} us; "
+        f"verification {cost:+,.1f} us per iteration, {cost * FINDINGS_EVERY:+,.0f} us per update)",
+        with_findings <= TARGET_DURABLE,
+    )
+    result.data["verification_us_per_iteration"] = {str(k): v for k, v in costs.items()}
     result.target(
         f"chatops with in-memory memory at most {TARGET_MEMORY:.0f}x the hand-written loop at K={big}",
         f"{in_memory:.1f}x ({figures[CHATOPS_MEMORY][big]:,.1f} us against {figures[FLOOR][big]:,.2f} us)",

@@ -237,6 +237,7 @@ class AuditLog:
             # refused call names the inventory target it asked for, if any (nothing ran anywhere).
             target=event.target or ("local" if event.executed else None),
             executor=(event.executor or local_executor()) if event.executed else None,
+            evidence=event.evidence,  # the result's id as the model read it (``E3``): what findings cite
         )
 
     def run_finished(self, run_id: str, result: RunResult) -> str:

@@ -3,7 +3,13 @@
 ``bot.runs.transcript_source.load_transcript`` reads it from Redis (the run record and state, the
 history, the approval records and the run's audit entries, which carry the times) into the
 ``Transcript`` model defined here; ``to_json``, ``to_markdown`` and ``to_text`` render it. Every text is passed through ``redact``
-(the tool-output ``Redactor``) first: a transcript is pasted into documents and threads.
+(the tool-output ``Redactor``) first: a transcript is pasted into documents and threads. Text and
+Markdown show control and invisible format characters escaped (``findings_view.terminal_text``).
+
+Each tool step carries its evidence id (``E3``, as the model read it before the output); the run's
+last findings (code's verdicts with the model's claims beside them) and the final answer's checked
+citations are shown after the summary, and in JSON as ``findings`` (``Findings.as_json``) and
+``citations`` (``bot.observability.findings_view``).
 
 Times: the audit log dates the run's start and end, each tool result and each injected reply;
 approval records date requests and decisions. Model answers are not dated individually (the
@@ -18,9 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
+from agent.findings import Citation, Findings
 from agent.types import Usage
+from bot.observability.findings_view import citation_lines, findings_lines, terminal_text
 
 Redact = Callable[[str], str]
 StepKind = Literal["system", "request", "reply", "assistant", "tool"]
@@ -53,6 +61,7 @@ class CallView(BaseModel):
     confirmed_by: str | None = None
     finished_at: float | None = None
     approval: ApprovalView | None = None
+    evidence: str | None = None  # the result's evidence id (``E3``): what findings and the answer cite
 
 
 class Step(BaseModel):
@@ -62,6 +71,7 @@ class Step(BaseModel):
     at: float | None = None
     model: str | None = None
     calls: list[CallView] = Field(default_factory=list)
+    evidence: str | None = None  # a tool result shown on its own (its call condensed away): its id
 
 
 class Transcript(BaseModel):
@@ -82,6 +92,14 @@ class Transcript(BaseModel):
     error: str | None = None
     steps: list[Step] = Field(default_factory=list)
     approvals: list[ApprovalView] = Field(default_factory=list)
+    # The last ``update_findings`` as shown (code's verdicts, the model's claims beside them) and the
+    # final answer's citations, checked (``agent.findings``).
+    findings: Findings | None = None
+    citations: list[Citation] = Field(default_factory=list)
+
+    @field_serializer("findings")
+    def _findings_json(self, findings: Findings | None) -> dict[str, object] | None:
+        return findings.as_json() if findings is not None else None  # one machine-readable form
 
 
 def to_json(transcript: Transcript) -> str:
@@ -154,6 +172,9 @@ def to_markdown(t: Transcript) -> str:
     """A document for a post-mortem: summary table, timeline, approvals."""
     lines = [f"# Run {t.run_id}", "", "| | |", "|---|---|"]
     lines += [f"| {name} | {value.replace('|', '/')} |" for name, value in _summary_rows(t)]
+    shown = _findings_text(t)
+    if shown:  # fenced: the model's statements and quotes stay text in any Markdown viewer
+        lines += ["", "## Findings", "", _fence("\n".join(shown))]
     lines += ["", "## Timeline", ""]
     number = 0
     for step in t.steps:
@@ -173,7 +194,7 @@ def to_markdown(t: Transcript) -> str:
                 f"| `{a.tool}` | {a.category} | {_decision(a)} | {stamp(a.requested_at)} | {stamp(a.decided_at)} |"
             )
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return terminal_text("\n".join(lines).rstrip() + "\n")
 
 
 def _markdown_step(t: Transcript, step: Step, number: int) -> list[str]:
@@ -183,7 +204,7 @@ def _markdown_step(t: Transcript, step: Step, number: int) -> list[str]:
     if step.kind == "reply":
         return [f"### {number}. Reply injected from {step.author}{when}", "", _quote(step.text), ""]
     if step.kind == "tool":
-        return [f"### {number}. Tool result", "", _fence(step.text or ""), ""]
+        return [f"### {number}. Tool result{_label(step.evidence)}", "", _fence(step.text or ""), ""]
     out = [f"### {number}. Assistant" + (f" ({step.model})" if step.model else ""), ""]
     if step.text:
         out += [step.text, ""]
@@ -196,13 +217,23 @@ def _markdown_step(t: Transcript, step: Step, number: int) -> list[str]:
             took = f", {seconds(call.duration_seconds)}" if call.duration_seconds is not None else ""
             by = f", confirmed by {call.confirmed_by}" if call.confirmed_by else ""
             done = f" at {_offset(t, call.finished_at)}" if call.finished_at is not None else ""
-            out.append(f"  - Result: {call.outcome}{took}{by}{done}")
+            out.append(f"  - Result{_label(call.evidence)}: {call.outcome}{took}{by}{done}")
             out += ["", _indent(_fence(call.output or ""), "    "), ""]
         else:
             out += ["  - Result: none yet", ""]
     if out[-1] != "":
         out.append("")
     return out
+
+
+def _label(evidence: str | None) -> str:
+    """A result's evidence id as the model read it before the output (`` [E3]``), or nothing."""
+    return f" [{evidence}]" if evidence else ""
+
+
+def _findings_text(t: Transcript) -> list[str]:
+    lines = findings_lines(t.findings) if t.findings is not None else []
+    return lines + citation_lines(t.citations)
 
 
 def _quote(text: str | None) -> str:
@@ -218,6 +249,9 @@ def to_text(t: Transcript) -> str:
     lines = [f"run {t.run_id}"]
     lines += [f"  {name.lower():<13} {value}" for name, value in _summary_rows(t)]
     lines.append("")
+    shown = _findings_text(t)
+    if shown:
+        lines += [*shown, ""]
     for step in t.steps:
         if step.kind == "system":
             continue
@@ -227,7 +261,7 @@ def to_text(t: Transcript) -> str:
             label = "request" if step.kind == "request" else "reply (injected)"
             lines.append(f"{prefix}{label} from {step.author}: {step.text}")
         elif step.kind == "tool":
-            lines.append(f"{prefix}tool result: {step.text}")
+            lines.append(f"{prefix}tool result{_label(step.evidence)}: {step.text}")
         else:
             if step.text:
                 lines.append(f"{prefix}assistant: {step.text}")
@@ -239,8 +273,9 @@ def to_text(t: Transcript) -> str:
                     took = (
                         f" in {seconds(call.duration_seconds)}" if call.duration_seconds is not None else ""
                     )
-                    lines.append(f"    {call.outcome}{took}: {(call.output or '').strip()}")
-    return "\n".join(lines) + "\n"
+                    label = f"[{call.evidence}] " if call.evidence else ""
+                    lines.append(f"    {label}{call.outcome}{took}: {(call.output or '').strip()}")
+    return terminal_text("\n".join(lines) + "\n")
 
 
 RENDERERS: dict[str, Callable[[Transcript], str]] = {

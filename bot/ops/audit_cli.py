@@ -4,8 +4,10 @@ The newest audit entries; ``--actor`` keeps those a person acted in (started, ap
 superseded, stopped, confirmed, wrote), ``--target`` those about one inventory target.
 
 One line per entry, oldest first: time, kind, run id, then its fields (``key=value``, values on
-one line, long ones cut, secrets redacted). ``-f`` then waits for new entries (``XREAD BLOCK``)
-until interrupted. ``--json`` prints one JSON object per entry instead.
+one line, long ones cut, secrets redacted, control characters escaped); a ``findings_updated``
+entry shows its update, conclusion, confidence and each hypothesis with its evidence's verdicts.
+``-f`` then waits for new entries (``XREAD BLOCK``) until interrupted. ``--json`` prints one JSON
+object per entry instead.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import cast
 
 import redis
 
+from agent.findings import Findings
 from agent.redis_util import as_text, as_text_dict
 from bot.keys import Keys
 from bot.observability.audit import AuditEntry, AuditKind
+from bot.observability.findings_view import findings_summary, terminal_text
 from bot.observability.logs import redactor_for
 from bot.observability.transcript import stamp
 from bot.ops.runs_cli import cli_errors
@@ -91,12 +95,23 @@ def newest(
 
 def format_entry(entry: AuditEntry, redact: Callable[[str], str]) -> str:
     parts = [stamp(entry.at), f"{entry.kind.value:<18}", entry.run_id[:12] or "-"]
+    findings = _findings(entry) if entry.kind is AuditKind.FINDINGS_UPDATED else None
+    if findings is not None:  # every hypothesis and verdict, where key=value would cut the JSON
+        return terminal_text("  ".join([*parts, redact(findings_summary(findings))]))
     for name, value in entry.fields.items():
         text = " ".join(redact(value).split())
         if len(text) > VALUE_CHARS:
             text = text[: VALUE_CHARS - 1] + "…"
         parts.append(f"{name}={text}")
-    return "  ".join(parts[:3]) + ("  " + " ".join(parts[3:]) if parts[3:] else "")
+    return terminal_text("  ".join(parts[:3]) + ("  " + " ".join(parts[3:]) if parts[3:] else ""))
+
+
+def _findings(entry: AuditEntry) -> Findings | None:
+    """A ``findings_updated`` entry's findings (``None`` when the field was cut: shown as fields)."""
+    try:
+        return Findings.model_validate_json(entry.fields.get("findings", ""))
+    except ValueError:
+        return None
 
 
 def entry_json(entry: AuditEntry, redact: Callable[[str], str]) -> str:

@@ -175,6 +175,11 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     )
     show.add_argument("run_id", help="the run id or a unique prefix of it")
     show.add_argument("--format", choices=sorted(RENDERERS), default="text", help="default: text")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="the transcript as JSON (--format json): steps with evidence ids, findings, checked citations",
+    )
     cancel = actions.add_parser("cancel", help="stop a run after its current step (like the Stop button)")
     cancel.add_argument("run_id", help="the run id or a unique prefix of it")
     cancel.add_argument(
@@ -226,7 +231,7 @@ def _list(args: argparse.Namespace, settings: Settings, service: RunService) -> 
 def _show(args: argparse.Namespace, settings: Settings, service: RunService) -> int:
     run_id = resolve_run_id(service.redis, service.keys, args.run_id)
     transcript = load_transcript(service, run_id, redactor_for(settings).redact)
-    sys.stdout.write(RENDERERS[args.format](transcript))
+    sys.stdout.write(RENDERERS["json" if args.json else args.format](transcript))
     return 0
 
 

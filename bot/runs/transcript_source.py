@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agent.findings import Citation, Findings
 from agent.types import Message
 from bot.errors import RunNotFoundError
 from bot.observability.audit import AuditEntry, AuditKind
@@ -46,8 +47,29 @@ def load_transcript(service: RunService, run_id: str, redact: Redact = lambda te
         transcript.tools_used = list(state.tools_used)
         transcript.output = redact(state.output) if state.output else None
         transcript.error = redact(state.error) if state.error else None
+        transcript.findings = _findings(state.findings, redact) if state.findings else None
+        transcript.citations = [_citation(c, redact) for c in state.citations]
     transcript.steps = _steps(record, history, approvals, audit, redact)
     return transcript
+
+
+def _findings(findings: Findings, redact: Redact) -> Findings:
+    """The findings with the model's text redacted (a transcript is pasted into documents); the
+    verdicts stay code's, made on what the model read."""
+    hypotheses = tuple(
+        h.model_copy(
+            update={
+                "statement": redact(h.statement),
+                "evidence": tuple(e.model_copy(update={"quote": redact(e.quote)}) for e in h.evidence),
+            }
+        )
+        for h in findings.hypotheses
+    )
+    return findings.model_copy(update={"hypotheses": hypotheses})
+
+
+def _citation(citation: Citation, redact: Redact) -> Citation:
+    return citation.model_copy(update={"quote": redact(citation.quote) if citation.quote else citation.quote})
 
 
 def _approval(approval: Approval) -> ApprovalView:
@@ -106,7 +128,14 @@ def _steps(
             text = redact(message.content) if message.content else None
             steps.append(Step(kind="assistant", text=text, model=message.meta.get("model"), calls=calls))
         elif message.tool_call_id not in answered:  # a result without its call (condensed away)
-            steps.append(Step(kind="tool", text=redact(message.content or ""), author=message.name))
+            steps.append(
+                Step(
+                    kind="tool",
+                    text=redact(message.content or ""),
+                    author=message.name,
+                    evidence=message.meta.get("evidence"),
+                )
+            )
     return steps
 
 
@@ -128,6 +157,7 @@ def _call(
         view.category = meta.get("category")
         view.duration_seconds = meta.get("duration")
         view.confirmed_by = meta.get("confirmed_by")
+        view.evidence = meta.get("evidence")
         view.outcome = "error" if view.output.startswith("Error") else "ok"
         if "arguments" in meta:  # as it ran: confirmed_by included
             view.arguments = redact(str(meta["arguments"]))

@@ -10,6 +10,7 @@ import redis
 
 from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
+from agent.findings import Conclusion, Confidence, Findings
 from agent.keys import MemoryKeys
 from agent.memory import Memory
 from agent.redis_memory import INBOX_ID_META, STATE_FIELDS, RedisMemory, TerminalStep
@@ -308,3 +309,27 @@ def test_a_writer_may_rewrite_the_history_it_read_and_appended_to(
     memory.append([Message.assistant("three")], RunState(iteration=3))
     memory.replace_messages([Message.system("prompt"), Message.user("shorter")], RunState(iteration=3))
     assert [m.content for m in memory.load_messages()] == ["prompt", "shorter"]
+
+
+def test_findings_are_sent_with_the_write_that_replaced_them_and_not_again(
+    redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
+    """Their dump grows with what they cite: a write that did not replace them does not pay for it."""
+    memory = RedisMemory(redis_client, keys, "r1")
+    findings = Findings(
+        conclusion=Conclusion.INVESTIGATING,
+        claimed_conclusion=Conclusion.INVESTIGATING,
+        confidence=Confidence.LOW,
+        claimed_confidence=Confidence.LOW,
+    )
+    state = RunState(status=RunStatus.RUNNING, findings=findings)
+    memory.save_state(state)
+    redis_client.hset(keys.run("r1"), "findings", "sent once")  # what a resend would overwrite
+    state.iteration = 1
+    memory.save_state(state)  # the same (frozen) findings: not sent again
+    assert redis_client.hget(keys.run("r1"), "findings") == b"sent once"
+    assert redis_client.hget(keys.run("r1"), "iteration") == b"1"
+    state.findings = findings.model_copy(update={"version": 2})
+    memory.save_state(state)
+    loaded = memory.load_state()
+    assert loaded is not None and loaded.findings == state.findings

@@ -61,6 +61,15 @@ def test_secrets_in_audit_values_are_redacted(
     assert "text=use api_key=[REDACTED] now" in line and "sk-live" not in line
 
 
+def test_control_characters_in_audit_values_are_shown_escaped(
+    harness: Harness, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tool's output may carry terminal escapes: printed raw, one could rewrite the lines above it."""
+    harness.service.audit.record(AuditKind.TOOL_EXECUTED, "r1", output="ok\x1b[1A\x1b[2K\u202eforged")
+    (line,) = tail(settings, capsys, "-n", "1")
+    assert "output=ok\\u001b[1A\\u001b[2K\\u202eforged" in line and "\x1b" not in line
+
+
 def test_follow_prints_new_entries_as_they_arrive(harness: Harness, redis_url: str, tmp_path: Path) -> None:
     env_file = tmp_path / "audit.env"
     env_file.write_text(f"REDIS_URL={redis_url}\nCHATOPS_REDIS_PREFIX={harness.keys.prefix}\n")

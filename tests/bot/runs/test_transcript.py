@@ -37,7 +37,7 @@ EXPECTED_MARKDOWN = """\
 ### 2. Assistant (plan)
 
 - Tool call `check_health` (read_only): `{"step": 0}`
-  - Result: ok, S at +S
+  - Result [E1]: ok, S at +S
 
     ~~~
     check_health ok
@@ -47,7 +47,7 @@ EXPECTED_MARKDOWN = """\
 
 - Tool call `restart_service` (mutating): `{"confirmed_by": "U_APPROVER", "step": 1}`
   - Approval: approved by U_APPROVER after S
-  - Result: ok, S, confirmed by U_APPROVER at +S
+  - Result [E2]: ok, S, confirmed by U_APPROVER at +S
 
     ~~~
     restart_service ok
@@ -138,10 +138,11 @@ def test_runs_show_json_has_every_step_with_its_timing(
         "assistant",
     ]
     calls = [c for s in data["steps"] for c in s["calls"]]
-    assert [(c["tool"], c["outcome"], c["confirmed_by"]) for c in calls] == [
-        ("check_health", "ok", None),
-        ("restart_service", "ok", "U_APPROVER"),
+    assert [(c["tool"], c["outcome"], c["confirmed_by"], c["evidence"]) for c in calls] == [
+        ("check_health", "ok", None, "E1"),
+        ("restart_service", "ok", "U_APPROVER", "E2"),  # the id continues across the approval
     ]
+    assert data["findings"] is None and data["citations"] == []  # the model kept no findings
     assert all(c["finished_at"] >= data["started_at"] for c in calls)
     (approval,) = data["approvals"]
     assert approval["status"] == "approved" and approval["decided_at"] >= approval["requested_at"]
@@ -157,6 +158,8 @@ def test_runs_show_text_is_one_line_per_step(
     assert f"run {run_id}\n  status        completed\n" in text
     assert '  call restart_service {"confirmed_by": "U_APPROVER", "step": 1}\n' in text
     assert "    approval: approved by U_APPROVER after " in text
+    assert re.search(r"\n    \[E1\] ok in \S+: check_health ok\n", text)  # the id the model read
+    assert re.search(r"\n    \[E2\] ok in \S+: restart_service ok\n", text)
     assert "reply (injected) from U_ALICE: also look at the disk, the db password=[REDACTED]" in text
     assert text.rstrip().endswith("assistant: done: restart_service ok")
 
