@@ -64,6 +64,20 @@ def card_permalink(bot: SlackBot, ts: str) -> str:
 def test_findings_are_one_message_edited_in_place_showing_what_code_verified(
     llm: OpenAIServer, make_bot: Callable[..., SlackBot]
 ) -> None:
+    bots: list[SlackBot] = []
+
+    def second_update(body: object) -> Reply:
+        # The sender coalesces (only the newest version is sent): the second update waits until the
+        # first is in Slack, so this test reads an edit, not a coalesced first post.
+        wait_for(lambda: findings_posts(bots[0]), what="the first Findings message")
+        return findings(  # E4: H2 refuted, an unknown id, an id that is none, root cause with one source
+            "root_cause_found",
+            "high",
+            hypothesis("H1", CAUSE, "supported", ("E1", "api.log.4 1.2G"), ("E9", "api.log.9 5G")),
+            hypothesis("H2", "nginx cache is full", "refuted"),
+            hypothesis("H3", "a cron job writes core dumps", "open", ("X1", "core.1234")),
+        )
+
     llm.enqueue(
         call("check_disk"),  # E1
         call("check_load"),  # E2
@@ -73,18 +87,13 @@ def test_findings_are_one_message_edited_in_place_showing_what_code_verified(
             hypothesis("H1", CAUSE, "supported", ("E1", "api.log.4 1.2G")),
             hypothesis("H2", "nginx cache is full", "supported", ("E2", "nginx cache 40G")),
         ),
-        findings(  # E4: H2 refuted, an unknown id, an id that is none, root cause with one source
-            "root_cause_found",
-            "high",
-            hypothesis("H1", CAUSE, "supported", ("E1", "api.log.4 1.2G"), ("E9", "api.log.9 5G")),
-            hypothesis("H2", "nginx cache is full", "refuted"),
-            hypothesis("H3", "a cron job writes core dumps", "open", ("X1", "core.1234")),
-        ),
+        second_update,
         Reply(
             text='The rotated api logs fill /var/log [E1: "api.log.4    1.2G"]; nginx [E2: "nginx cache 40G"] [E7].'
         ),
     )
     bot = make_bot(models=[client(llm)], tools=tools())
+    bots.append(bot)
     ts, run_id = run(bot)
     bot.settle()
 
