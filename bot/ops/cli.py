@@ -51,6 +51,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "runner": ("bot.ops.fleet_cli", "run a runner on a host: one inventory target's tool calls"),
     "targets": ("bot.ops.targets_cli", "list the inventory's targets with each runner's last heartbeat"),
     "policy": ("bot.ops.policy_cli", "check the access policy file; explain what applies to a call and why"),
+    "eval": (
+        "bot.ops.eval_cli",
+        "run fault scenarios through the real processes and score the investigations",
+    ),
     "doctor": ("bot.ops.doctor", "check settings, Redis, Slack token and scopes, the LLM, the tool catalog"),
 }
 

@@ -210,6 +210,24 @@ def _rotations(
         _write(directory / file, make, rng, end, size, tail if age == 0 else ())
 
 
+def fill_line(kind: str, hostname: str) -> Line:
+    """The line generator an eval scenario's ``fill`` names (``emulator.eval.fleet.FILL_KINDS``)."""
+    kinds: dict[str, Line] = {
+        "nginx-access": _access,
+        "nginx-error": _nginx_error,
+        "api": _api,
+        "postgres": _postgres,
+        "postgres-busy": _orders_postgres,
+        "syslog": _syslog_of(hostname),
+    }
+    return kinds[kind]
+
+
+def write_filled(path: Path, kind: str, hostname: str, end: float, size: int, tail: Sequence[str]) -> None:
+    """A log of about ``size`` bytes of ``kind``'s lines ending with ``tail``, modified at ``end``."""
+    _write(path, fill_line(kind, hostname), random.Random(f"{path.name}/{kind}"), end, size, tail)
+
+
 def build_logs(log_dir: Path, now: float, host: str = WEB_HOST, seed: int = 3) -> None:
     """The logs of ``host`` (web-03 or db-01) in ``log_dir``."""
     builders = {WEB_HOST: _web_logs, DB_HOST: _db_logs}

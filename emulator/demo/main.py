@@ -159,12 +159,12 @@ class Demo:
             redis_url=self.redis.url,
             key_prefix=self.key_prefix,
             queue=self.queue,
-            inventory=write_inventory(self.inventory, self.hosts),
+            inventory=self._write_inventory(),
             runner_secret=self.runner_secret,
-            tools_file=write_catalog(self.directory / "tools.yaml"),
+            tools_file=self._write_catalog(),
         )
         self.cli_env = common
-        for host in self.hosts:  # they start while the rest does; ready before the bot is
+        for host in self._runner_hosts():  # they start while the rest does; ready before the bot is
             self._spawn(f"runner-{host.name}", ["runner", "--target", host.name], runner_env(common, host))
         token, secret = f"xoxb-demo-{secrets.token_hex(12)}", secrets.token_hex(16)
         self.web_url = f"http://127.0.0.1:{free_port()}"
@@ -195,6 +195,22 @@ class Demo:
             self._wait_until(lambda: beats.workers_on(self.queue) > 0, "the worker", "worker")
         finally:
             beats.close()
+        self._bot_started()
+
+    # -- what another harness (emulator.eval.session) replaces ------------------------------------
+
+    def _write_inventory(self) -> Path:
+        return write_inventory(self.inventory, self.hosts)
+
+    def _write_catalog(self) -> Path:
+        return write_catalog(self.directory / "tools.yaml")
+
+    def _runner_hosts(self) -> list[DemoHost]:
+        """The hosts that get a runner (every one, in the demo)."""
+        return list(self.hosts)
+
+    def _bot_started(self) -> None:
+        """Once the bot takes mentions: the alert button and db-01's incident."""
         assert self.slack is not None
         db = next(host for host in self.hosts if host.name == ALERT_HOST)
         self.incident = Incident(db.root)
@@ -326,11 +342,11 @@ class Demo:
         assert self.redis is not None
         beats = RunnerBeats(self.redis.url, self.key_prefix)
         try:
-            names = [host.name for host in self.hosts]
+            names = [host.name for host in self._runner_hosts()]
             self._wait_until(lambda: not beats.waiting_for(names), "the runners' heartbeats", "runner-*")
         finally:
             beats.close()
-        for host in self.hosts:
+        for host in self._runner_hosts():
             self._step(
                 "runner",
                 f"chatops runner --target {host.name} (pid {self._pid(f'runner-{host.name}')}): "

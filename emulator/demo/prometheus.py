@@ -65,11 +65,30 @@ def host_series(root: Path) -> list[Series]:
     return [Series({"__name__": name, **base}, value, since) for name, value in named]
 
 
+def sampled_series(labels: Mapping[str, str], values: Sequence[float], step: float, last: float) -> Series:
+    """A series of ``values`` ``step`` seconds apart, the last one at ``last`` and holding after it."""
+    since = last - step * (len(values) - 1)
+
+    def value_at(at: float) -> float:
+        return values[min(len(values) - 1, max(0, int((at - since) // step)))]
+
+    return Series(labels, value_at, since)
+
+
 class PrometheusAPI(BackgroundServer):
     """The server, listening on ``host``:``port`` (any free port by default) until ``close()``."""
 
-    def __init__(self, roots: Sequence[Path], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        fixed: Sequence[Series] = (),
+    ) -> None:
+        """``roots``: the simulated hosts whose series are computed from their state; ``fixed``:
+        series given as they are (an eval scenario's, ``sampled_series``)."""
         self.roots = list(roots)
+        self.fixed = list(fixed)
         super().__init__(_Handler, host, port, name="demo-prometheus")
 
     @property
@@ -78,7 +97,7 @@ class PrometheusAPI(BackgroundServer):
         return self.root_url
 
     def series(self) -> list[Series]:
-        return [series for root in self.roots for series in host_series(root)]
+        return [*self.fixed, *(series for root in self.roots for series in host_series(root))]
 
     def answer(self, path: str, params: Mapping[str, str]) -> tuple[int, dict[str, Any]]:
         """The status and body of a request for ``path`` with ``params``."""

@@ -30,7 +30,7 @@ import os
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -92,6 +92,8 @@ class Machine:
     memory_used: float = 0.6
     busy_memory_used: float | None = None  # when busy, if it differs
     extra: Mapping[str, str] = field(default_factory=dict)
+    noise: bool = True  # the load wanders around its level (an eval scenario's load is exact)
+    files_on_every_disk: bool = False  # a disk counts every host file on it, not only the logs
 
 
 _SYSTEM = [
@@ -196,7 +198,38 @@ MACHINES: Mapping[str, Machine] = {
         busy_memory_used=0.83,
     ),
 }
-"""Each simulated host's machine."""
+"""Each simulated host's machine, unless its folder holds its own (``MACHINE_FILE``)."""
+
+MACHINE_FILE = "etc/machine.json"
+"""Under a host's root: its machine, written by whoever built the host (the eval's fault injector);
+without it the host is one of the demo's ``MACHINES`` by its name."""
+HARNESS_PATHS = ("run", "etc/hostname", MACHINE_FILE, "etc/chatops-eval", "var/lib/chatops-runner")
+"""Under a host's root: the simulation's own files, on no disk of the host."""
+
+
+def write_machine(root: Path, machine: Machine) -> Path:
+    """``root/etc/machine.json``: ``machine``, which ``HostSystem`` then reads instead of ``MACHINES``."""
+    path = root / MACHINE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(machine), indent=2))
+    return path
+
+
+def read_machine(root: Path, name: str) -> Machine:
+    """The machine of the host at ``root``: its own file, else the demo's ``MACHINES[name]``."""
+    path = root / MACHINE_FILE
+    if not path.exists():
+        return MACHINES[name]
+    data = json.loads(path.read_text())
+    return Machine(
+        **{
+            **data,
+            "disks": [Disk(**disk) for disk in data["disks"]],
+            "processes": [Process(**process) for process in data["processes"]],
+            "busy_load": tuple(data["busy_load"]),
+            "idle_load": tuple(data["idle_load"]),
+        }
+    )
 
 
 class NoSuchPath(ValueError):
@@ -209,7 +242,7 @@ class HostSystem:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.name = (self.root / "etc" / "hostname").read_text().strip()
-        self.machine = MACHINES[self.name]
+        self.machine = read_machine(self.root, self.name)
 
     # -- paths ---------------------------------------------------------------------------------
 
@@ -237,8 +270,21 @@ class HostSystem:
         return sum(entry.stat().st_size for entry in log_dir.rglob("*") if entry.is_file())
 
     def used(self, disk: Disk) -> int:
+        if self.machine.files_on_every_disk:
+            return min(disk.size, disk.base_used + self.file_bytes_on(disk))
         logs = self.log_bytes() if disk.mount == self.machine.logs_mount else 0
         return min(disk.size, disk.base_used + logs)
+
+    def file_bytes_on(self, disk: Disk) -> int:
+        """The bytes of the host's own files (not the simulation's) on ``disk``."""
+        total = 0
+        for entry in self.root.rglob("*"):
+            inside = str(entry.relative_to(self.root))
+            if any(inside == skip or inside.startswith(skip + "/") for skip in HARNESS_PATHS):
+                continue
+            if entry.is_file() and not entry.is_symlink() and self.disk_of("/" + inside) == disk:
+                total += entry.stat().st_size
+        return total
 
     def disk_of(self, inside: str) -> Disk:
         """The disk holding the host path ``inside`` (the longest mount point that contains it)."""
@@ -303,6 +349,8 @@ class HostSystem:
     def load_at(self, at: float) -> tuple[float, float, float]:
         """The load averages at ``at``: the level of the moment, and its noise."""
         level = self.machine.busy_load if self.busy_at(at) else self.machine.idle_load
+        if not self.machine.noise:
+            return level
         bucket = int(at // _NOISE_SECONDS)
         one, five, fifteen = (
             round(value * (1 + amount * _noise(f"{self.name}/{index}/{bucket}")), 2)

@@ -16,3 +16,7 @@ class ScenarioFileError(ValueError):
 class ScoringInputError(ValueError):
     """A run's record the scorer cannot read (findings that are not the runtime's shape, an audit
     field the audit had to cut): scoring it would give a number that means nothing."""
+
+
+class EvalError(RuntimeError):
+    """The harness could not run a scenario to its end; the message says why."""

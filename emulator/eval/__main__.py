@@ -1,0 +1,107 @@
+"""``python -m emulator.eval run ...``: what ``chatops eval run`` runs (``bot.ops.eval_cli``).
+
+::
+
+    python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent reference]
+                                [--repeat K] [--redis-url URL] --out DIR
+
+Runs each chosen scenario (``--scenario`` and ``--tag`` add up; none: every shipped scenario)
+``--repeat`` times, one after the other, each in ``DIR/runs/NAME-REPEAT`` with its own processes,
+Redis keys and queues, and writes ``DIR/results.json`` and ``DIR/report.md``. Exit status: 0 when
+every run passed, 1 when one did not, 2 when a scenario or an option cannot be used or a run could
+not be carried to its end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from emulator.eval.errors import EvalError, ScenarioFileError
+from emulator.eval.loading import find_scenario, shipped_scenarios
+from emulator.eval.results import write_results
+from emulator.eval.runner import ScenarioOutcome, run_scenario
+from emulator.eval.session import AGENTS
+from emulator.eval.spec import FAMILIES, EvalScenario
+
+EXIT_FAILED, EXIT_ERROR = 1, 2
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``run`` (``chatops eval run`` offers the same)."""
+    parser.add_argument(
+        "--scenario", action="append", default=[], help="a shipped scenario's name or a YAML file"
+    )
+    parser.add_argument(
+        "--tag", action="append", default=[], choices=sorted(FAMILIES), help="every scenario of a family"
+    )
+    parser.add_argument(
+        "--agent", default="reference", choices=AGENTS, help="who investigates (default reference)"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs per scenario (default 1)")
+    parser.add_argument(
+        "--redis-url", help="use this Redis (keys prefixed, removed after each run); default: embedded"
+    )
+    parser.add_argument("--out", required=True, help="where results.json and report.md are written")
+
+
+def chosen(names: Sequence[str], tags: Sequence[str]) -> list[EvalScenario]:
+    picked = [find_scenario(name) for name in names]
+    if tags or not names:
+        shipped = shipped_scenarios()
+        picked += [s for s in shipped if not tags or set(tags) & set(s.tags)]
+    unique: dict[str, EvalScenario] = {}
+    for scenario in picked:
+        unique.setdefault(scenario.name, scenario)
+    return list(unique.values())
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        print("chatops eval: --repeat must be at least 1", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        scenarios = chosen(args.scenario, args.tag)
+    except ScenarioFileError as error:
+        print(error, file=sys.stderr)
+        return EXIT_ERROR
+    if not scenarios:
+        print("chatops eval: no scenario has those tags", file=sys.stderr)
+        return EXIT_ERROR
+    out = Path(args.out)
+    began = time.monotonic()
+    outcomes: list[ScenarioOutcome] = []
+    for scenario in scenarios:
+        for repeat in range(1, args.repeat + 1):
+            try:
+                outcome = run_scenario(
+                    scenario, out / "runs" / f"{scenario.name}-{repeat}", args.agent, repeat, args.redis_url
+                )
+            except EvalError as error:
+                print(f"chatops eval: {error}", file=sys.stderr)
+                return EXIT_ERROR
+            outcomes.append(outcome)
+            verdict = "passed" if outcome.score.passed else "FAILED"
+            print(
+                f"{scenario.name} #{repeat}: {verdict} {outcome.score.scores()} "
+                f"({outcome.seconds:.1f} s run, {outcome.total_seconds:.1f} s in all)",
+                flush=True,
+            )
+    written = write_results(out, outcomes, time.monotonic() - began)
+    print(f"wrote {written} and {out / 'report.md'}")
+    return 0 if all(outcome.score.passed for outcome in outcomes) else EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m emulator.eval", description="chatops eval's harness")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_run_options(commands.add_parser("run", help="run scenarios and score them"))
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
