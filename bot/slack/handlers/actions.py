@@ -37,6 +37,8 @@ from bot.slack.rendering.transcript_text import transcript_messages
 log = logging.getLogger(__name__)
 NOTHING_CHANGED = "Nothing changed."
 NOT_THIS_CARD = f"This button does not belong to that approval's card. {NOTHING_CHANGED}"
+# A click can reach the web process before the worker has recorded the card it came from.
+CARD_RECORD_WAIT_SECONDS = 1.0
 Card = tuple[str, str]  # the (channel, message ts) a click came from
 _APPROVAL_ID = re.compile(r"[0-9a-f]{32}")  # uuid4 hex (``Approvals.draft``); anything else names none
 NO_REASON = "no reason given"
@@ -246,11 +248,24 @@ class Interactions:
         if approval is None:
             unknown = approval_id if _APPROVAL_ID.fullmatch(approval_id) else None
             return None, Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=unknown)
+        approval = self._card_recorded(approval)
         if not approval.card_ts or (approval.card_channel, approval.card_ts) != card:
             return None, Reply(NOT_THIS_CARD)
         if approval.status is not ApprovalStatus.PENDING:
             return None, Reply(late_note(approval), approval)
         return approval, None
+
+    def _card_recorded(self, approval: Approval) -> Approval:
+        """``approval`` once its card's ts is recorded: the worker records it right after Slack
+        answers the post, so a click on the card can arrive first. Waited for a moment (well
+        within Slack's 3 s for the click's answer), never assumed: the card must still match."""
+        deadline = time.monotonic() + CARD_RECORD_WAIT_SECONDS
+        while (
+            not approval.card_ts and approval.status is ApprovalStatus.PENDING and time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+            approval = self._rt.service().approvals.get(approval.id) or approval
+        return approval
 
     def _decide(
         self,

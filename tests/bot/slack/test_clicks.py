@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -226,3 +227,25 @@ def test_stop_while_running_ends_the_run_after_the_current_step(make_bot: Callab
     [note] = notes_to(bot, "U_ALICE")
     assert "Stopping" in note
     assert "Cancelled" in bot.bot_replies(holder["ts"])[-1]["text"]
+
+
+def test_a_click_that_arrives_before_the_worker_recorded_its_card_still_decides(bot: SlackBot) -> None:
+    """The worker records the card's ts right after Slack answers the post, so a click can reach
+    the web process first: the click waits for the record (never assumes it), and without one it
+    decides nothing."""
+    _, _, card = pending_card(bot, "U_ALICE", "restart_service")
+    approval_id = approval_id_of(card)
+    key = bot.keys.approval(approval_id)
+    bot.redis.hset(key, mapping={"card_channel": "", "card_ts": ""})  # never recorded
+    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    assert "does not belong to that approval's card" in notes_to(bot, "U_BOB")[0]
+    assert status(bot, approval_id) is ApprovalStatus.PENDING
+
+    # The moment before set_card: the click arrives, the record follows while it waits.
+    clicks = len(bot.calls("chat.postEphemeral"))
+    recorded = threading.Timer(0.2, bot.service.approvals.set_card, (approval_id, CHANNEL, card["ts"]))
+    recorded.start()
+    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    recorded.join()
+    wait_for(lambda: status(bot, approval_id) is ApprovalStatus.APPROVED, what="the approval")
+    assert len(bot.calls("chat.postEphemeral")) == clicks  # no note: it decided
