@@ -10,6 +10,7 @@ the model read the log instead. The screenshot of the first thread is the README
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,10 +66,12 @@ def whole_thread_screenshot(page: Page, entry: Locator, path: Path) -> None:
     page.set_viewport_size(size)
 
 
-def screenshot_path(tmp_path: Path) -> Path:
+def screenshot_path(tmp_path: Path, name: str = "demo.png") -> Path:
+    """Where a screenshot goes: docs/ with ``CHATOPS_UPDATE_SCREENSHOT=1`` (the README's and
+    docs/FINDINGS.md's pictures), else the test's own folder."""
     if os.environ.get("CHATOPS_UPDATE_SCREENSHOT"):
-        return ROOT / "docs" / "demo.png"
-    return tmp_path / "demo.png"
+        return ROOT / "docs" / name
+    return tmp_path / name
 
 
 def test_the_seed_incident_and_a_redirect_through_the_page(page: Page, demo: Demo, tmp_path: Path) -> None:
@@ -106,6 +109,14 @@ def test_the_seed_incident_and_a_redirect_through_the_page(page: Page, demo: Dem
     expect(disk.locator(APPROVE)).to_have_count(0)
     assert not old_log.exists()
     whole_thread_screenshot(page, disk, screenshot_path(tmp_path))
+    # The Findings message: two hypotheses, one refuted, every quote verified against its output.
+    findings = disk.locator(".message.from-bot").filter(
+        has_text=re.compile(r"Findings\s*·\s*Root cause found")
+    )
+    expect(findings).to_have_count(1)  # one message, edited in place
+    expect(findings.locator("s, del")).not_to_have_count(0)  # the refuted hypothesis, struck through
+    expect(findings).not_to_contain_text("unverified")
+    findings.screenshot(path=str(screenshot_path(tmp_path, "demo-findings.png")), animations="disabled")
 
     # A reply while the restart waits for approval supersedes it: the model reads the log instead.
     page.locator("#user-picker").select_option("U_ALICE")
@@ -121,3 +132,11 @@ def test_the_seed_incident_and_a_redirect_through_the_page(page: Page, demo: Dem
     expect(cpu.locator(APPROVE)).to_have_count(0)
     expect(cpu.locator('.reaction[data-name="eyes"]')).to_have_count(2)  # the mention and the reply were read
     assert not (demo.host.state_dir / "journal.log").exists()  # systemctl never restarted anything
+
+    # db-01 is healthy: the answer says "No fault found" (the bot's words, not the model's), with
+    # what was checked, and the load's range query comes back as a chart in the thread.
+    db = mention(page, "@ops check db-01's load")
+    answer = db.locator(".message.from-bot").filter(has_text="No fault found").last
+    expect(answer).to_be_visible()
+    expect(db.locator("img")).not_to_have_count(0)  # the chart of E<n> (prometheus_range)
+    whole_thread_screenshot(page, db, screenshot_path(tmp_path, "demo-no-fault.png"))
