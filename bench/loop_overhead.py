@@ -9,7 +9,9 @@ function that builds its framework's response object per request.
 Rows: chatops with ``RedisMemory`` (every message persisted; fenced, the lease kept alive, the run
 record created by ``RunService.submit``, evidence ids on every result and ``update_findings``
 offered: as a worker runs it), the same where every 5th model turn calls ``update_findings``
-citing two earlier results with real quotes (``bench.loop_findings``: the cost of verification),
+citing two earlier results with real quotes and each update's Findings message is rendered as
+the worker's sender renders it (``bench.loop_findings``: the cost of verification and of the
+message),
 chatops with ``InMemoryMemory``,
 pydantic-ai (``FunctionModel``), openai-agents (a scripted ``Model``), LangGraph (``create_agent``
 with and without ``InMemorySaver``) and a hand-written loop (the floor). Peers that are not
@@ -39,6 +41,7 @@ from importlib import metadata
 from typing import Any
 
 from agent.config import RunConfig
+from agent.events import Event, FindingsUpdated
 from agent.memory import InMemoryMemory
 from agent.run import Run
 from agent.tooling import ToolCategory, ToolResult
@@ -66,6 +69,7 @@ from bench.peer_loops import Runner, hand_written, hand_written_durable, langgra
 from bot.keys import Keys
 from bot.runs.lease import Lease
 from bot.runs.service import RunOptions, RunService
+from bot.slack.rendering.findings import findings_blocks
 
 NAME = "loop_overhead"
 SIZES = (10, 50, 200)
@@ -144,6 +148,14 @@ class ScriptedModel:
         raise NotImplementedError
 
 
+def _render_findings_message(event: Event) -> None:
+    """The Findings message of each update, rendered as the worker's background sender renders it
+    (``bot.slack.rendering.findings``): here on the loop's own thread, so the row's time includes
+    it (an upper bound: the bot renders it on the sender's thread, only the newest version)."""
+    if isinstance(event, FindingsUpdated):
+        findings_blocks(event.findings, "bench", "https://example.slack.com/archives/C_BENCH/p1")
+
+
 def _chatops_config(k: int, memory: Any, tool: EchoTool | None = None, cite_every: int = 0) -> RunConfig:
     return RunConfig(
         models=[ScriptedModel(k, cite_every)],
@@ -151,6 +163,7 @@ def _chatops_config(k: int, memory: Any, tool: EchoTool | None = None, cite_ever
         tools=[tool or EchoTool()],
         limits=Limits(max_iterations=k + 1, deadline_seconds=3600),
         evidence=True,  # as the bot runs (``bot.runs.run_job``): ids on every result, update_findings offered
+        on_event=_render_findings_message if cite_every else None,
     )
 
 
@@ -347,7 +360,7 @@ def _report(
         f"chatops with findings verified every {FINDINGS_EVERY}th turn at most {TARGET_DURABLE}x the "
         f"durable floor at K={big} (issue 30)",
         f"{with_findings:.2f}x ({findings[big]:,.0f} us against {figures[DURABLE_FLOOR][big]:,.0f} us; "
-        f"verification {cost:+,.1f} us per iteration, {cost * FINDINGS_EVERY:+,.0f} us per update)",
+        f"verification and the Findings message {cost:+,.1f} us per iteration, {cost * FINDINGS_EVERY:+,.0f} us per update)",
         with_findings <= TARGET_DURABLE,
     )
     result.data["verification_us_per_iteration"] = {str(k): v for k, v in costs.items()}
