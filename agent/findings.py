@@ -63,6 +63,7 @@ class Hypothesis(BaseModel):
     status: HypothesisStatus
     claimed_status: HypothesisStatus
     evidence: tuple[Evidence, ...] = ()
+    cause: str | None = None  # the model's structured ``target:kind:name``, checked for its form only
 
     @property
     def verified_evidence(self) -> tuple[Evidence, ...]:
@@ -123,6 +124,7 @@ class Findings(BaseModel):
                         }
                         for e in h.evidence
                     ],
+                    **({"cause": h.cause} if h.cause is not None else {}),
                 }
                 for h in self.hypotheses
             ],

@@ -30,6 +30,9 @@ MAX_EVIDENCE = 8  # per hypothesis
 MAX_STATEMENT = 400
 MAX_QUOTE = 500
 HIGH_CONFIDENCE_SOURCES = 2  # verified evidence from this many different results
+# A hypothesis's optional structured cause, ``target:kind:name`` (``web-03:service:api``): what the
+# evaluation harness scores (``emulator/eval/scoring/rca.py``) instead of matching the statement.
+CAUSE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}:[a-z][a-z0-9-]{0,30}:[^\s:][^\s]{0,199}$"
 
 
 class _EvidenceClaim(BaseModel):
@@ -46,6 +49,7 @@ class _HypothesisClaim(BaseModel):
     statement: str = Field(min_length=1, max_length=MAX_STATEMENT)
     status: HypothesisStatus
     evidence: list[_EvidenceClaim] = Field(default_factory=list, max_length=MAX_EVIDENCE)
+    cause: str | None = Field(default=None, pattern=CAUSE_PATTERN)
 
 
 class FindingsClaim(BaseModel):
@@ -79,6 +83,10 @@ DEFINITION = ToolDef(
                         "id": {"type": "string", "description": "H1, H2, ... (keep ids stable)"},
                         "statement": {"type": "string", "maxLength": MAX_STATEMENT},
                         "status": {"type": "string", "enum": [s.value for s in HypothesisStatus]},
+                        "cause": {
+                            "type": "string",
+                            "description": "optional: the cause as target:kind:name, e.g. web-03:service:api",
+                        },
                         "evidence": {
                             "type": "array",
                             "maxItems": MAX_EVIDENCE,
@@ -155,7 +163,12 @@ def _hypothesis(claim: _HypothesisClaim, index: EvidenceIndex) -> Hypothesis:
     if status is HypothesisStatus.SUPPORTED and not any(e.verified for e in evidence):
         status = HypothesisStatus.OPEN
     return Hypothesis(
-        id=claim.id, statement=claim.statement, status=status, claimed_status=claim.status, evidence=evidence
+        id=claim.id,
+        statement=claim.statement,
+        status=status,
+        claimed_status=claim.status,
+        evidence=evidence,
+        cause=claim.cause,
     )
 
 

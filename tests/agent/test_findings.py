@@ -384,3 +384,20 @@ def test_model_text_is_the_label_and_the_output() -> None:
     assert model_text(Message.tool("c1", "ok")) == "ok"
     request = Request(model="m", messages=[Message.user("x")])
     assert request.messages[0].content == "x"
+
+
+def test_a_structured_cause_is_kept_when_well_formed_and_refused_otherwise() -> None:
+    """``cause`` (``target:kind:name``) is what the evaluation harness scores; only its form is
+    checked here (the truth is the harness's to compare)."""
+    supported = hypothesis("H1", "supported", ("E1", "95% /"))
+    _, config, _ = run(
+        [tool_call("disk_usage"), findings({**supported, "cause": "web-03:disk:/var/log"}), "done"]
+    )
+    result = shown(config).findings
+    assert result.hypotheses[0].cause == "web-03:disk:/var/log"
+    assert result.as_json()["hypotheses"][0]["cause"] == "web-03:disk:/var/log"
+    for bad in ("web-03", "web 03:service:api", "web-03:Service:api", "web-03:service:"):
+        _, config, _ = run([tool_call("disk_usage"), findings({**supported, "cause": bad}), "done"])
+        told = [m.content or "" for m in config.memory.load_messages() if m.role == "tool"][-1]
+        assert told.startswith("Error: invalid findings, nothing recorded: hypotheses.0.cause"), (bad, told)
+        assert shown(config).findings is None

@@ -56,7 +56,7 @@ class HypothesisView(_Shown):
     status: str
     evidence: tuple[EvidenceView, ...] = ()
     cause: str | None = None
-    """A structured ``target:kind:name``, when the runtime records one (a proposal; see docs/EVAL.md)."""
+    """The hypothesis's structured ``target:kind:name``, when the model gave one (``update_findings``)."""
 
 
 class FindingsView(_Shown):
