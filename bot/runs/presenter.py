@@ -439,10 +439,10 @@ class LoggingPresenter:
         citations: Sequence[Citation] = (),
         findings: Findings | None = None,
     ) -> None:
-        verified = sum(1 for citation in citations if citation.verified)
-        log.info(
-            "run %s: answer (%d of %d citations verified): %s", run.run_id, verified, len(citations), text
-        )
+        log.info("run %s: answer: %s", run.run_id, text)
+        if citations:
+            verified = sum(1 for citation in citations if citation.verified)
+            log.info("run %s: %d of %d citations verified", run.run_id, verified, len(citations))
 
     def show_findings(self, run: RunRef, findings: Findings) -> None:
         statuses = ", ".join(f"{h.id} {h.status.value}" for h in findings.hypotheses)

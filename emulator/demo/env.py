@@ -26,6 +26,7 @@ RUNNER_SECRET_VARIABLE = "CHATOPS_RUNNER_SECRET"
 # Settings the children must not inherit from the shell: the demo sets its own.
 _OWN_PREFIXES = ("SLACK_", "CHATOPS_", "LLM_", "WEB_")
 _OWN_NAMES = ("REDIS_URL", "PORT")
+_PASSED_THROUGH = ("CHATOPS_WORKER_NICE",)
 # What a runner must not hold: the bot's channels to Slack and the models, and credentials.
 _NOT_FOR_RUNNERS = ("SLACK_", "LLM_", "OPENAI_", "ANTHROPIC_", "AZURE_OPENAI_", "WEB_")
 _CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
@@ -44,6 +45,9 @@ def common_env(
     """What every child shares (``shell`` defaults to this process's environment)."""
     shell = os.environ if shell is None else shell
     env = {k: v for k, v in shell.items() if not k.startswith(_OWN_PREFIXES) and k not in _OWN_NAMES}
+    # The one setting of the shell the demo keeps: where the worker's CPU priority is chosen (a test
+    # suite on a busy machine keeps its workers at its own priority; tests/conftest.py).
+    env.update({k: shell[k] for k in _PASSED_THROUGH if k in shell})
     pythonpath = [str(ROOT), *filter(None, [shell.get("PYTHONPATH")])]
     env.update(
         {
