@@ -10,8 +10,8 @@ Rows: chatops with ``RedisMemory`` (every message persisted; fenced, the lease k
 record created by ``RunService.submit``, evidence ids on every result and ``update_findings``
 offered: as a worker runs it), the same where every 5th model turn calls ``update_findings``
 citing two earlier results with real quotes and each update's Findings message is rendered as
-the worker's background sender renders it, on a thread of its own, the newest version only
-(``bench.loop_findings``: the cost of verification and of the message),
+the worker's sender renders it (``bench.loop_findings``: the cost of verification and of the
+message),
 chatops with ``InMemoryMemory``,
 pydantic-ai (``FunctionModel``), openai-agents (a scripted ``Model``), LangGraph (``create_agent``
 with and without ``InMemorySaver``) and a hand-written loop (the floor). Peers that are not
@@ -34,7 +34,6 @@ import io
 import json
 import pstats
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -43,7 +42,6 @@ from typing import Any
 
 from agent.config import RunConfig
 from agent.events import Event, FindingsUpdated
-from agent.findings import Findings
 from agent.memory import InMemoryMemory
 from agent.run import Run
 from agent.tooling import ToolCategory, ToolResult
@@ -150,63 +148,22 @@ class ScriptedModel:
         raise NotImplementedError
 
 
-class FindingsMessageSender:
+def _render_findings_message(event: Event) -> None:
     """The Findings message of each update, rendered as the worker's background sender renders it
-    (``bot.slack.rendering.findings``, on a thread of its own, only the newest version: the
-    sender coalesces): its CPU competes with the loop's for the process, as in the bot.
-    ``drain`` waits for the last one, so a run's time includes every rendering it caused."""
-
-    def __init__(self) -> None:
-        self._newest: Findings | None = None
-        self._wake = threading.Condition()
-        self._busy = False
-        self._closed = False
-        self._thread = threading.Thread(target=self._send, daemon=True, name="bench-sender")
-        self._thread.start()
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, FindingsUpdated):
-            with self._wake:
-                self._newest = event.findings
-                self._wake.notify_all()
-
-    def _send(self) -> None:
-        while True:
-            with self._wake:
-                while self._newest is None and not self._closed:
-                    self._wake.wait()
-                if self._newest is None:
-                    return  # closed, nothing left to send
-                findings, self._newest, self._busy = self._newest, None, True
-            findings_blocks(findings, "bench", "https://example.slack.com/archives/C_BENCH/p1")
-            with self._wake:
-                self._busy = False
-                self._wake.notify_all()
-
-    def drain(self) -> None:
-        """Wait until the newest version is rendered, then let the thread end."""
-        with self._wake:
-            while self._newest is not None or self._busy:
-                self._wake.wait()
-            self._closed = True
-            self._wake.notify_all()
-        self._thread.join()
+    (``bot.slack.rendering.findings``): here on the loop's own thread, so the row's time includes
+    it (an upper bound: the bot renders it on the sender's thread, only the newest version)."""
+    if isinstance(event, FindingsUpdated):
+        findings_blocks(event.findings, "bench", "https://example.slack.com/archives/C_BENCH/p1")
 
 
-def _chatops_config(
-    k: int,
-    memory: Any,
-    tool: EchoTool | None = None,
-    cite_every: int = 0,
-    sender: FindingsMessageSender | None = None,
-) -> RunConfig:
+def _chatops_config(k: int, memory: Any, tool: EchoTool | None = None, cite_every: int = 0) -> RunConfig:
     return RunConfig(
         models=[ScriptedModel(k, cite_every)],
         memory=memory,
         tools=[tool or EchoTool()],
         limits=Limits(max_iterations=k + 1, deadline_seconds=3600),
         evidence=True,  # as the bot runs (``bot.runs.run_job``): ids on every result, update_findings offered
-        on_event=sender,
+        on_event=_render_findings_message if cite_every else None,
     )
 
 
@@ -241,16 +198,13 @@ def chatops_redis(
         lease = Lease.acquire(bench.client, keys, submission.run_id, options.lease_ttl_seconds, "bench")
         assert lease is not None
         memory = service.memory(submission.run_id, fence=lease.token)
-        sender = FindingsMessageSender() if cite_every else None
-        config = _chatops_config(k, memory, tool, cite_every, sender)
+        config = _chatops_config(k, memory, tool, cite_every)
         with lease.keep_alive():
             profiler = cProfile.Profile() if profile is not None else None
             started = time.perf_counter()
             if profiler is not None:
                 profiler.enable()
             result = Run(config).execute()
-            if sender is not None:
-                sender.drain()
             if profiler is not None:
                 profiler.disable()
             elapsed = time.perf_counter() - started
