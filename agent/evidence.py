@@ -29,6 +29,7 @@ from agent.types import Message
 
 FINDINGS_TOOL = "update_findings"
 REF = re.compile(r"E[1-9][0-9]{0,6}")
+_WIRE_LABEL = re.compile(r"\[(E[1-9][0-9]{0,6})\] ")
 
 
 def evidence_ref(seq: int) -> str:
@@ -45,6 +46,13 @@ def model_text(message: Message, empty: str = "") -> str:
     text = message.content or empty
     ref = message.meta.get("evidence")
     return f"[{ref}] {text}" if ref else text
+
+
+def split_label(text: str) -> tuple[str | None, str]:
+    """``model_text``'s inverse, for whoever reads the wire (a scripted model): ``("E3", "output")``
+    for ``"[E3] output"``, ``(None, text)`` without a label; exactly one label is taken off."""
+    match = _WIRE_LABEL.match(text)
+    return (match.group(1), text[match.end() :]) if match else (None, text)
 
 
 def collapsed(text: str) -> str:

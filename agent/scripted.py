@@ -9,7 +9,6 @@ Both record every request they receive.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -17,9 +16,8 @@ from typing import Any
 
 from agent.chat import DonePart, StreamPart, TextPart
 from agent.errors import ConfigurationError
+from agent.evidence import split_label
 from agent.types import Choice, Message, Request, Response, ToolCall, Usage
-
-_EVIDENCE_LABEL = re.compile(r"^\[E[0-9]+\] ")
 
 ScriptItem = Response | Message | str | ToolCall | list[ToolCall] | BaseException
 
@@ -137,9 +135,5 @@ def last_tool_output(messages: Sequence[Message]) -> str | None:
     runtime's, not the tool's)."""
     for message in reversed(messages):
         if message.role == "tool":
-            return (
-                _EVIDENCE_LABEL.sub("", message.content or "", count=1)
-                if message.content
-                else message.content
-            )
+            return split_label(message.content)[1] if message.content else message.content
     return None

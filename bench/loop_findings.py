@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from agent.evidence import FINDINGS_TOOL, REF, model_text
+from agent.evidence import FINDINGS_TOOL, model_text, split_label
 from agent.findings import Conclusion, Confidence, Findings
 from agent.types import Message, ToolCall
 
@@ -32,9 +32,8 @@ def findings_call(messages: Sequence[Message], call_id: str) -> ToolCall:
     for message in reversed(messages):
         if message.role != "tool":
             continue
-        label, _, output = model_text(message).partition("] ")
-        ref = label.removeprefix("[")
-        if not REF.fullmatch(ref) or output.startswith(_OWN_RESULT):
+        ref, output = split_label(model_text(message))
+        if ref is None or output.startswith(_OWN_RESULT):
             continue
         evidence.append({"ref": ref, "quote": output.strip()})
         if len(evidence) == CITED:

@@ -16,15 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_LABEL = re.compile(r"\[(E[1-9][0-9]{0,6})\] ")
+from agent.evidence import split_label
+
 NO_RESULT = "E0"
 """The id given for a tool that has no result yet: it names nothing, so a citation of it shows unverified."""
-
-
-def split_label(text: str) -> tuple[str | None, str]:
-    """``("E3", "output")`` for ``"[E3] output"``; ``(None, text)`` without a label."""
-    match = _LABEL.match(text)
-    return (match.group(1), text[match.end() :]) if match else (None, text)
 
 
 @dataclass(frozen=True)
