@@ -1,4 +1,5 @@
-"""``DIR/results.json`` and ``DIR/report.md`` from scored runs.
+"""``DIR/results.json``, ``DIR/report.md`` and ``DIR/report.html`` (``emulator.eval.report_html``)
+from scored runs.
 
 ``results.json`` has the shape issue 31 names, exactly::
 
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from emulator.eval.report_html import html_report
 from emulator.eval.runner import ScenarioOutcome
 
 
@@ -118,4 +120,6 @@ def write_results(out: Path, outcomes: Sequence[ScenarioOutcome], wall_seconds: 
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results(outcomes), indent=2) + "\n")
     (out / "report.md").write_text(report(outcomes, wall_seconds))
+    timings = [{"startup": o.startup_seconds, "wall": o.total_seconds} for o in outcomes]
+    (out / "report.html").write_text(html_report(results(outcomes), timings, wall_seconds))
     return out / "results.json"
