@@ -25,6 +25,7 @@ from bot.slack.rendering.blockkit import (
     notification_text,
     section,
 )
+from bot.slack.rendering.citations import without_citations
 from bot.slack.rendering.mrkdwn import escape, inert, link, mention, to_mrkdwn
 
 _LABELS_SHOWN = 12
@@ -80,8 +81,12 @@ def alert_blocks(view: AlertView) -> list[Block]:
     if view.links:
         blocks.append(context(" · ".join(f"{escape(what)}: {link(url)}" for what, url in view.links[:4])))
     if view.answer:
-        # The model's Markdown as the thread's answer shows it (``to_mrkdwn``: inert, links as their URL).
-        blocks.append(section(f"*What the investigation found*\n{to_mrkdwn(view.answer)}"))
+        # The model's Markdown as the thread's answer shows it (``to_mrkdwn``: inert, links as their
+        # URL), without its citations: their verdicts (verified or not) are shown in the thread only,
+        # so nothing here looks checked that code did not check.
+        answer = to_mrkdwn(without_citations(view.answer))
+        blocks.append(section(f"*What the investigation found*\n{answer}"))
+        blocks.append(context("Its evidence, each citation checked against the tool output: in the thread."))
     when = time.strftime("%H:%M:%S UTC", time.gmtime(view.last_notified_at)) if view.last_notified_at else ""
     status = [f"{view.notifications} notification(s)"] + ([f"last notified {when}"] if when else [])
     if view.held and view.investigate_button:  # a run under way is not held back any more

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent.citations import CITATION
 from agent.findings import Citation, Conclusion, Findings
 from bot.slack.rendering.findings import CHECKED_SHOWN, checked_item, problem_words, step_label
 from bot.slack.rendering.mrkdwn import escape, inline_code, plural, visible
@@ -38,6 +39,8 @@ _PLACEHOLDER = re.compile(f"{_OPEN}([0-9]{{1,4}}){_CLOSE}")
 # What reads like a citation but is not one code found (``agent.citations.CITATION``): ``E``, maybe
 # spaced, any digits (fullwidth too), anything to the closing bracket on the line.
 _LOOKALIKE = re.compile("(\\[\\s*[E\uff25]\\s*\\d[^\\]\n]{0,600}\\])")
+_SPACED_CITATION = re.compile(r"[ \t]*" + CITATION.pattern)
+_SPACED_LOOKALIKE = re.compile(r"[ \t]*" + _LOOKALIKE.pattern)
 _LOOKALIKE_ID = re.compile("\\[\\s*[E\uff25]\\s*(\\d+)")
 UNCHECKED = "written in a form code could not check"
 QUOTE_CHARS = 200
@@ -151,6 +154,14 @@ def head_lines(findings: Findings | None, answer: CitedAnswer, style: Style) -> 
     if claimed and not answer.verified:
         lines.append(f":warning: _{NO_VERIFIED_CITATION}_")
     return lines
+
+
+def without_citations(text: str) -> str:
+    """``text`` with every citation and everything that reads like one removed: for a place that
+    shows the answer without code's verdicts (the alert's root message, a shortened summary whose
+    cut would separate a citation from its check). The verdicts stay in the thread's answer."""
+    stripped = _SPACED_CITATION.sub("", visible(text))  # with the blanks before it: "full [E2]." -> "full."
+    return _SPACED_LOOKALIKE.sub("", stripped)
 
 
 def _bold(text: str, style: Style) -> str:
