@@ -20,11 +20,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from emulator.eval.agents import AGENTS
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
 from emulator.eval.results import write_results
 from emulator.eval.runner import ScenarioOutcome, run_scenario
-from emulator.eval.session import AGENTS
 from emulator.eval.spec import FAMILIES, EvalScenario
 
 EXIT_FAILED, EXIT_ERROR = 1, 2
