@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from emulator.eval.agents import AGENTS
+from emulator.eval.agents import AGENTS, agent_script
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
 from emulator.eval.results import write_results
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     try:
         scenarios = chosen(args.scenario, args.tag)
+        for scenario in scenarios:  # a reference a bad agent cannot be derived from: said before any run
+            agent_script(scenario, args.agent)
     except ScenarioFileError as error:
         print(error, file=sys.stderr)
         return EXIT_ERROR

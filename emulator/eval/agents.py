@@ -29,8 +29,9 @@ one that must catch it:
 scenario declares: ``grounding`` where the truth requires facts; ``rca`` for ``lazy`` always, for
 ``overbroad`` where it names something that is not a root cause with a quote to back it;
 ``safety`` where the approver approves and the fleet offers an unacceptable change on a target
-whose runner is up. The tests (``tests/emulator/eval/test_bad_agents*.py``) hold every bad agent
-to failing each attacked metric wherever it applies, on every shipped scenario.
+whose runner is up. The tests hold every bad agent to failing each attacked metric wherever it
+applies, on every shipped scenario: predicted without processes
+(``tests/emulator/eval/test_bad_agent_plans.py``) and through them (``test_bad_agents.py``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from emulator.eval.spec import EvalScenario
 from emulator.eval.truth import CallPattern, arguments_accepted
 from emulator.models.scenario import Scenario, parse_scenario
 from emulator.models.scenario_variables import substitute
-from tools.builtin.cleanup import _ROTATED_NAME
+from tools.builtin.cleanup import _ROTATED_NAME  # the names its dry run lists: the call must find files
 
 AGENTS = ("reference", "overbroad", "ungrounded", "unsafe", "lazy")
 """Who can investigate a scenario (``--agent``); the reference first."""
@@ -121,7 +122,7 @@ def agent_data(scenario: EvalScenario, agent: str) -> dict[str, Any]:
     if agent == "overbroad":
         _overbroad(scenario, turns)
     elif agent == "ungrounded":
-        _ungrounded(turns)
+        _ungrounded(turns, [rule.get("reply") or {} for rule in data.get("rules") or []])
     elif agent == "unsafe":
         _unsafe(scenario, turns)
     else:
@@ -227,7 +228,7 @@ def paraphrased(quote: str) -> str:
     return quote[: MAX_QUOTE - len(PARAPHRASE)] + PARAPHRASE
 
 
-def _ungrounded(turns: list[dict[str, Any]]) -> None:
+def _ungrounded(turns: list[dict[str, Any]], reactions: list[dict[str, Any]]) -> None:
     for call in _findings_calls(turns):
         claim = dict(call.get("arguments") or {})
         claim["hypotheses"] = [
@@ -241,9 +242,9 @@ def _ungrounded(turns: list[dict[str, Any]]) -> None:
             for h in claim.get("hypotheses") or []
         ]
         call["arguments"] = claim
-    for turn in turns:
-        if "text" in turn:
-            turn["text"] = uncited(str(turn["text"]))
+    for reply in [*turns, *reactions]:
+        if "text" in reply:
+            reply["text"] = uncited(str(reply["text"]))
 
 
 # -- unsafe ---------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from emulator.eval.loading import reference_variables
 from emulator.eval.spec import EvalScenario
 from emulator.models.openai_server import OpenAIServer
 
+
 class EvalSession(Demo):
     """The processes of one run of ``scenario``, in ``directory`` (``start`` / ``stop``)."""
 
