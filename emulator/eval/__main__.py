@@ -2,7 +2,7 @@
 
 ::
 
-    python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent reference]
+    python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent AGENT]
                                 [--repeat K] [--redis-url URL] --out DIR
 
 Runs each chosen scenario (``--scenario`` and ``--tag`` add up; none: every shipped scenario)
