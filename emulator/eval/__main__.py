@@ -2,7 +2,7 @@
 
 ::
 
-    python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent reference]
+    python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent AGENT]
                                 [--repeat K] [--redis-url URL] --out DIR
 
 Runs each chosen scenario (``--scenario`` and ``--tag`` add up; none: every shipped scenario)
@@ -20,11 +20,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from emulator.eval.agents import AGENTS, agent_script
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
 from emulator.eval.results import write_results
 from emulator.eval.runner import ScenarioOutcome, run_scenario
-from emulator.eval.session import AGENTS
 from emulator.eval.spec import FAMILIES, EvalScenario
 
 EXIT_FAILED, EXIT_ERROR = 1, 2
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     try:
         scenarios = chosen(args.scenario, args.tag)
+        for scenario in scenarios:  # a reference a bad agent cannot be derived from: said before any run
+            agent_script(scenario, args.agent)
     except ScenarioFileError as error:
         print(error, file=sys.stderr)
         return EXIT_ERROR

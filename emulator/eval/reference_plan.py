@@ -1,4 +1,4 @@
-"""What a scenario's reference agent does on its expected path, read from its script without a run.
+"""What a scenario's agent does on its expected path, read from its script without a run.
 
 A reference agent is scripted (``emulator.models.scenario``): when every call succeeds and every
 card is approved, it answers with its ``turns`` in order (its ``rules`` handle a decline or a
@@ -9,7 +9,11 @@ runtime's rule, ``agent.evidence``) and its last findings are known ahead:
 * ``expected_findings``: its last ``update_findings`` as a run would show it, the runtime's own
   verification (``agent.findings_tool``) applied to results that hold exactly the quotes cited
   from them. What a run shows when the simulated hosts print what the scenario says they do, so
-  the scorer can be run on the truth's own solution before any process starts.
+  the scorer can be run on the truth's own solution before any process starts;
+* ``known_outputs``: for another agent of the scenario (``emulator.eval.agents``), what each of its
+  calls is known to print: the quotes the reference cites from the same call (tool and
+  arguments). ``expected_findings(agent, known_outputs(reference, agent))`` is then that agent's
+  findings as a run shows them: a quote it cites verifies only where the reference's does.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def planned_calls(agent: Scenario) -> list[PlannedCall]:
 
 
 def claimed_findings(calls: Sequence[PlannedCall]) -> PlannedCall | None:
-    """The reference's last ``update_findings`` call."""
+    """The last ``update_findings`` call."""
     return next((call for call in reversed(calls) if call.tool == FINDINGS_TOOL), None)
 
 
@@ -61,7 +65,7 @@ def cited_quotes(claim: Mapping[str, Any]) -> dict[str, list[str]]:
     return quotes
 
 
-def _history(calls: Sequence[PlannedCall], quotes: Mapping[str, list[str]]) -> list[Message]:
+def _history(calls: Sequence[PlannedCall], outputs: Mapping[str, str]) -> list[Message]:
     messages = [Message.user("(the scenario's start)")]
     for turn in sorted({call.turn for call in calls}):
         in_turn = [call for call in calls if call.turn == turn]
@@ -71,20 +75,45 @@ def _history(calls: Sequence[PlannedCall], quotes: Mapping[str, list[str]]) -> l
         ]
         messages.append(Message.assistant(None, tool_calls))
         for call in in_turn:
-            text = "\n".join(quotes.get(call.ref, [])) or f"(the output of {call.tool})"
+            text = outputs.get(call.ref) or f"(the output of {call.tool})"
             messages.append(Message.tool(f"call-{call.ref}", text, tool=call.tool, evidence=call.ref))
     return messages
 
 
-def expected_findings(agent: Scenario) -> dict[str, object] | None:
-    """The reference's last findings as shown when every quote occurs in the output it cites
-    (``None``: it records none)."""
+def _call_key(call: PlannedCall) -> str:
+    return json.dumps([call.tool, call.arguments], sort_keys=True)
+
+
+def known_outputs(reference: Scenario, agent: Scenario) -> dict[str, str]:
+    """Evidence id of each of ``agent``'s calls -> what it is known to print: the quotes the
+    reference cites (in any of its findings) from its own call of the same tool with the same
+    arguments, one a line. A call the reference does not make prints nothing known."""
+    calls = planned_calls(reference)
+    printed: dict[str, list[str]] = {}
+    by_ref = {call.ref: _call_key(call) for call in calls}
+    for update in (call for call in calls if call.tool == FINDINGS_TOOL):
+        for ref, quotes in cited_quotes(update.arguments).items():
+            if ref in by_ref:
+                printed.setdefault(by_ref[ref], []).extend(quotes)
+    return {
+        call.ref: "\n".join(dict.fromkeys(printed[_call_key(call)]))
+        for call in planned_calls(agent)
+        if _call_key(call) in printed
+    }
+
+
+def expected_findings(agent: Scenario, outputs: Mapping[str, str] | None = None) -> dict[str, object] | None:
+    """The agent's last findings as shown (``None``: it records none), its calls' results printing
+    ``outputs`` (evidence id -> text; default: exactly the quotes its last findings cite, as a
+    reference's do)."""
     calls = planned_calls(agent)
     last = claimed_findings(calls)
     if last is None:
         return None
+    if outputs is None:
+        outputs = {ref: "\n".join(quotes) for ref, quotes in cited_quotes(last.arguments).items()}
     before = [call for call in calls if int(call.ref[1:]) < int(last.ref[1:])]
-    index = EvidenceIndex().sync(_history(before, cited_quotes(last.arguments)))
+    index = EvidenceIndex().sync(_history(before, outputs))
     version = sum(1 for call in calls if call.tool == FINDINGS_TOOL)
     claim = parse_claim(json.dumps(last.arguments))
     return verified_findings(claim, index, version).as_json()

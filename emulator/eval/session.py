@@ -3,8 +3,8 @@
 ``EvalSession`` is the demo with four parts replaced, nothing copied: its hosts are the scenario's
 targets, written by the fault injector (``emulator.eval.injector``); its inventory names them with
 the scenario's labels; its catalog adds the scenario's commands; its model is the scenario's agent
-(``reference``) served by the scripted model server over the real wire; its Prometheus serves the
-scenario's series. A target whose ``runner`` is ``down`` gets none. Everything else (Redis with a
+(``reference`` or a bad agent, ``emulator.eval.agents``) served by the scripted model server over
+the real wire; its Prometheus serves the scenario's series. A target whose ``runner`` is ``down`` gets none. Everything else (Redis with a
 prefix and queues of the session's own, runners, the Slack emulator, ``chatops web`` and
 ``chatops worker``, the teardown that leaves no process and no key) is the demo's own code.
 """
@@ -22,13 +22,11 @@ from emulator.demo.host import DemoHost
 from emulator.demo.main import Demo, DemoError
 from emulator.demo.options import Options
 from emulator.demo.prometheus import PrometheusAPI
+from emulator.eval.agents import AGENTS, agent_script
 from emulator.eval.injector import host_roots, inject, prometheus_series, write_eval_catalog
-from emulator.eval.loading import reference_agent, reference_variables
+from emulator.eval.loading import reference_variables
 from emulator.eval.spec import EvalScenario
 from emulator.models.openai_server import OpenAIServer
-
-AGENTS = ("reference",)
-"""The scripted agents a session can serve (the bad agents come later)."""
 
 
 class EvalSession(Demo):
@@ -65,7 +63,7 @@ class EvalSession(Demo):
 
     def _start_llm(self) -> dict[str, str]:
         variables = reference_variables(self.scenario.targets, host_roots(self.by_name))
-        script = reference_agent(self.scenario, variables)
+        script = agent_script(self.scenario, self.agent, variables)
         self.script = script
         self.llm = OpenAIServer(model="chatops-scripted", fallback=script)
         self._step("model", f"scripted {self.agent} agent of {self.scenario.name} on {self.llm.url}")

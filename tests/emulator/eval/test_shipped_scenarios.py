@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.evidence import FINDINGS_TOOL, collapsed
+from agent.evidence import collapsed
 from emulator.eval.loading import (
     SCENARIO_DIR,
-    reference_agent,
-    reference_variables,
     shipped_files,
     shipped_scenarios,
 )
@@ -22,26 +19,12 @@ from emulator.eval.reference_plan import cited_quotes, claimed_findings, expecte
 from emulator.eval.scoring.inputs import RunObservation
 from emulator.eval.scoring.verdict import score_run
 from emulator.eval.spec import FAMILIES, EvalScenario
-from emulator.models.scenario import Scenario
 
-from .builders import approved, executed, plan
+from .builders import plan
 from .expected_outputs import COMPUTED, RUNNER_DOWN, literal_output
+from .predicted import dry_run, host_internal, simulated_audit
 
 SCENARIOS = shipped_scenarios()
-CATEGORIES = {
-    "service_restart": "mutating",
-    "alertmanager_silence": "mutating",
-    "kube_scale": "mutating",
-    "clean_old_logs": "destructive",
-}
-_ROTATED = re.compile(r"(\.\d+(\.gz)?|\.gz|-\d{8})$")
-
-
-def host_internal(scenario: EvalScenario) -> Scenario:
-    """The reference with every host's folder at / (paths read as the scenario writes them)."""
-    return reference_agent(
-        scenario, reference_variables(scenario.targets, dict.fromkeys(scenario.targets, ""))
-    )
 
 
 def test_the_project_ships_enough_scenarios_of_enough_families() -> None:
@@ -62,7 +45,9 @@ def test_the_reference_agents_findings_pass(scenario: EvalScenario) -> None:
     shown = expected_findings(host_internal(scenario))
     assert shown is not None, "the reference records no findings"
     score = score_run(
-        scenario.truth, scenario.targets, RunObservation(findings=shown, audit=simulated_audit(scenario))
+        scenario.truth,
+        scenario.targets,
+        RunObservation(findings=shown, audit=simulated_audit(scenario, host_internal(scenario))),
     )
     assert score.scores() == {"rca": 1.0, "grounding": 1.0, "safety": 1.0}, (
         score.rca,
@@ -109,34 +94,6 @@ def test_the_reference_answers_every_turn_on_its_path(scenario: EvalScenario) ->
         messages.append({"role": "assistant", "content": reply.text, "tool_calls": calls})
         messages.extend({"role": "tool", "tool_call_id": c["id"], "content": "ok"} for c in calls)
     assert reply.text and not reply.tool_calls, "the reference ends with an answer"
-
-
-def simulated_audit(scenario: EvalScenario) -> list[dict[str, str]]:
-    """The reference's calls as the audit records them when every card is approved."""
-    entries: list[dict[str, str]] = []
-    for call in planned_calls(host_internal(scenario)):
-        target = call.target or "local"
-        category = CATEGORIES.get(call.tool, "read_only")
-        arguments = {k: v for k, v in call.arguments.items() if k != "target"}
-        if category != "read_only":
-            entries.append(approved(call.tool, target))
-            arguments["confirmed_by"] = "U0APPROVER"
-        if category == "destructive":
-            arguments["approved_plan"] = plan(*dry_run(scenario, call.target or "", arguments))
-        if call.tool != FINDINGS_TOOL:
-            entries.append(executed(call.tool, target, category, arguments))
-    return entries
-
-
-def dry_run(scenario: EvalScenario, target: str, arguments: dict[str, Any]) -> list[str]:
-    """``clean_old_logs``' plan on the scenario's files: rotated logs under the path, old enough."""
-    under = str(arguments["path"]).rstrip("/") + "/"
-    days = float(arguments.get("older_than_days", 7))
-    return [
-        f.path
-        for f in scenario.fleet.targets[target].files
-        if f.path.startswith(under) and f.age > days * 86400 and _ROTATED.search(f.path)
-    ]
 
 
 def test_the_simulated_dry_run_of_the_disk_scenario_is_the_old_rotations() -> None:
