@@ -61,7 +61,9 @@ def captured(tmp_path_factory: pytest.TempPathFactory, redis_server: object) -> 
         seen["confirmed"] = capture(settings_of(session), run_id[:8], folder / "captured.yaml", True)
         seen["unconfirmed"] = capture(settings_of(session), run_id, folder / "draft.yaml", False)
 
-    outcome = run_scenario(find_scenario("disk-full-rotations"), folder / "original", redis_url=url, before_teardown=take)
+    outcome = run_scenario(
+        find_scenario("disk-full-rotations"), folder / "original", redis_url=url, before_teardown=take
+    )
     assert outcome.score.passed
     return seen
 
@@ -87,10 +89,14 @@ def test_a_confirmed_capture_replays_the_outputs_the_run_saw_and_passes(
     for (tool, before), (_, after) in zip(original, again, strict=True):
         target_prefix = "[web-03] "
         assert after.startswith(target_prefix)
-        assert FROZEN_HEADER.sub("", after.removeprefix(target_prefix)) == before.removeprefix(target_prefix), tool
+        assert FROZEN_HEADER.sub("", after.removeprefix(target_prefix)) == before.removeprefix(
+            target_prefix
+        ), tool
 
 
-def test_an_unconfirmed_capture_is_refused_with_the_file_and_what_to_fill_in(captured: dict[str, object]) -> None:
+def test_an_unconfirmed_capture_is_refused_with_the_file_and_what_to_fill_in(
+    captured: dict[str, object],
+) -> None:
     path = captured["unconfirmed"]
     assert isinstance(path, Path)
     text = path.read_text()
@@ -98,7 +104,9 @@ def test_an_unconfirmed_capture_is_refused_with_the_file_and_what_to_fill_in(cap
     with pytest.raises(ScenarioFileError) as refused:
         find_scenario(str(path))
     message = str(refused.value)
-    assert str(path) in message and "truth.unconfirmed" in message and "remove the unconfirmed: line" in message
+    assert (
+        str(path) in message and "truth.unconfirmed" in message and "remove the unconfirmed: line" in message
+    )
 
 
 def test_chatops_eval_capture_hands_its_options_and_settings_file_to_the_harness() -> None:
