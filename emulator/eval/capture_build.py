@@ -3,11 +3,13 @@
 From the run's history (messages, tool calls with their arguments, tool results with their
 evidence ids) and its findings as shown:
 
-* the fleet: each target the run called a tool on, with every read-only call's output **frozen**
-  under ``frozen:`` (tool -> arguments -> output, ``emulator.eval.fleet.FrozenCall``). Frozen, not
-  inverted into files or services: what a real host printed (a real ``df``, a production catalog
-  tool, a log whose size and mtime are in the header) has no exact inverse in the simulated
-  state, and the check that matters is that the replay reads back what the run read;
+* the fleet: each target the run called a tool on. ``tail_log``'s outputs become the files they
+  were read from where that is exact (``emulator.eval.capture_logs``); every other read-only
+  call's output is **frozen** under ``frozen:`` (tool -> arguments -> output,
+  ``emulator.eval.fleet.FrozenCall``). Frozen, not inverted: what a real host printed (a real
+  ``df``, a production catalog tool, a service's status with its absolute ``since``) has no exact
+  inverse in the simulated state, and the check that matters is that the replay reads back what
+  the run read. Changes (mutating, destructive calls) are not frozen: the replay makes them again;
 * the start (the first user message as the mention) and the later user messages as replies;
 * ``reference``: the run's own turns in order (texts, calls with their arguments as made, the
   final answer), escaped for the scripted language (``$`` as ``$$`` in texts and arguments,
@@ -32,6 +34,7 @@ from typing import Any
 
 from agent.findings import Conclusion, Findings, HypothesisStatus
 from agent.types import Message
+from emulator.eval.capture_logs import TAIL_LOG, InvertedLogs, TailCall, invert_tail_logs
 from emulator.eval.errors import EvalError
 from emulator.eval.truth import CAUSE_ID
 
@@ -127,22 +130,58 @@ def _calls(history: Sequence[Message], redact: Redact) -> list[_Call]:
     return calls
 
 
-def fleet_of(calls: Sequence[_Call]) -> dict[str, Any]:
+def inverted_logs(calls: Sequence[_Call]) -> InvertedLogs | None:
+    """The files the run's ``tail_log`` calls read, when every one of them can be inverted."""
+    tails = [TailCall(c.target, c.arguments, c.output) for c in calls if c.tool == TAIL_LOG]
+    return invert_tail_logs(tails) if tails else None
+
+
+def fleet_of(calls: Sequence[_Call], logs: InvertedLogs | None) -> dict[str, Any]:
     targets: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for call in calls:
         if call.target is None:
             continue
         frozen = targets.setdefault(call.target, {})
+        if call.tool == TAIL_LOG and logs is not None:
+            continue  # read from the file it was inverted into
         own = {k: v for k, v in call.arguments.items() if k != "target"}
         if call.category != "read_only" or not all(isinstance(v, _SCALARS) for v in own.values()):
             continue  # a change is replayed as it is; a list or mapping argument cannot be a key
         frozen.setdefault(call.tool, []).append({"arguments": own, "output": call.output})
     if not targets:
         raise CaptureError("the run called no tool on a target: there is no state to freeze")
-    return {"targets": {name: ({"frozen": frozen} if frozen else {}) for name, frozen in targets.items()}}
+    files = logs.files if logs is not None else {}
+    return {
+        "targets": {
+            name: {
+                **(
+                    {"files": [{"path": p, "lines": lines} for p, lines in files[name].items()]}
+                    if name in files
+                    else {}
+                ),
+                **({"frozen": frozen} if frozen else {}),
+            }
+            for name, frozen in targets.items()
+        }
+    }
 
 
-def reference_of(history: Sequence[Message], redact: Redact) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _replayed(name: str, arguments: dict[str, Any], logs: InvertedLogs | None) -> dict[str, Any]:
+    """A call's arguments for the scripted model; a ``tail_log`` of an inverted file reads it on the
+    simulated host (``${TARGET.log_dir}``, inserted after the escaping)."""
+    replayed: dict[str, Any] = script_value(arguments)
+    target, path = arguments.get("target"), arguments.get("path")
+    if logs is None or name != TAIL_LOG or not isinstance(target, str) or not isinstance(path, str):
+        return replayed
+    where = logs.paths.get((target, path))
+    if where is not None:
+        replayed["path"] = "${" + f"{target}.log_dir" + "}" + where.removeprefix("/var/log")
+    return replayed
+
+
+def reference_of(
+    history: Sequence[Message], redact: Redact, logs: InvertedLogs | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The run's own turns as a scripted model, and the user messages after the first as replies."""
     turns: list[dict[str, Any]] = []
     replies: list[dict[str, Any]] = []
@@ -156,7 +195,10 @@ def reference_of(history: Sequence[Message], redact: Redact) -> tuple[dict[str, 
             turn["text"] = script_text(redact(message.content))
         if message.tool_calls:
             turn["tool_calls"] = [
-                {"name": call.name, "arguments": script_value(_arguments(call.arguments, redact))}
+                {
+                    "name": call.name,
+                    "arguments": _replayed(call.name, _arguments(call.arguments, redact), logs),
+                }
                 for call in message.tool_calls
             ]
         turns.append(turn or {"text": "..."})
@@ -240,10 +282,11 @@ def tags_of(truth: Mapping[str, Any]) -> list[str]:
 def scenario_data(run: CapturedRun, name: str, confirmed: bool, redact: Redact) -> dict[str, Any]:
     """The scenario file's data; an unconfirmed capture's truth says what a person must check."""
     calls = _calls(run.history, redact)
-    fleet = fleet_of(calls)
+    logs = inverted_logs(calls)
+    fleet = fleet_of(calls, logs)
     targets = list(fleet["targets"])
     truth = truth_of(run, calls, targets, redact)
-    reference, replies = reference_of(run.history, redact)
+    reference, replies = reference_of(run.history, redact, logs)
     mention = mention_of(run.history, redact)
     if not confirmed:
         truth = {

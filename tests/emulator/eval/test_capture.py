@@ -75,6 +75,21 @@ def test_a_confirmed_capture_replays_the_outputs_the_run_saw_and_passes(
     assert isinstance(path, Path)
     scenario = find_scenario(str(path))
     assert scenario.tags == ("single-cause", "needs-approval")
+    # tail_log's output became the file it read; the other read-only outputs are frozen
+    web = scenario.fleet.targets["web-03"]
+    assert [f.path for f in web.files] == ["/var/log/api/api.log"] and "tail_log" not in web.frozen
+    assert set(web.frozen) == {"disk_usage", "largest_files", "logrotate_config"}
+    turns = scenario.reference["turns"]
+    [tail] = [c for t in turns for c in t.get("tool_calls", []) if c["name"] == "tail_log"]
+    assert tail["arguments"]["path"] == "${web-03.log_dir}/api/api.log"
+    # tail_log's output became the file it read; the other read-only outputs are frozen
+    web = scenario.fleet.targets["web-03"]
+    assert [f.path for f in web.files] == ["/var/log/api/api.log"] and "tail_log" not in web.frozen
+    assert set(web.frozen) == {"disk_usage", "largest_files", "logrotate_config"}
+    [tail] = [
+        c for t in scenario.reference["turns"] for c in t.get("tool_calls", []) if c["name"] == "tail_log"
+    ]
+    assert tail["arguments"]["path"] == "${web-03.log_dir}/api/api.log"
     replayed: list[Message] = []
 
     def take(session: EvalSession, run_id: str) -> None:
@@ -89,9 +104,12 @@ def test_a_confirmed_capture_replays_the_outputs_the_run_saw_and_passes(
     for (tool, before), (_, after) in zip(original, again, strict=True):
         target_prefix = "[web-03] "
         assert after.startswith(target_prefix)
-        assert FROZEN_HEADER.sub("", after.removeprefix(target_prefix)) == before.removeprefix(
-            target_prefix
-        ), tool
+        if tool == "tail_log":  # the same lines; the heading names the new host's file, size and time
+            assert after.split("\n")[1:] == before.split("\n")[1:]
+            assert after.split("\n")[0].endswith(", last 5 lines:")
+        else:  # the frozen output verbatim, after the one line the catalog adds
+            unframed = FROZEN_HEADER.sub("", after.removeprefix(target_prefix))
+            assert unframed == before.removeprefix(target_prefix), tool
 
 
 def test_an_unconfirmed_capture_is_refused_with_the_file_and_what_to_fill_in(

@@ -17,8 +17,9 @@ from bot.observability.logs import redactor_for
 from bot.settings import Settings
 from emulator.eval.capture import check_written, render
 from emulator.eval.capture_build import CapturedRun, CaptureError, scenario_data
+from emulator.eval.capture_logs import TailCall, invert_tail_logs
 from emulator.eval.errors import ScenarioFileError
-from emulator.eval.injector import frozen_main, frozen_tools, inject
+from emulator.eval.injector import frozen_main, frozen_tools, inject, write_file
 from emulator.eval.loading import parse_eval_scenario, reference_agent, reference_variables
 
 RUNNER_SECRET = "rs-9f8e7d6c5b4a39281706"
@@ -158,3 +159,41 @@ def test_a_run_without_findings_has_no_truth_to_capture() -> None:
     bare = CapturedRun(run_id=run.run_id, history=run.history, findings=None)
     with pytest.raises(CaptureError, match="no findings"):
         scenario_data(bare, "bare", True, lambda value: value)
+
+
+HEADING = "/var/log/api/api.log (1.2 MiB, modified 2026-12-03 19:21 UTC), last {n} lines:"
+
+
+def tail(path: str, lines: list[str], asked: int = 5, **more: object) -> TailCall:
+    heading = HEADING.replace("/var/log/api/api.log", path).format(n=len(lines))
+    return TailCall("web-03", {"path": path, "lines": asked, **more}, "\n".join([heading, *lines]))
+
+
+def test_tail_log_outputs_become_the_file_with_hostile_lines_literal(tmp_path: Path) -> None:
+    lines = ["{time:5m} ERROR x", "{{time:1m}} ${web-03.log_dir} {0}", "plain"]
+    logs = invert_tail_logs(
+        [
+            tail("/tmp/run/hosts/web-03/var/log/api/api.log", lines, asked=3),
+            tail("/tmp/run/hosts/web-03/var/log/api/api.log", lines[1:], asked=2),
+        ]
+    )
+    assert logs is not None
+    assert logs.paths == {("web-03", "/tmp/run/hosts/web-03/var/log/api/api.log"): "/var/log/api/api.log"}
+    written = logs.files["web-03"]["/var/log/api/api.log"]
+    root = tmp_path / "host"
+    write_file(root, "web-03", "/var/log/api/api.log", None, None, written, 1.0, 1_800_000_000.0)
+    assert (root / "var/log/api/api.log").read_text().splitlines() == lines
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [
+        [tail("/var/log/api/api.log", ["a"], filter="ERROR")],  # a filtered read says little of the file
+        [tail("/srv/app/api.log", ["a"])],  # not a log folder the simulated host has
+        [tail("/var/log/api/api.log", ["a", "b"]), tail("/var/log/api/api.log", ["a", "c"])],  # it changed
+        [tail("/var/log/api/api.log", ["a"], asked=50), tail("/var/log/api/api.log", ["a", "b"])],  # it grew
+        [TailCall("web-03", {"path": "/var/log/x.log"}, "/var/log/x.log (1 B, modified ...): no lines")],
+    ],
+)
+def test_tail_log_outputs_that_cannot_be_inverted_stay_frozen(calls: list[TailCall]) -> None:
+    assert invert_tail_logs(calls) is None
