@@ -14,8 +14,8 @@ evidence ids) and its findings as shown:
 * ``reference``: the run's own turns in order (texts, calls with their arguments as made, the
   final answer), escaped for the scripted language (``$`` as ``$$`` in texts and arguments,
   braces doubled in texts, which are ``str.format`` templates);
-* ``truth``: the supported hypotheses as root causes (the model's ``cause`` when it has the form
-  ``target:kind:name``, else ``TARGET:finding:ID``; matched by the whole statement), the verified
+* ``truth``: the supported hypotheses as root causes (the model's structured ``cause`` when it
+  has one, as the scorer reads it; else ``TARGET:finding:ID`` matched by the whole statement), the verified
   quotes as facts, the approved changes that ran as fixes. Marked ``unconfirmed`` unless a person
   passed ``--confirm``: the loader refuses an unconfirmed truth (``emulator.eval.spec``), naming the
   file and what to check.
@@ -36,6 +36,7 @@ from agent.findings import Conclusion, Findings, HypothesisStatus
 from agent.types import Message
 from emulator.eval.capture_logs import TAIL_LOG, InvertedLogs, TailCall, invert_tail_logs
 from emulator.eval.errors import EvalError
+from emulator.eval.scoring.rca import normalised
 from emulator.eval.truth import CAUSE_ID
 
 Redact = Callable[[str], str]
@@ -232,14 +233,17 @@ def truth_of(
             f"the run supported no hypothesis and concluded {findings.conclusion.value}: there is no truth "
             "to take from it; write one by hand"
         )
-    causes = []
+    causes: list[dict[str, Any]] = []
     for hypothesis in supported:
         statement = redact(hypothesis.statement)
-        cause = hypothesis.cause or ""
-        if not (CAUSE_ID.fullmatch(cause) and cause.split(":", 1)[0] in targets):
-            where = next((e.target for e in hypothesis.verified_evidence if e.target in targets), targets[0])
-            cause = f"{where}:finding:{hypothesis.id.lower() or 'h'}"
-        causes.append({"id": cause, "match": [literal_pattern(statement)]})
+        cause = normalised(hypothesis.cause) if hypothesis.cause else ""
+        if CAUSE_ID.fullmatch(cause):  # the scorer takes the model's structured cause as it is
+            causes += [] if any(c["id"] == cause for c in causes) else [{"id": cause}]
+            continue
+        where = next((e.target for e in hypothesis.verified_evidence if e.target in targets), targets[0])
+        causes.append(
+            {"id": f"{where}:finding:{hypothesis.id.lower() or 'h'}", "match": [literal_pattern(statement)]}
+        )
     facts = _facts(supported or findings.hypotheses, redact)
     if not facts:
         raise CaptureError(
@@ -286,6 +290,8 @@ def scenario_data(run: CapturedRun, name: str, confirmed: bool, redact: Redact) 
     fleet = fleet_of(calls, logs)
     targets = list(fleet["targets"])
     truth = truth_of(run, calls, targets, redact)
+    for cause in truth["root_causes"]:  # a structured cause may name a target the run never called
+        fleet["targets"].setdefault(cause["id"].split(":", 1)[0], {})
     reference, replies = reference_of(run.history, redact, logs)
     mention = mention_of(run.history, redact)
     if not confirmed:

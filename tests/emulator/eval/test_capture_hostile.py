@@ -197,3 +197,18 @@ def test_tail_log_outputs_become_the_file_with_hostile_lines_literal(tmp_path: P
 )
 def test_tail_log_outputs_that_cannot_be_inverted_stay_frozen(calls: list[TailCall]) -> None:
     assert invert_tail_logs(calls) is None
+
+
+def test_a_structured_cause_is_the_truth_as_the_scorer_reads_it() -> None:
+    run = hostile_run()
+    assert run.findings is not None
+    [h1] = run.findings.hypotheses
+    both = (
+        h1.model_copy(update={"cause": "DB-01:service:Postgresql.service"}),
+        h1.model_copy(update={"id": "H2", "cause": "db-01:service:postgresql"}),
+    )
+    findings = run.findings.model_copy(update={"hypotheses": both})
+    data = scenario_data(CapturedRun(run.run_id, run.history, findings), "caused", True, lambda value: value)
+    assert data["truth"]["root_causes"] == [{"id": "db-01:service:postgresql"}]
+    assert set(data["fleet"]["targets"]) == {"web-03", "db-01"}
+    parse_eval_scenario(data, "caused.yaml")
