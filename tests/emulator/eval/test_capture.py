@@ -16,6 +16,7 @@ from bot.ops.cli import build_parser
 from bot.ops.eval_cli import capture_command
 from bot.runs.service import RunOptions, RunService
 from bot.settings import Settings
+from emulator.eval.__main__ import main as harness
 from emulator.eval.capture import capture
 from emulator.eval.errors import ScenarioFileError
 from emulator.eval.loading import find_scenario
@@ -59,7 +60,13 @@ def captured(tmp_path_factory: pytest.TempPathFactory, redis_server: object) -> 
     def take(session: EvalSession, run_id: str) -> None:
         seen["history"] = history(session, run_id)
         seen["confirmed"] = capture(settings_of(session), run_id[:8], folder / "captured.yaml", True)
-        seen["unconfirmed"] = capture(settings_of(session), run_id, folder / "draft.yaml", False)
+        # the harness's own command, with the bot's settings from an env file as the CLI hands it
+        env_file = folder / "bot.env"
+        assert session.redis is not None
+        env_file.write_text(f"REDIS_URL={session.redis.url}\nCHATOPS_REDIS_PREFIX={session.key_prefix}\n")
+        draft = folder / "draft.yaml"
+        assert harness(["capture", run_id, "--out", str(draft), "--env-file", str(env_file)]) == 0
+        seen["unconfirmed"] = draft
 
     outcome = run_scenario(
         find_scenario("disk-full-rotations"), folder / "original", redis_url=url, before_teardown=take
@@ -113,7 +120,7 @@ def test_a_confirmed_capture_replays_the_outputs_the_run_saw_and_passes(
 
 
 def test_an_unconfirmed_capture_is_refused_with_the_file_and_what_to_fill_in(
-    captured: dict[str, object],
+    captured: dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = captured["unconfirmed"]
     assert isinstance(path, Path)
@@ -125,6 +132,8 @@ def test_an_unconfirmed_capture_is_refused_with_the_file_and_what_to_fill_in(
     assert (
         str(path) in message and "truth.unconfirmed" in message and "remove the unconfirmed: line" in message
     )
+    assert harness(["run", "--scenario", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "truth.unconfirmed" in capsys.readouterr().err
 
 
 def test_chatops_eval_capture_hands_its_options_and_settings_file_to_the_harness() -> None:
