@@ -24,6 +24,7 @@ here reads this machine; every path written stays under ``directory``.
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
 import os
@@ -218,15 +219,20 @@ def frozen_main(argv: Sequence[str], root: str) -> int:
         print(f"{argv[0]}: no output was frozen for this tool on this host", file=sys.stderr)
         return 127
     given = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
-    frozen = json.loads(path.read_text())
-    matching = [i for i, call in enumerate(frozen["calls"]) if call["arguments"] == given]
-    if not matching:
-        print(f"{argv[0]}: no output was frozen for the arguments {given}", file=sys.stderr)
-        return 127
-    served = sum(1 for i in frozen["served"] if i in matching)
-    index = matching[min(served, len(matching) - 1)]
-    frozen["served"].append(index)
-    path.write_text(json.dumps(frozen))
+    # read-only calls run in parallel: one call at a time reads and counts what was served
+    with open(path, "r+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        frozen = json.load(handle)
+        matching = [i for i, call in enumerate(frozen["calls"]) if call["arguments"] == given]
+        if not matching:
+            print(f"{argv[0]}: no output was frozen for the arguments {given}", file=sys.stderr)
+            return 127
+        served = sum(1 for i in frozen["served"] if i in matching)
+        index = matching[min(served, len(matching) - 1)]
+        frozen["served"].append(index)
+        handle.seek(0)
+        handle.truncate()
+        json.dump(frozen, handle)
     sys.stdout.write(frozen["calls"][index]["output"] + "\n")
     return 0
 

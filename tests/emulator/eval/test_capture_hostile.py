@@ -19,7 +19,8 @@ from emulator.eval.capture import check_written, render
 from emulator.eval.capture_build import CapturedRun, CaptureError, scenario_data
 from emulator.eval.capture_logs import TailCall, invert_tail_logs
 from emulator.eval.errors import ScenarioFileError
-from emulator.eval.injector import frozen_main, frozen_tools, inject, write_file
+from emulator.eval.fleet import TargetState
+from emulator.eval.injector import frozen_main, frozen_tools, inject, write_file, write_frozen_outputs
 from emulator.eval.loading import parse_eval_scenario, reference_agent, reference_variables
 
 RUNNER_SECRET = "rs-9f8e7d6c5b4a39281706"
@@ -212,3 +213,32 @@ def test_a_structured_cause_is_the_truth_as_the_scorer_reads_it() -> None:
     assert data["truth"]["root_causes"] == [{"id": "db-01:service:postgresql"}]
     assert set(data["fleet"]["targets"]) == {"web-03", "db-01"}
     parse_eval_scenario(data, "caused.yaml")
+
+
+def test_the_nth_call_with_the_same_arguments_reads_the_nth_frozen_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = TargetState.model_validate(
+        {
+            "frozen": {
+                "disk_usage": [
+                    {"arguments": {"path": "/var/log"}, "output": "94% before"},
+                    {"arguments": {"path": "/"}, "output": "root"},
+                    {"arguments": {"path": "/var/log"}, "output": "40% after"},
+                ]
+            }
+        }
+    )
+    write_frozen_outputs(tmp_path, state)
+    printed = []
+    for argv in (
+        ["disk_usage", "path=/var/log"],
+        ["disk_usage", "path=/var/log"],
+        ["disk_usage", "path=/var/log"],
+    ):
+        assert frozen_main(argv, str(tmp_path)) == 0
+        printed.append(capsys.readouterr().out)
+    assert printed == ["94% before\n", "40% after\n", "40% after\n"]
+    assert frozen_main(["disk_usage", "path=/etc"], str(tmp_path)) == 127
+    assert "no output was frozen for the arguments" in capsys.readouterr().err
+    assert frozen_main(["memory"], str(tmp_path)) == 127
