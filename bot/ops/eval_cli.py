@@ -1,4 +1,4 @@
-"""``chatops eval run ...``: measure investigations on fault scenarios (docs/EVAL.md).
+"""``chatops eval run ...`` and ``chatops eval capture ...``: measure investigations on fault scenarios (docs/EVAL.md).
 
 The harness lives in ``emulator.eval``, built from the emulator (simulated hosts, the scripted
 model server, the Slack emulator), and production code never imports the emulator (the
@@ -40,6 +40,29 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--repeat", type=int, default=1, help="runs per scenario (default 1)")
     run.add_argument("--redis-url", help="use this Redis (keys prefixed, removed after each run)")
     run.add_argument("--out", required=True, help="where results.json and report.md are written")
+    capture = actions.add_parser(
+        "capture",
+        help="turn a finished real run into a scenario file",
+        description="Turn a finished run of this bot (read from its Redis with its settings) into a "
+        "scenario that 'chatops eval run --scenario FILE' accepts: its tool outputs frozen, a reference "
+        "agent replaying its calls, and its supported hypotheses as the truth only with --confirm "
+        "(docs/EVAL.md, 'Capturing a real run').",
+    )
+    capture.add_argument("run_id", help="the run's id (or a unique prefix of it)")
+    capture.add_argument("--out", required=True, help="the scenario file to write (NAME.yaml)")
+    capture.add_argument(
+        "--confirm", action="store_true", help="you vouch that its supported hypotheses are the truth"
+    )
+
+
+def capture_command(args: argparse.Namespace) -> list[str]:
+    """``python -m emulator.eval capture`` with the run, the file and the CLI's own settings file."""
+    command = [sys.executable, "-m", HARNESS, "capture", args.run_id, "--out", args.out]
+    if args.confirm:
+        command.append("--confirm")
+    if getattr(args, "env_file", None):
+        command += ["--env-file", args.env_file]
+    return command
 
 
 def harness_command(args: argparse.Namespace) -> list[str]:
@@ -63,4 +86,5 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_HARNESS
-    return subprocess.call(harness_command(args))
+    command = capture_command(args) if args.action == "capture" else harness_command(args)
+    return subprocess.call(command)

@@ -10,6 +10,9 @@ Runs each chosen scenario (``--scenario`` and ``--tag`` add up; none: every ship
 Redis keys and queues, and writes ``DIR/results.json`` and ``DIR/report.md``. Exit status: 0 when
 every run passed, 1 when one did not, 2 when a scenario or an option cannot be used or a run could
 not be carried to its end.
+
+``python -m emulator.eval capture RUN_ID --out FILE [--confirm] [--env-file F]``: a finished run
+of the bot (read from its Redis with its settings) as a scenario file (``emulator.eval.capture``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from emulator.eval.agents import AGENTS, agent_script
+from emulator.eval.capture import add_capture_options, capture_cli
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
 from emulator.eval.results import write_results
@@ -101,8 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulator.eval", description="chatops eval's harness")
     commands = parser.add_subparsers(dest="command", required=True)
     add_run_options(commands.add_parser("run", help="run scenarios and score them"))
+    add_capture_options(commands.add_parser("capture", help="a finished real run as a scenario file"))
     args = parser.parse_args(argv)
-    return run(args)
+    return capture_cli(args) if args.command == "capture" else run(args)
 
 
 if __name__ == "__main__":

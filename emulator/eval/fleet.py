@@ -17,6 +17,11 @@ the injector writes it with the same pieces:
 * ``commands``: read-only catalog tools of the scenario's own that print a fixed output on this
   target (a deploy history, a config diff): what a host command would say. Its lines may hold
   ``{time:AGE}`` like a file's.
+* ``frozen``: outputs frozen from a real run (``chatops eval capture``, ``emulator.eval.capture``):
+  per read-only tool, the output each call printed, keyed by its arguments. The eval's catalog
+  overrides the tool on the whole fleet (``emulator.eval.injector``) with a command that prints, on
+  this target, the output frozen for the call's arguments (the n-th call with the same arguments
+  gets the n-th output, the last one after that), verbatim: no ``{time:AGE}`` here.
 * ``runner``: ``down`` starts no runner for the target (the runner-down family).
 * ``prometheus`` (fleet-wide): series the query tools read, the last value at the run's start.
 """
@@ -71,6 +76,7 @@ _TOOL_NAME = r"^[a-z][a-z0-9_]{0,63}$"
 _UNIT = r"^[A-Za-z0-9][A-Za-z0-9@:._-]{0,99}$"
 _METRIC = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 _LABEL = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+_PARAM = r"^[a-z_][a-z0-9_]{0,63}$"
 
 
 def _host_path(path: str) -> str:
@@ -249,6 +255,25 @@ class Command(Strict):
         return output
 
 
+class FrozenCall(Strict):
+    """One call's output, frozen: what the tool printed for these arguments (literal text)."""
+
+    arguments: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    output: str = Field(max_length=64000)
+
+    @field_validator("arguments")
+    @classmethod
+    def _no_target(
+        cls, arguments: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        for name in arguments:
+            if name == "target" or not re.fullmatch(_PARAM, name):
+                raise ValueError(
+                    f"argument {name!r}; fix: the tool's own arguments only, named like a parameter (path, lines)"
+                )
+        return arguments
+
+
 class Series(Strict):
     """A Prometheus series: ``values`` ``step`` apart, the last one at the run's start."""
 
@@ -283,6 +308,17 @@ class TargetState(Strict):
     processes: tuple[Process, ...] = ()
     files: tuple[FileSpec, ...] = ()
     commands: dict[str, Command] = Field(default_factory=dict)
+    frozen: dict[str, tuple[FrozenCall, ...]] = Field(default_factory=dict)
+
+    @field_validator("frozen")
+    @classmethod
+    def _frozen_tools(cls, frozen: dict[str, tuple[FrozenCall, ...]]) -> dict[str, tuple[FrozenCall, ...]]:
+        for name in frozen:
+            if not re.fullmatch(_TOOL_NAME, name) or name == "update_findings":
+                raise ValueError(
+                    f"frozen tool {name!r}; fix: a read-only tool's name (tail_log), not update_findings"
+                )
+        return frozen
 
     @field_validator("services")
     @classmethod

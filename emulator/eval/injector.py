@@ -13,7 +13,10 @@ machinery serves (``emulator.demo``), in ``directory/hosts/NAME`` with its comma
 * every file, with its size (padded by the demo's line generators), its last lines (their
   ``{time:AGE}`` rendered against ``now``) and its age (mtime);
 * ``etc/chatops-eval/commands/NAME.json`` and ``bin/NAME/scenario-command``: each ``commands``
-  entry's fixed output, which the eval's catalog (``eval_catalog``) runs for the tool of that name.
+  entry's fixed output, which the eval's catalog (``eval_catalog``) runs for the tool of that name;
+* ``etc/chatops-eval/frozen/TOOL.json`` and ``bin/NAME/scenario-frozen``: each ``frozen`` tool's
+  outputs by arguments (a captured run's, ``emulator.eval.capture``), which the eval's catalog runs
+  instead of that tool.
 
 ``prometheus_series`` gives the scenario's Prometheus series for the demo's Prometheus API. Nothing
 here reads this machine; every path written stays under ``directory``.
@@ -21,6 +24,7 @@ here reads this machine; every path written stays under ``directory``.
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
 import os
@@ -41,11 +45,13 @@ from emulator.demo.logs import write_filled
 from emulator.demo.prometheus import Series, sampled_series
 from emulator.demo.system import Disk, Machine, Process, write_boot_time, write_machine
 from emulator.demo.systemctl import write_systemctl
-from emulator.eval.fleet import Fleet, TargetState
+from emulator.eval.fleet import BUILTIN_TOOLS, Fleet, TargetState
 from emulator.eval.log_lines import render_line
 from emulator.eval.spec import EvalScenario
+from tools.catalog.params import value_text
 
 COMMANDS_DIR = "etc/chatops-eval/commands"
+FROZEN_DIR = "etc/chatops-eval/frozen"
 LOG_PREFIX = "/var/log/"
 
 
@@ -75,9 +81,11 @@ def inject_target(name: str, state: TargetState, root: Path, bin_dir: Path, now:
     for file in state.files:
         write_file(root, name, file.path, file.size, file.fill, file.lines, now - file.age, now)
     write_command_outputs(root, state, now)
+    write_frozen_outputs(root, state)
     write_systemctl(bin_dir, root)
     write_commands(bin_dir, root)
     write_command_runner(bin_dir, root)
+    write_command_runner(bin_dir, root, "scenario-frozen", "frozen_main")
     return host
 
 
@@ -188,16 +196,59 @@ def command_main(argv: Sequence[str], root: str) -> int:
     return int(answer["exit_status"])
 
 
-def write_command_runner(bin_dir: Path, root: Path) -> Path:
-    script = bin_dir / "scenario-command"
+def write_frozen_outputs(root: Path, state: TargetState) -> None:
+    folder = root / FROZEN_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for tool, calls in state.frozen.items():
+        entries = [
+            {"arguments": {k: value_text(v) for k, v in call.arguments.items()}, "output": call.output}
+            for call in calls
+        ]
+        (folder / f"{tool}.json").write_text(json.dumps({"calls": entries, "served": []}))
+
+
+def frozen_main(argv: Sequence[str], root: str) -> int:
+    """``scenario-frozen TOOL NAME=VALUE...``: the output frozen for this call of ``TOOL``: the
+    n-th call with the same arguments prints the n-th output frozen for them, then the last again
+    (a captured run may read the same thing before and after a change)."""
+    if not argv or "/" in argv[0]:
+        print("usage: scenario-frozen TOOL NAME=VALUE...", file=sys.stderr)
+        return 2
+    path = Path(root) / FROZEN_DIR / f"{argv[0]}.json"
+    if not path.exists():
+        print(f"{argv[0]}: no output was frozen for this tool on this host", file=sys.stderr)
+        return 127
+    given = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
+    # read-only calls run in parallel: one call at a time reads and counts what was served
+    with open(path, "r+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        frozen = json.load(handle)
+        matching = [i for i, call in enumerate(frozen["calls"]) if call["arguments"] == given]
+        if not matching:
+            print(f"{argv[0]}: no output was frozen for the arguments {given}", file=sys.stderr)
+            return 127
+        served = sum(1 for i in frozen["served"] if i in matching)
+        index = matching[min(served, len(matching) - 1)]
+        frozen["served"].append(index)
+        handle.seek(0)
+        handle.truncate()
+        json.dump(frozen, handle)
+    sys.stdout.write(frozen["calls"][index]["output"] + "\n")
+    return 0
+
+
+def write_command_runner(
+    bin_dir: Path, root: Path, name: str = "scenario-command", entry: str = "command_main"
+) -> Path:
+    script = bin_dir / name
     package_root = Path(__file__).resolve().parent.parent.parent
     script.write_text(
         f"#!{sys.executable}\n"
         f"# An eval scenario's fixed command outputs for the simulated host in {root}.\n"
         "import sys\n"
         f"sys.path.insert(0, {str(package_root)!r})\n"
-        "from emulator.eval.injector import command_main\n"
-        f"sys.exit(command_main(sys.argv[1:], {str(root)!r}))\n"
+        f"from emulator.eval.injector import {entry}\n"
+        f"sys.exit({entry}(sys.argv[1:], {str(root)!r}))\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return script
@@ -214,7 +265,37 @@ def catalog_tools(fleet: Fleet) -> list[dict[str, Any]]:
     tools += [
         {"name": name, "description": text, "run": ["scenario-command", name]} for name, text in seen.items()
     ]
+    frozen = frozen_tools(fleet)
+    tools = [tool for tool in tools if tool["name"] not in frozen] + list(frozen.values())
     return [{**tool, "category": "read_only", "parallel": True, "timeout": 15} for tool in tools]
+
+
+_PARAM_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def frozen_tools(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """A catalog tool per ``frozen`` tool, overriding the tool of that name: its parameters the
+    arguments its frozen calls were given (each optional, typed by its first value), its command
+    ``scenario-frozen TOOL NAME=VALUE...`` on the call's target."""
+    params: dict[str, dict[str, dict[str, Any]]] = {}
+    for state in fleet.targets.values():
+        for tool, calls in state.frozen.items():
+            found = params.setdefault(tool, {})
+            for call in calls:
+                for name, value in call.arguments.items():
+                    found.setdefault(
+                        name, {"type": _PARAM_TYPES[type(value)], "required": False, "allow_flags": True}
+                    )
+    return {
+        tool: {
+            "name": tool,
+            "description": f"{tool}, as a captured run saw it: the output it printed for these arguments.",
+            "params": found,
+            "run": ["scenario-frozen", tool, *(f"{name}={{{name}}}" for name in found)],
+            "override": tool in BUILTIN_TOOLS,  # a scenario's own command is replaced, not overridden
+        }
+        for tool, found in params.items()
+    }
 
 
 def write_eval_catalog(path: Path, fleet: Fleet) -> Path:

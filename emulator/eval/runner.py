@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,8 +64,11 @@ def run_scenario(
     agent: str = "reference",
     repeat: int = 1,
     redis_url: str | None = None,
+    before_teardown: Callable[[EvalSession, str], None] | None = None,
 ) -> ScenarioOutcome:
-    """One run of ``scenario`` in ``directory`` (made fresh), scored."""
+    """One run of ``scenario`` in ``directory`` (made fresh), scored. ``before_teardown(session,
+    run_id)`` is called once the run has ended, while its processes and Redis keys are still there
+    (``chatops eval capture``'s tests read the finished run there)."""
     began = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "session.log", "w") as log:
@@ -75,6 +78,8 @@ def run_scenario(
             ready = time.monotonic()
             run_id, observation = _drive(session, scenario)
             ended = time.monotonic()
+            if before_teardown is not None:
+                before_teardown(session, run_id)
         except DemoError as error:
             raise EvalRunError(f"{scenario.name}: {error}") from error
         finally:

@@ -100,6 +100,17 @@ class EvalScenario(Strict):
     truth: Truth
     reference: dict[str, Any]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _truth_confirmed(cls, data: Any) -> Any:
+        truth = data.get("truth") if isinstance(data, dict) else None
+        if isinstance(truth, dict) and "unconfirmed" in truth:
+            raise ValueError(
+                f"truth.unconfirmed: {truth['unconfirmed']}; fix: check root_causes, suspects, facts and fixes "
+                "against what really happened, then remove the unconfirmed: line (or capture again with --confirm)"
+            )
+        return data
+
     @field_validator("tags")
     @classmethod
     def _known_tags(cls, tags: tuple[str, ...]) -> tuple[str, ...]:
