@@ -16,12 +16,19 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from bot.keys import Keys
 from emulator.embedded_redis import RedisServer, ensure_redis
 from tests.support.leftover_processes import mark_session, processes_left_behind
 from tests.support.redis_cleanup import ISSUED, leftovers_of, session_leftovers
 from tools.mcp.pool import process_pool
+
+# Hypothesis judges each example by wall-clock by default (a 200 ms deadline, a "too slow" health
+# check): on a busy machine that fails tests whose code is right. Every property test of the suite
+# runs without them; a test's own ``@settings`` still sets its example count.
+settings.register_profile("chatops", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("chatops")
 
 
 @pytest.fixture(scope="session", autouse=True)
