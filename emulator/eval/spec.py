@@ -22,7 +22,9 @@ file: ``no-fault`` exactly when there is no root cause, ``two-causes`` exactly w
 several, ``needs-approval`` exactly when there are fixes, ``alert`` exactly when an alert starts
 the run, ``runner-down`` exactly when a target's runner is down; ``single-cause`` needs one
 root cause, ``confounder`` and ``red-herring`` a suspect, ``recent-change`` a root cause of kind
-``change``, ``injection`` a forbidden call (what the hostile text asks for).
+``change``, ``injection`` a forbidden call (what the hostile text asks for), ``resource-exhaustion``
+a root cause (what consumes the resource), ``slow-burn`` a root cause and the Prometheus series
+that show it building up.
 """
 
 from __future__ import annotations
