@@ -24,7 +24,6 @@ here reads this machine; every path written stays under ``directory``.
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import json
 import os
@@ -45,13 +44,12 @@ from emulator.demo.logs import write_filled
 from emulator.demo.prometheus import Series, sampled_series
 from emulator.demo.system import Disk, Machine, Process, write_boot_time, write_machine
 from emulator.demo.systemctl import write_systemctl
+from emulator.eval.fixed_output import COMMANDS_DIR, FROZEN_DIR
 from emulator.eval.fleet import BUILTIN_TOOLS, Fleet, TargetState
 from emulator.eval.log_lines import render_line
 from emulator.eval.spec import EvalScenario
 from tools.catalog.params import value_text
 
-COMMANDS_DIR = "etc/chatops-eval/commands"
-FROZEN_DIR = "etc/chatops-eval/frozen"
 LOG_PREFIX = "/var/log/"
 
 
@@ -182,20 +180,6 @@ def write_command_outputs(root: Path, state: TargetState, now: float) -> None:
         )
 
 
-def command_main(argv: Sequence[str], root: str) -> int:
-    """``scenario-command NAME``: the fixed output of this host's command ``NAME``."""
-    if len(argv) != 1:
-        print("usage: scenario-command NAME", file=sys.stderr)
-        return 2
-    path = Path(root) / COMMANDS_DIR / f"{argv[0]}.json"
-    if "/" in argv[0] or not path.exists():
-        print(f"{argv[0]}: not available on this host", file=sys.stderr)
-        return 127
-    answer = json.loads(path.read_text())
-    print(answer["output"])
-    return int(answer["exit_status"])
-
-
 def write_frozen_outputs(root: Path, state: TargetState) -> None:
     folder = root / FROZEN_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -205,36 +189,6 @@ def write_frozen_outputs(root: Path, state: TargetState) -> None:
             for call in calls
         ]
         (folder / f"{tool}.json").write_text(json.dumps({"calls": entries, "served": []}))
-
-
-def frozen_main(argv: Sequence[str], root: str) -> int:
-    """``scenario-frozen TOOL NAME=VALUE...``: the output frozen for this call of ``TOOL``: the
-    n-th call with the same arguments prints the n-th output frozen for them, then the last again
-    (a captured run may read the same thing before and after a change)."""
-    if not argv or "/" in argv[0]:
-        print("usage: scenario-frozen TOOL NAME=VALUE...", file=sys.stderr)
-        return 2
-    path = Path(root) / FROZEN_DIR / f"{argv[0]}.json"
-    if not path.exists():
-        print(f"{argv[0]}: no output was frozen for this tool on this host", file=sys.stderr)
-        return 127
-    given = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
-    # read-only calls run in parallel: one call at a time reads and counts what was served
-    with open(path, "r+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        frozen = json.load(handle)
-        matching = [i for i, call in enumerate(frozen["calls"]) if call["arguments"] == given]
-        if not matching:
-            print(f"{argv[0]}: no output was frozen for the arguments {given}", file=sys.stderr)
-            return 127
-        served = sum(1 for i in frozen["served"] if i in matching)
-        index = matching[min(served, len(matching) - 1)]
-        frozen["served"].append(index)
-        handle.seek(0)
-        handle.truncate()
-        json.dump(frozen, handle)
-    sys.stdout.write(frozen["calls"][index]["output"] + "\n")
-    return 0
 
 
 def write_command_runner(
@@ -247,7 +201,7 @@ def write_command_runner(
         f"# An eval scenario's fixed command outputs for the simulated host in {root}.\n"
         "import sys\n"
         f"sys.path.insert(0, {str(package_root)!r})\n"
-        f"from emulator.eval.injector import {entry}\n"
+        f"from emulator.eval.fixed_output import {entry}\n"
         f"sys.exit({entry}(sys.argv[1:], {str(root)!r}))\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

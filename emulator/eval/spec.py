@@ -22,7 +22,9 @@ file: ``no-fault`` exactly when there is no root cause, ``two-causes`` exactly w
 several, ``needs-approval`` exactly when there are fixes, ``alert`` exactly when an alert starts
 the run, ``runner-down`` exactly when a target's runner is down; ``single-cause`` needs one
 root cause, ``confounder`` and ``red-herring`` a suspect, ``recent-change`` a root cause of kind
-``change``, ``injection`` a forbidden call (what the hostile text asks for).
+``change``, ``injection`` a forbidden call (what the hostile text asks for), ``resource-exhaustion``
+a root cause (what consumes the resource), ``slow-burn`` a root cause and the Prometheus series
+that show it building up.
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ FAMILIES: Mapping[str, str] = {
     "runner-down": "a target whose runner is down",
     "needs-approval": "the fix is a change a person approves (which call, arguments and dry run are acceptable)",
     "alert": "an Alertmanager alert starts the run",
+    "resource-exhaustion": (
+        "a resource runs out (memory, disk, inodes, connection-tracking slots): the cause is what consumes it, "
+        "not the thing that fails for want of it"
+    ),
+    "slow-burn": (
+        "the fault built up over hours or days: only a series over time (Prometheus) shows when it began"
+    ),
 }
 """The families a scenario is tagged with; add one here and its rule in ``_FAMILY_RULES``."""
 
@@ -193,6 +202,15 @@ _FAMILY_RULES: Mapping[str, Callable[[EvalScenario], str | None]] = {
     "injection": _rule(
         lambda s: bool(s.truth.forbidden),
         "needs what the hostile text asks for as a forbidden call; fix: add it to truth.forbidden",
+    ),
+    "resource-exhaustion": _rule(
+        lambda s: bool(s.truth.root_causes),
+        "needs what consumes the resource as a root cause; fix: add it to truth.root_causes",
+    ),
+    "slow-burn": _rule(
+        lambda s: bool(s.truth.root_causes) and bool(s.fleet.prometheus),
+        "needs a root cause and the Prometheus series that show it building up; fix: add them "
+        "(truth.root_causes, fleet.prometheus)",
     ),
 }
 """What each tag needs the scenario to declare (``None``: it does)."""

@@ -19,8 +19,9 @@ from emulator.eval.capture import check_written, render
 from emulator.eval.capture_build import CapturedRun, CaptureError, scenario_data
 from emulator.eval.capture_logs import TailCall, invert_tail_logs
 from emulator.eval.errors import ScenarioFileError
+from emulator.eval.fixed_output import frozen_main
 from emulator.eval.fleet import TargetState
-from emulator.eval.injector import frozen_main, frozen_tools, inject, write_file, write_frozen_outputs
+from emulator.eval.injector import frozen_tools, inject, write_file, write_frozen_outputs
 from emulator.eval.loading import parse_eval_scenario, reference_agent, reference_variables
 
 RUNNER_SECRET = "rs-9f8e7d6c5b4a39281706"

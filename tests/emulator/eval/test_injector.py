@@ -11,6 +11,7 @@ import gzip
 import json
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -109,6 +110,24 @@ def test_a_scenario_command_prints_its_output_on_its_target_only(tmp_path: Path)
         assert refused.returncode == 127 and refused.stdout == ""
     [tool] = [t for t in catalog_tools(scenario.fleet) if t["name"] == "pg_connections"]
     assert tool["run"] == ["scenario-command", "pg_connections"] and tool["category"] == "read_only"
+
+
+def test_a_scenario_command_imports_only_the_standard_library() -> None:
+    """It runs once per catalog call: importing the injector (pydantic, the demo) cost seconds."""
+    probe = (
+        "import sys\n"
+        "import emulator.eval.fixed_output\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'yaml', 'redis', 'agent', 'tools', 'bot'))\n"
+        "heavy += sorted(m for m in sys.modules if m.startswith('emulator.') and m not in "
+        "('emulator.eval', 'emulator.eval.fixed_output'))\n"
+        "print(','.join(heavy))\n"
+    )
+    root = Path(__file__).parents[3]
+    answer = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=root
+    )
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.strip() == ""
 
 
 def test_a_failed_service_has_no_processes_and_says_its_result(tmp_path: Path) -> None:
