@@ -136,3 +136,32 @@ def test_the_web_process_reads_the_inventory_once_at_start(tmp_path: Path, redis
     assert runtime.targets.inventory.names() == ("web-03",)
     inventory.write_text("targets: [not, a, target]\n")  # read once, at start: later edits change nothing
     assert [target.name for target in runtime.targets.for_channel("C1")] == ["web-03"]
+
+
+def test_a_runbook_folder_offers_the_two_runbook_tools_and_a_missing_one_is_refused(
+    tmp_path: Path, redis_url: str
+) -> None:
+    from bot.errors import BotConfigurationError
+
+    bare = default_runtime(Settings(_env_file=None, redis_url=redis_url))  # type: ignore[call-arg]
+    try:
+        names = {tool.definition.name for tool in bare.tools}
+        assert not names & {"search_runbooks", "read_runbook"} and bare.runbooks is not None
+    finally:
+        bare.close()
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    (folder / "disk.md").write_text("---\nalerts: [DiskFull]\n---\n# Disk full\n")
+    settings = Settings(_env_file=None, redis_url=redis_url, chatops_runbooks_dir=folder)  # type: ignore[call-arg]
+    runtime = default_runtime(settings)
+    try:
+        offered = {tool.definition.name: tool for tool in runtime.tools}
+        assert (
+            offered["search_runbooks"].category.value == offered["read_runbook"].category.value == "read_only"
+        )
+        assert runtime.runbooks is not None and runtime.runbooks.for_alert("DiskFull", {}) is not None
+    finally:
+        runtime.close()
+    missing = Settings(_env_file=None, redis_url=redis_url, chatops_runbooks_dir=tmp_path / "nope")  # type: ignore[call-arg]
+    with pytest.raises(BotConfigurationError, match="CHATOPS_RUNBOOKS_DIR"):
+        default_runtime(missing)
