@@ -18,6 +18,7 @@ matchers all match the given labels, then one naming the target, then full-text 
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import os
@@ -66,9 +67,11 @@ class SearchHit:
 class _Snapshot:
     runbooks: Mapping[str, Runbook] = field(default_factory=dict)
     problems: tuple[RunbookProblem, ...] = ()
-    postings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    lengths: Mapping[str, int] = field(default_factory=dict)
-    average_length: float = 1.0
+    postings: Mapping[str, tuple[tuple[str, float, float], ...]] = field(default_factory=dict)
+    """word -> (id, BM25's term weight of the word in it, its title bonus) for each runbook with it."""
+    alerts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # lower-cased alert name -> ids
+    targets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # lower-cased target -> ids
+    labelled: tuple[Runbook, ...] = ()  # the runbooks with label matchers
 
 
 class RunbookIndex:
@@ -124,32 +127,43 @@ class RunbookIndex:
         given = {**pairs, **(labels or {})}
         if alertname:
             given.setdefault("alertname", alertname)
-        text = _LABEL_PAIR.sub(" ", query)
-        terms = list(dict.fromkeys(words(text)))
-        names = {term for term in terms} | ({alertname.lower()} if alertname else set())
-        targets = {term for term in terms} | ({target.lower()} if target else set())
+        terms = list(dict.fromkeys(words(_LABEL_PAIR.sub(" ", query))))
+        names = {*terms, alertname.lower(), given.get("alertname", "").lower()} - {""}
+        by_alert = {rid: name for name in names for rid in snapshot.alerts.get(name, ())}
+        by_target = {
+            rid: name for name in {*terms, target.lower()} - {""} for rid in snapshot.targets.get(name, ())
+        }
+        labelled = {rb.id for rb in snapshot.labelled if rb.matches_labels(given)} if given else set()
         relevance = _bm25(snapshot, terms)
-        hits: list[SearchHit] = []
-        for runbook in snapshot.runbooks.values():
-            reasons: list[str] = []
-            alert = next((a for a in runbook.alerts if a.lower() in names or a == given.get("alertname")), "")
-            if alert:
-                reasons.append(f"alert {alert}")
-            labelled = bool(given) and runbook.matches_labels(given)
-            if labelled:
+
+        def rank(rid: str) -> tuple[int, int, int, float, str]:
+            return (
+                -(rid in by_alert),
+                -(rid in labelled),
+                -(rid in by_target),
+                -relevance.get(rid, 0.0),
+                rid,
+            )
+
+        candidates = by_alert.keys() | labelled | by_target.keys() | relevance.keys()
+        wanted = set(terms)
+        hits = []
+        for rid in heapq.nsmallest(max(0, limit), candidates, key=rank):
+            runbook = snapshot.runbooks[rid]
+            reasons = [f"alert {a}" for a in runbook.alerts if a.lower() in names][:1]
+            if rid in labelled:
                 reasons.append("labels " + ", ".join(m.text() for m in runbook.matchers))
-            named = next((t for t in runbook.targets if t.lower() in targets), "")
-            if named:
-                reasons.append(f"target {named}")
-            text_score = relevance.get(runbook.id, 0.0)
-            if text_score > 0:
+            reasons += [f"target {t}" for t in runbook.targets if t.lower() == by_target.get(rid)][:1]
+            if relevance.get(rid, 0.0) > 0:
                 reasons.append("text")
-            if not reasons:
-                continue
-            score = (int(bool(alert)), int(labelled), int(bool(named)), round(text_score, 6))
-            hits.append(SearchHit(runbook, tuple(reasons), score, _matching_lines(runbook, set(terms))))
-        hits.sort(key=lambda hit: (tuple(-part for part in hit.score), hit.runbook.id))
-        return hits[: max(0, limit)]
+            score = (
+                int(rid in by_alert),
+                int(rid in labelled),
+                int(rid in by_target),
+                round(relevance.get(rid, 0.0), 6),
+            )
+            hits.append(SearchHit(runbook, tuple(reasons), score, _matching_lines(runbook, wanted)))
+        return hits
 
     def best_for_alert(self, alertname: str, labels: Mapping[str, str], target: str = "") -> Runbook | None:
         """The runbook an alert's run is told about: one naming the alert or matching its labels
@@ -181,23 +195,33 @@ class RunbookIndex:
             return changed
 
     def _scan(self) -> tuple[dict[str, tuple[int, int]], bool]:
+        """Every runbook file's (mtime, size) by id: ``scandir`` without following links (its
+        entries know their type, so only the Markdown files are stat'ed)."""
         stats: dict[str, tuple[int, int]] = {}
-        root = str(self.root)
-        for directory, subdirs, files in os.walk(root, followlinks=False):  # errors: skipped
-            subdirs[:] = sorted(name for name in subdirs if not name.startswith("."))
-            for name in sorted(files):
-                if not name.lower().endswith(SUFFIXES) or name.startswith("."):
+        pending = [(str(self.root), "")]
+        while pending:
+            directory, prefix = pending.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue  # unreadable or gone: its runbooks are not served until it is back
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
                     continue
-                path = os.path.join(directory, name)
                 try:
-                    info = os.lstat(path)
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((entry.path, f"{prefix}{name}/"))
+                        continue
+                    # A symbolic link, a FIFO: never opened.
+                    if not name.lower().endswith(SUFFIXES) or not entry.is_file(follow_symlinks=False):
+                        continue
+                    info = entry.stat(follow_symlinks=False)
                 except OSError:
-                    continue
-                if not stat.S_ISREG(info.st_mode):  # a symbolic link, a FIFO: never opened
                     continue
                 if len(stats) >= MAX_FILES:
                     return stats, True
-                stats[Path(os.path.relpath(path, root)).as_posix()] = (info.st_mtime_ns, info.st_size)
+                stats[prefix + name] = (info.st_mtime_ns, info.st_size)
         return stats, False
 
     def _rebuild(self, stats: dict[str, tuple[int, int]], too_many: bool) -> None:
@@ -238,19 +262,29 @@ class RunbookIndex:
 
 
 def _build_snapshot(runbooks: dict[str, Runbook], problems: tuple[RunbookProblem, ...]) -> _Snapshot:
-    postings: dict[str, list[str]] = {}
-    lengths: dict[str, int] = {}
-    for runbook_id, runbook in runbooks.items():
-        lengths[runbook_id] = sum(runbook.terms.values())
-        for term in runbook.terms:
-            postings.setdefault(term, []).append(runbook_id)
-    average = (sum(lengths.values()) / len(lengths)) if lengths else 1.0
+    """The postings with each word's BM25 weight in each runbook computed once, here: a search
+    then only sums them (times the word's idf) over the runbooks that have its words."""
+    lengths = {rid: sum(runbook.terms.values()) for rid, runbook in runbooks.items()}
+    average = max((sum(lengths.values()) / len(lengths)) if lengths else 1.0, 1.0)
+    postings: dict[str, list[tuple[str, float, float]]] = {}
+    alerts: dict[str, list[str]] = {}
+    targets: dict[str, list[str]] = {}
+    for rid, runbook in runbooks.items():
+        norm = 1 - _BM25_B + _BM25_B * lengths[rid] / average
+        for term, tf in runbook.terms.items():
+            weight = tf * (_BM25_K1 + 1) / (tf + _BM25_K1 * norm)
+            postings.setdefault(term, []).append((rid, weight, 1.0 if term in runbook.title_terms else 0.0))
+        for name in runbook.alerts:
+            alerts.setdefault(name.lower(), []).append(rid)
+        for name in runbook.targets:
+            targets.setdefault(name.lower(), []).append(rid)
     return _Snapshot(
         runbooks,
         problems,
-        {term: tuple(ids) for term, ids in postings.items()},
-        lengths,
-        max(average, 1.0),
+        {term: tuple(entries) for term, entries in postings.items()},
+        {name: tuple(ids) for name, ids in alerts.items()},
+        {name: tuple(ids) for name, ids in targets.items()},
+        tuple(runbook for runbook in runbooks.values() if runbook.matchers),
     )
 
 
@@ -258,18 +292,12 @@ def _bm25(snapshot: _Snapshot, terms: list[str]) -> dict[str, float]:
     scores: dict[str, float] = {}
     total = len(snapshot.runbooks)
     for term in terms:
-        ids = snapshot.postings.get(term, ())
-        if not ids:
+        entries = snapshot.postings.get(term, ())
+        if not entries:
             continue
-        idf = math.log(1 + (total - len(ids) + 0.5) / (len(ids) + 0.5))
-        for runbook_id in ids:
-            runbook = snapshot.runbooks[runbook_id]
-            tf = runbook.terms[term]
-            norm = 1 - _BM25_B + _BM25_B * snapshot.lengths[runbook_id] / snapshot.average_length
-            boost = 1.0 if term in runbook.title_terms else 0.0
-            scores[runbook_id] = scores.get(runbook_id, 0.0) + idf * (
-                tf * (_BM25_K1 + 1) / (tf + _BM25_K1 * norm) + boost
-            )
+        idf = math.log(1 + (total - len(entries) + 0.5) / (len(entries) + 0.5))
+        for rid, weight, bonus in entries:
+            scores[rid] = scores.get(rid, 0.0) + idf * (weight + bonus)
     return scores
 
 
