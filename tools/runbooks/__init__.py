@@ -20,10 +20,11 @@ code's (``tools.base``, ``agent.tool_step``). An id is only ever a key of the in
 http(s) URL the egress policy judges), never a path opened as given.
 """
 
-from tools.runbooks.document import Runbook, RunbookFormatError, parse_runbook
+from tools.errors import RunbookFormatError, RunbookUnavailable
+from tools.runbooks.document import Runbook, parse_runbook
 from tools.runbooks.index import RunbookIndex, RunbookProblem, SearchHit
 from tools.runbooks.library import AlertRunbook, RunbookLibrary
-from tools.runbooks.remote import RunbookFetcher, RunbookUnavailable
+from tools.runbooks.remote import RunbookFetcher
 
 __all__ = [
     "AlertRunbook",

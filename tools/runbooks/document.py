@@ -29,7 +29,7 @@ import yaml
 
 from tools.alert_matchers import Matcher, parse_matcher, parse_matcher_list
 from tools.config_files import yaml_problem
-from tools.errors import MatcherSyntaxError
+from tools.errors import MatcherSyntaxError, RunbookFormatError
 
 _FENCE = re.compile(r"^(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -39,10 +39,6 @@ MAX_LIST_ITEMS = 100
 MAX_FIELD_CHARS = 200
 _OUTLINE_HEADINGS = 40
 _OUTLINE_CHARS = 120
-
-
-class RunbookFormatError(ValueError):
-    """The front matter is malformed; the message says what (the index adds which file)."""
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ class _Text(HTMLParser):
             self.title.append(data)
         if self._skipping:
             return
-        self.parts.append(data if "\n" not in data else " ".join(data.split(" ")))
+        self.parts.append(data)  # spacing is collapsed line by line afterwards
 
 
 def html_to_text(html: str) -> tuple[str, str]:

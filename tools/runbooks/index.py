@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.runbooks.document import Runbook, RunbookFormatError, parse_runbook, words
+from tools.errors import RunbookFormatError
+from tools.runbooks.document import Runbook, parse_runbook, words
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.base import FunctionTool
+from tools.errors import RunbookUnavailable
 from tools.runbooks.document import Runbook
 from tools.runbooks.index import RunbookIndex
-from tools.runbooks.remote import RunbookFetcher, RunbookUnavailable
+from tools.runbooks.remote import RunbookFetcher
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import httpx
 
 from tools import http_client
 from tools.egress import EgressPolicy
-from tools.errors import ToolCallError
-from tools.runbooks.document import Runbook, RunbookFormatError, parse_runbook
+from tools.errors import RunbookFormatError, RunbookUnavailable, ToolCallError
+from tools.runbooks.document import Runbook, parse_runbook
 from tools.runbooks.html_text import html_to_text
 
 TTL_SECONDS = 300.0
@@ -30,10 +30,6 @@ MAX_BYTES = 256 * 1024
 TIMEOUT_SECONDS = 5.0
 MAX_URL_CHARS = 2048
 _CACHE_ENTRIES = 256
-
-
-class RunbookUnavailable(ToolCallError):
-    """The URL could not be read (refused by the egress policy, failed, not a runbook)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +101,6 @@ class RunbookFetcher:
             body += f"\n\n[truncated at {self._max_bytes // 1024} KiB]"
         try:
             runbook = parse_runbook(url, body, default_title=title or url)
-        except RunbookFormatError:
+        except RunbookFormatError:  # a page whose first line is '---' and no front matter
             runbook = parse_runbook(url, body.split("\n", 1)[-1], default_title=title or url)
         return _Entry(now + self._ttl, runbook)

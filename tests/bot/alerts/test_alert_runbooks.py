@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from agent.scripted import FunctionModel, tool_call
@@ -24,6 +23,8 @@ from agent.types import Request, RunStatus
 from bot.alerts.store import AlertStore, Group, group_id
 from emulator.slack.live import live_in_message
 from tests.bot.alerts.conftest import ALERT_CHANNEL
+from tests.bot.alerts.test_alert_text_inert import TOKEN
+from tests.bot.alerts.test_alert_text_inert import send as send_notification
 from tests.bot.runtimes import FileTool
 from tests.support.listeners import CountingServer, counting_server
 from tests.support.slack_bot import SlackBot
@@ -31,7 +32,6 @@ from tests.support.waiting import wait_for
 from tools.egress import EgressPolicy
 from tools.runbooks import RunbookFetcher, RunbookIndex, RunbookLibrary
 
-TOKEN = "alert-token-0123456789abcdef"
 ROUTES = f"""
 alerts:
   routes:
@@ -105,14 +105,7 @@ def send(
         "externalURL": "http://alertmanager.example",
         "alerts": [alert(name, fingerprint, **labels)],
     }
-    response = httpx.post(
-        f"{bot.server.url}/alerts/alertmanager",
-        json=body,
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        trust_env=False,
-        timeout=10,
-    )
-    assert response.status_code == 200, response.text
+    send_notification(bot, json.dumps(body).encode())
     store = AlertStore(bot.redis, bot.keys)
     gid = group_id("alertmanager", body["groupKey"])
     return wait_for(lambda: (bot.work(), store.group(gid))[1], what=f"the {name} thread")
