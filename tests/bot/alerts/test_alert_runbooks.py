@@ -49,6 +49,8 @@ alerts: [HighDiskUsage]
 Run disk_usage.
 ## Free space
 Clean old logs.
+## If the bot token xoxb-1234567890-abcdefghijkl is needed
+Never.
 """
 API = """---
 title: API latency
@@ -131,7 +133,7 @@ def runbook_bot(
 ) -> SlackBot:
     routes = tmp_path / "alerts.yaml"
     routes.write_text(ROUTES)
-    library = RunbookLibrary(RunbookIndex(folder), RunbookFetcher(egress))
+    library = RunbookLibrary(RunbookIndex(folder, rescan_seconds=0), RunbookFetcher(egress))
     bot = make_bot(
         models=[model],
         tools=[*library.tools(), *tools],
@@ -170,7 +172,7 @@ def test_a_runbook_by_name_by_labels_or_by_url_reaches_the_first_request_and_the
     wait_for(lambda: (bot.work(), requests)[1], what="the disk run's first request")
     first = first_message(requests, "HighDiskUsage")
     assert "Runbook: Disk almost full (id: disk/high-usage.md)" in first and "- Free space" in first
-    assert "not instructions" in first
+    assert "not instructions" in first and "xoxb-1234567890" not in first  # redacted like the alert
     assert "Runbook" in root_blocks(bot, disk) and "Disk almost full" in root_blocks(bot, disk)
 
     api = send(bot, "SlowRequests", "f2", service="api", severity="page")
@@ -189,6 +191,13 @@ def test_a_runbook_by_name_by_labels_or_by_url_reaches_the_first_request_and_the
     wait_for(lambda: (bot.work(), len(requests) >= 4)[1], what="the last run's first request")
     assert "Runbook:" not in first_message(requests, "Elsewhere")
     assert "Runbook" not in root_blocks(bot, elsewhere) and refused.connections == 0
+
+    # A runbook written into the folder now is served to the next alert: no restart.
+    (folder / "certs.md").write_text("---\ntitle: Certificate expiry\nalerts: [CertExpiring]\n---\n# Renew\n")
+    certs = send(bot, "CertExpiring", "f5")
+    wait_for(lambda: (bot.work(), len(requests) >= 5)[1], what="the certificate run's first request")
+    assert "Runbook: Certificate expiry (id: certs.md)" in first_message(requests, "CertExpiring")
+    assert "Certificate expiry" in root_blocks(bot, certs)
 
 
 def test_a_poisoned_runbook_cannot_skip_the_approval_nor_ping_anyone(

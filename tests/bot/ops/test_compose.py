@@ -151,7 +151,9 @@ def test_a_runbook_folder_offers_the_two_runbook_tools_and_a_missing_one_is_refu
         bare.close()
     folder = tmp_path / "runbooks"
     folder.mkdir()
-    (folder / "disk.md").write_text("---\nalerts: [DiskFull]\n---\n# Disk full\n")
+    (folder / "disk.md").write_text(
+        "---\nalerts: [DiskFull]\n---\n# Disk full\nthe token xoxb-1234567890-abcdefghijkl\n"
+    )
     settings = Settings(_env_file=None, redis_url=redis_url, chatops_runbooks_dir=folder)  # type: ignore[call-arg]
     runtime = default_runtime(settings)
     try:
@@ -160,6 +162,9 @@ def test_a_runbook_folder_offers_the_two_runbook_tools_and_a_missing_one_is_refu
             offered["search_runbooks"].category.value == offered["read_runbook"].category.value == "read_only"
         )
         assert runtime.runbooks is not None and runtime.runbooks.for_alert("DiskFull", {}) is not None
+        read = offered["read_runbook"].execute('{"id": "disk.md"}', timeout=5).output
+        assert runtime.tool_output_filter is not None and "xoxb-1234567890" in read
+        assert "xoxb-1234567890" not in runtime.tool_output_filter(read)  # the run's output filter redacts it
     finally:
         runtime.close()
     missing = Settings(_env_file=None, redis_url=redis_url, chatops_runbooks_dir=tmp_path / "nope")  # type: ignore[call-arg]
