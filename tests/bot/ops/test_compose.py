@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def chatops_worker(
-    redis_url: str, key_prefix: str, queue_name: str, runtime: str
+    redis_url: str, key_prefix: str, queue_name: str, runtime: str, **settings: str
 ) -> subprocess.CompletedProcess[str]:
-    """``chatops worker --burst`` with ``CHATOPS_RUNTIME=runtime``, as an operator starts it."""
+    """``chatops worker --burst`` with ``CHATOPS_RUNTIME=runtime`` (and ``settings``), as an operator starts it."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -46,6 +46,7 @@ def chatops_worker(
         CHATOPS_REDIS_PREFIX=key_prefix,
         CHATOPS_QUEUE=queue_name,
         CHATOPS_RUNTIME=runtime,
+        **settings,
     )
     return subprocess.run(
         [str(ROOT / ".venv/bin/chatops"), "--env-file", os.devnull, "worker", "--burst", "--simple"],
@@ -170,3 +171,20 @@ def test_a_runbook_folder_offers_the_two_runbook_tools_and_a_missing_one_is_refu
     missing = Settings(_env_file=None, redis_url=redis_url, chatops_runbooks_dir=tmp_path / "nope")  # type: ignore[call-arg]
     with pytest.raises(BotConfigurationError, match="CHATOPS_RUNBOOKS_DIR"):
         default_runtime(missing)
+
+
+def test_a_worker_refuses_a_missing_runbook_folder_and_starts_past_a_malformed_runbook(
+    redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
+) -> None:
+    runtime = "bot.ops.compose:default_runtime"
+    missing = chatops_worker(
+        redis_url, key_prefix, queue_name, runtime, CHATOPS_RUNBOOKS_DIR=str(tmp_path / "no")
+    )
+    assert missing.returncode == EXIT_CONFIGURATION, missing.stderr
+    assert f"{CONFIGURATION_ERROR}CHATOPS_RUNBOOKS_DIR={tmp_path / 'no'} is not a directory" in missing.stderr
+    (tmp_path / "good.md").write_text("# Good\n")
+    (tmp_path / "bad.md").write_text("---\nalerts: nope: [\n---\n# Bad\n")
+    started = chatops_worker(redis_url, key_prefix, queue_name, runtime, CHATOPS_RUNBOOKS_DIR=str(tmp_path))
+    assert started.returncode == 0, started.stderr
+    assert "runbook bad.md: front matter: invalid YAML" in started.stderr
+    assert f"Listening on {queue_name}.alerts" in started.stderr
