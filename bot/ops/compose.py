@@ -138,7 +138,9 @@ def runbook_library(settings: Settings) -> RunbookLibrary:
 
 def runbook_tools(library: RunbookLibrary) -> list[Tool]:
     """``search_runbooks`` and ``read_runbook``, offered whenever a runbook folder is configured."""
-    return list(library.tools()) if library.index is not None else []
+    from tools.runbooks import runbook_tools as tools_of
+
+    return list(tools_of(library)) if library.index is not None else []
 
 
 def run_presenter(

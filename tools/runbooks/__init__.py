@@ -11,7 +11,7 @@ read by the model as data.
   (``tools.http_client``: every redirect hop re-checked), size-capped, HTML reduced to text,
   cached with a TTL.
 * ``library``: ``RunbookLibrary``, both together: what an alert's run is told (``for_alert``) and
-  the two read-only tools ``search_runbooks`` / ``read_runbook`` (``tools.runbooks.tools``).
+  what the two read-only tools ``search_runbooks`` / ``read_runbook`` read (``tools.runbooks.tools``).
 
 A runbook's text is data: it reaches the model framed as the team's reference text, through the
 run's output filter (redaction, cap) like any tool output, and Slack only through the renderers
@@ -25,6 +25,7 @@ from tools.runbooks.document import Runbook, parse_runbook
 from tools.runbooks.index import RunbookIndex, RunbookProblem, SearchHit
 from tools.runbooks.library import AlertRunbook, RunbookLibrary
 from tools.runbooks.remote import RunbookFetcher
+from tools.runbooks.tools import runbook_tools
 
 __all__ = [
     "AlertRunbook",
@@ -37,4 +38,5 @@ __all__ = [
     "RunbookUnavailable",
     "SearchHit",
     "parse_runbook",
+    "runbook_tools",
 ]

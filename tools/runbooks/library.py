@@ -1,14 +1,13 @@
 """``RunbookLibrary``: the folder's index and the ``runbook_url`` fetcher together, as the worker
-holds them: what an alert's run is told first, and the tools the model reads runbooks with."""
+holds them: what an alert's run is told first, and what the model's tools read
+(``tools.runbooks.tools.runbook_tools(library)``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from tools.base import FunctionTool
 from tools.errors import RunbookUnavailable
 from tools.runbooks.document import Runbook
 from tools.runbooks.index import RunbookIndex
@@ -62,9 +61,3 @@ class RunbookLibrary:
             f"no runbook has the id {runbook_id[:200]!r}; ids are the ones search_runbooks returns "
             "(a path relative to the runbook folder, e.g. disk/high-usage.md) or a runbook URL"
         )
-
-    def tools(self) -> list[FunctionTool[Any]]:
-        """``search_runbooks`` and ``read_runbook``, read-only, run in the worker."""
-        from tools.runbooks.tools import runbook_tools
-
-        return runbook_tools(self)

@@ -30,7 +30,7 @@ from tests.support.listeners import CountingServer, counting_server
 from tests.support.slack_bot import SlackBot
 from tests.support.waiting import wait_for
 from tools.egress import EgressPolicy
-from tools.runbooks import RunbookFetcher, RunbookIndex, RunbookLibrary
+from tools.runbooks import RunbookFetcher, RunbookIndex, RunbookLibrary, runbook_tools
 
 ROUTES = f"""
 alerts:
@@ -136,7 +136,7 @@ def runbook_bot(
     library = RunbookLibrary(RunbookIndex(folder, rescan_seconds=0), RunbookFetcher(egress))
     bot = make_bot(
         models=[model],
-        tools=[*library.tools(), *tools],
+        tools=[*runbook_tools(library), *tools],
         chatops_alerts_file=routes,
         chatops_alerts_token=TOKEN,
         chatops_channels=[],

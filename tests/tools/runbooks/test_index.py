@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.runbooks import RunbookIndex, RunbookLibrary
+from tools.runbooks import RunbookIndex, RunbookLibrary, runbook_tools
 from tools.runbooks.document import parse_runbook
 
 DISK = """---
@@ -139,7 +139,7 @@ def test_an_id_is_a_key_of_the_index_never_a_path(folder: Path, tmp_path: Path) 
     os.symlink(secret, folder / "linked.md")  # a link inside the folder to a file outside it
     os.symlink(tmp_path, folder / "up")  # and a link to a directory outside
     library = RunbookLibrary(RunbookIndex(folder))
-    read = {tool.definition.name: tool for tool in library.tools()}["read_runbook"]
+    read = {tool.definition.name: tool for tool in runbook_tools(library)}["read_runbook"]
     for attempt in (
         "../secret.md",
         str(secret),
@@ -160,7 +160,7 @@ def test_an_id_is_a_key_of_the_index_never_a_path(folder: Path, tmp_path: Path) 
 def test_the_tools_are_read_only_and_bounded(folder: Path) -> None:
     write(folder, "big.md", "# Big\n" + ("word " * 20 + "\n") * 2000)
     library = RunbookLibrary(RunbookIndex(folder))
-    tools = {tool.definition.name: tool for tool in library.tools()}
+    tools = {tool.definition.name: tool for tool in runbook_tools(library)}
     assert {tool.category.value for tool in tools.values()} == {"read_only"}
     big = tools["read_runbook"].execute(json.dumps({"id": "big.md"}), timeout=5)
     assert len(big.output) < 13_000 and "truncated" in big.output
