@@ -190,7 +190,7 @@ class RunbookIndex:
                 return False  # another thread scanned while this one waited
             stats, too_many = self._scan()
             changed = stats != self._stats or too_many
-            if changed or force:
+            if changed or self._scanned_at is None:  # the first scan builds even an empty index
                 self._rebuild(stats, too_many)
             self._scanned_at = self._clock()
             return changed
