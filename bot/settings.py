@@ -228,6 +228,9 @@ class Settings(BaseSettings):
     chatops_alerts_token: str = ""  # Bearer token Alertmanager and Grafana send; empty: refused
     chatops_pagerduty_secret: CsvList = Field(default_factory=list)  # V3 signing secrets (2 while rotating)
 
+    # Runbooks (tools/runbooks, docs/RUNBOOKS.md): the team's Markdown runbooks, searched and read as data
+    chatops_runbooks_dir: Path | None = None  # a checkout of the runbook repo; empty: no runbook tools
+
     @field_validator("chatops_pagerduty_secret", mode="before")
     @classmethod
     def _alert_lists(cls, value: object) -> object:

@@ -11,6 +11,7 @@ Two kinds are kept apart:
 Tree::
 
     ToolError
+    ├── RunbookFormatError          one runbook's front matter is malformed (that file is skipped)
     ├── ToolConfigError             start-up misconfiguration (programmer or operator mistake)
     │   ├── DuplicateToolError          two tools share a name
     │   ├── CatalogError                the YAML catalog is wrong (file, tool and field named)
@@ -22,6 +23,7 @@ Tree::
         │   └── TargetSelectorError         a target selector (name or labels) is malformed
         ├── PathNotAllowedError         a path escapes the configured directories
         ├── EgressRefusedError          a network tool was asked to reach a host it may not
+        ├── RunbookUnavailable          a runbook id is not in the index, or its URL cannot be read
         ├── SshConnectionError          an SSH target cannot be reached or logged in to
         │   └── SshHostKeyError             its host key is unknown or changed (never accepted)
         └── McpCallError                an MCP server could not answer one call
@@ -83,6 +85,16 @@ class TargetSelectorError(ToolArgumentError):
 
 class PathNotAllowedError(ToolCallError):
     """A path lies outside the directories a tool may touch (``..``, absolute escapes, symlinks)."""
+
+
+class RunbookUnavailable(ToolCallError):
+    """A runbook id names nothing in the index, or its URL is refused, failed or is no runbook
+    (``tools.runbooks``); the message says which."""
+
+
+class RunbookFormatError(ToolError, ValueError):
+    """A runbook's front matter is malformed; the message says what (the index adds which file).
+    Not a configuration error: the index skips that file and serves the others."""
 
 
 class EgressRefusedError(ToolCallError):

@@ -51,7 +51,7 @@ def seam_of(runtime: Runtime) -> AlertSeam:
 
 def threads_for(runtime: Runtime, alerts: AlertSeam) -> AlertThreads:
     store = AlertStore(runtime.redis, runtime.keys, runtime.redact)
-    return AlertThreads(store, runtime.service(), alerts.presenter, runtime.clock)
+    return AlertThreads(store, runtime.service(), alerts.presenter, runtime.clock, runbooks=runtime.runbooks)
 
 
 def handle_notification(notification_id: str) -> str:

@@ -23,10 +23,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.alerts.payloads import Alert, Notification
+from bot.alerts.runbooks import alert_runbook, runbook_lines
 from bot.alerts.store import AlertStore, Group, RoutedNotification, group_id
 from bot.errors import AlertGroupBusyError
 from bot.runs.presenter import AlertPresenter, AlertView
 from bot.runs.service import RunService
+from tools.runbooks import AlertRunbook, RunbookLibrary
 
 REOPEN_SECONDS = 3600.0
 SENDERS = {"alertmanager": "Alertmanager", "grafana": "Grafana", "pagerduty": "PagerDuty"}
@@ -42,6 +44,7 @@ class AlertThreads:
     presenter: AlertPresenter
     clock: Callable[[], float] = time.time
     lock_wait_seconds: float = 3.0  # how long a click waits for a notification job to finish
+    runbooks: RunbookLibrary | None = None  # the runbook an alert's run starts from (``bot.alerts.runbooks``)
 
     def handle(self, routed: RoutedNotification) -> str:
         """Apply one notification to its group's thread; what it did (for the job's result)."""
@@ -69,9 +72,10 @@ class AlertThreads:
         group.fingerprints = fingerprints(notification)
         group.resolved_fingerprints = ended_fingerprints(notification)
         group.notifications, group.last_notified_at, group.status = 1, self.clock(), "firing"
-        group.brief, group.source_url = alert_message(routed), source_url(routed)
+        found = alert_runbook(self.runbooks, routed)
+        group.brief, group.source_url = alert_message(routed, found), source_url(routed)
         auto = self._admitted(routed, group)
-        shown = view(routed, group, button=not auto)
+        shown = replace(view(routed, group, button=not auto), runbook=found.title if found else "")
         group.view = shown.encode()
         root = self.presenter.post_alert(routed.channel, shown)
         group.root_ts = root or f"alert-{group.id}"  # a headless presenter: the thread is ours alone
@@ -141,7 +145,8 @@ class AlertThreads:
         group.status, group.resolved_at = "firing", 0.0
         group.fingerprints = list(dict.fromkeys([*group.fingerprints, *fingerprints(routed.notification)]))
         group.resolved_fingerprints = ended_fingerprints(routed.notification)
-        group.brief, group.source_url = alert_message(routed), source_url(routed)
+        group.brief = alert_message(routed, alert_runbook(self.runbooks, routed))
+        group.source_url = source_url(routed)
         self._tell(routed, group, "The alert is firing again:\n" + listed(routed.notification.alerts))
         over = self.service.active_run(group.channel, group.root_ts) is None
         if over:
@@ -246,7 +251,7 @@ class AlertThreads:
         shown = view(routed, group, button=button)
         if last is not None:
             clicker = last.investigated_by if same_investigation and not button else ""
-            shown = replace(shown, answer=last.answer, investigated_by=clicker)
+            shown = replace(shown, answer=last.answer, investigated_by=clicker, runbook=last.runbook)
         group.view = shown.encode()
         self.presenter.update_alert(group.channel, group.root_ts, shown)
 
@@ -275,8 +280,9 @@ def _alert_line(alert: Alert) -> str:
     return " ".join(part for part in parts if part)
 
 
-def alert_message(routed: RoutedNotification) -> str:
-    """The run's first message: what fired, where, the labels and links, and what to do."""
+def alert_message(routed: RoutedNotification, runbook: AlertRunbook | None = None) -> str:
+    """The run's first message: what fired, where, the labels and links, the runbook's outline,
+    and what to do."""
     notification = routed.notification
     sender = SENDERS.get(notification.source, notification.source)
     lines = [f"Alert from {sender} ({notification.status}): {notification.title}"]
@@ -292,6 +298,7 @@ def alert_message(routed: RoutedNotification) -> str:
     links = [alert.generator_url for alert in notification.alerts if alert.generator_url][:3]
     if links:
         lines.append("Source: " + " ".join(links))
+    lines += runbook_lines(runbook)
     lines.append("Investigate what caused it with read-only tools first, and say what you found.")
     return "\n".join(lines)
 

@@ -48,6 +48,7 @@ from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker
 from bot.settings import Settings
 from tools.inventory import Inventory
+from tools.runbooks import RunbookLibrary
 
 if TYPE_CHECKING:
     from bot.slack.delivery.presenter import SlackPresenter
@@ -61,15 +62,20 @@ _ALERT_METHODS = ("post_alert", "update_alert", "post_alert_note")  # bot.runs.p
 
 
 def default_runtime(
-    settings: Settings, extra_tools: Sequence[Tool] = (), *, inventory: Inventory | None = None
+    settings: Settings,
+    extra_tools: Sequence[Tool] = (),
+    *,
+    inventory: Inventory | None = None,
+    runbooks: RunbookLibrary | None = None,
 ) -> Runtime:
     """The production runtime of one job: the configured models, the tool registry and the fleet,
-    Slack (or the log) for runs and alert threads, and the system prompt (``CHATOPS_SYSTEM_PROMPT_FILE``
-    or the shipped one). ``inventory``: the one the worker loaded at its start (default: load it).
+        Slack (or the log) for runs and alert threads, and the system prompt (``CHATOPS_SYSTEM_PROMPT_FILE``
+        or the shipped one). ``inventory``, ``runbooks``: what the worker loaded at its start (default:
+    load them; the runbook index rescans its folder on use, so a horse sees edits without a restart).
 
-    ``extra_tools``: a deployment's own Python tools, offered beside the built-ins (a runtime named
-    by ``CHATOPS_RUNTIME`` calls this with them); each declares where it runs (``tools.placement``),
-    or the runtime is refused before anything is opened."""
+        ``extra_tools``: a deployment's own Python tools, offered beside the built-ins (a runtime named
+        by ``CHATOPS_RUNTIME`` calls this with them); each declares where it runs (``tools.placement``),
+        or the runtime is refused before anything is opened."""
     from agent.models.endpoints import secret_values
     from bot.models import build_models, model_keys
     from bot.ops.fleet import build_fleet, target_descriptions
@@ -78,7 +84,8 @@ def default_runtime(
     from tools.registry import build_registry_from_settings
     from tools.safety import OutputFilter
 
-    registry = build_registry_from_settings(settings, extra=extra_tools)
+    runbooks = runbooks or runbook_library(settings)
+    registry = build_registry_from_settings(settings, extra=[*extra_tools, *runbook_tools(runbooks)])
     inventory = inventory or load_fleet_inventory(settings)
     # Its one blocking command is the durability wait (WAITAOF / WAIT, ``bot.runs.durability``).
     client = open_redis(settings, blocking_seconds=DURABILITY_TIMEOUT_MS / 1000)
@@ -111,7 +118,29 @@ def default_runtime(
         metrics_enabled=settings.chatops_metrics_enabled,
         durability=Durability.from_settings(client, keys, settings),
         policy=worker_policy(settings, client, keys),
+        runbooks=runbooks,
     )
+
+
+def runbook_library(settings: Settings) -> RunbookLibrary:
+    """The runbooks: ``CHATOPS_RUNBOOKS_DIR`` indexed now (a missing folder is a configuration
+    error; a malformed runbook is reported and skipped, ``tools.runbooks.index``), and an alert's
+    ``runbook_url`` read through the network tools' egress policy."""
+    from tools.config import ToolsConfig
+    from tools.runbooks import RunbookFetcher, RunbookIndex
+
+    folder = settings.chatops_runbooks_dir
+    if folder is not None and not folder.is_dir():
+        raise BotConfigurationError(f"CHATOPS_RUNBOOKS_DIR={folder} is not a directory")
+    index = RunbookIndex(folder) if folder is not None else None
+    return RunbookLibrary(index, RunbookFetcher(ToolsConfig.from_settings(settings).egress_policy()))
+
+
+def runbook_tools(library: RunbookLibrary) -> list[Tool]:
+    """``search_runbooks`` and ``read_runbook``, offered whenever a runbook folder is configured."""
+    from tools.runbooks import runbook_tools as tools_of
+
+    return list(tools_of(library)) if library.index is not None else []
 
 
 def run_presenter(
@@ -207,11 +236,12 @@ def check_at_start(settings: Settings) -> Inventory:
 
 
 def job_runtimes(settings: Settings, inventory: Inventory) -> RuntimeFactory:
-    """What builds each job's runtime: ``default_runtime`` on the inventory loaded at start, or
-    ``CHATOPS_RUNTIME``'s own factory, checked now (``check_runtime``)."""
+    """What builds each job's runtime: ``default_runtime`` on the inventory and the runbook index
+    loaded at start, or ``CHATOPS_RUNTIME``'s own factory, checked now (``check_runtime``)."""
     build = load_runtime_factory(settings.chatops_runtime)
     if build is default_runtime:
-        return lambda: default_runtime(settings, inventory=inventory)
+        runbooks = runbook_library(settings)
+        return lambda: default_runtime(settings, inventory=inventory, runbooks=runbooks)
     check_runtime(settings.chatops_runtime, build(settings))
     return lambda: build(settings)
 

@@ -20,6 +20,8 @@ Checks, in order (each independent of the others, so one broken piece does not h
   every model family accepts, at its own endpoint;
 * ``tools``: the built-ins and the catalog (``CHATOPS_TOOLS_FILE``) load;
 * ``targets``, ``mcp``, ``policy``: the inventory and its runners, the MCP servers, the policy file;
+* ``runbooks`` (with ``CHATOPS_RUNBOOKS_DIR`` only): the folder, and each runbook the index skips
+  (malformed front matter, ...) named with what is wrong (``bot.ops.doctor_runbooks``);
 * ``approve``: who may approve; an empty ``CHATOPS_APPROVERS`` (and no policy file) in a workspace
   of more than a handful of full members WARNs, with their number (``bot.ops.doctor_approvers``).
 
@@ -55,6 +57,7 @@ from bot.ops.compose import load_runtime_factory
 from bot.ops.doctor_approvers import check_approvers
 from bot.ops.doctor_check import TIMEOUT, Check, Outcome
 from bot.ops.doctor_mcp import check_mcp
+from bot.ops.doctor_runbooks import check_runbooks
 from bot.ops.doctor_sentinel import check_sentinel
 from bot.ops.doctor_targets import check_targets
 from bot.ops.runs_cli import Progress
@@ -385,6 +388,7 @@ def run_checks(
         ("tools", lambda: check_tools(settings)),
         ("targets", lambda: check_targets(settings)),
         ("mcp", lambda: check_mcp(settings)),
+        *([("runbooks", lambda: check_runbooks(settings))] if settings.chatops_runbooks_dir else []),
         *([("policy", lambda: _check_policy(settings))] if settings.chatops_policy_file else []),
         ("approve", lambda: check_approvers(settings)),
     ]

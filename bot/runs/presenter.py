@@ -244,6 +244,9 @@ class AlertView:
     held: int = 0  # held back by storm control: the route's groups held in its window (shown as a count)
     answer: str = ""  # the investigation's short summary, once it finished
     investigated_by: str = ""  # the Slack user ID who clicked Investigate (from Slack's signed click)
+    runbook: str = (
+        ""  # the title of the runbook the run was given (tools.runbooks): the team's text, untrusted
+    )
 
     def encode(self) -> str:
         return json.dumps(asdict(self))

@@ -38,6 +38,7 @@ from bot.runs.record import OfferedTool
 from bot.runs.run_tools import RunTools, run_tools
 from bot.runs.service import RunOptions, RunService
 from bot.settings import DEFAULTS
+from tools.runbooks import RunbookLibrary
 from tools.targets import local_executor
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class Runtime:
     on_close: Callable[[], None] | None = None  # e.g. the SSH connections the job's tools opened
     policy: RunPolicy | None = None  # CHATOPS_POLICY_FILE, enforced (bot.policy.proposals)
     alerts: AlertSeam | None = None  # the alert jobs' seam; a worker refuses a runtime without it
+    runbooks: RunbookLibrary | None = None  # the alerts' runbooks (tools.runbooks); None: none looked up
 
     def redis_queue(self) -> Queue:
         """The runs' RQ queue on this runtime's connection."""

@@ -1,6 +1,7 @@
 """A local HTTP listener (127.0.0.1, port 0) that counts every TCP connection and request.
 
-``GET /redirect?to=URL`` answers 302 to ``URL``; anything else 200 with a short body.
+``GET /redirect?to=URL`` answers 302 to ``URL``; a path of ``pages`` its (content type, body);
+anything else 200 with a short body.
 
 For egress tests: "never contacted" is ``connections == 0`` read after the fact (nothing needs
 waiting for: a refused call never opens a socket), and "contacted exactly once, only after the
@@ -22,6 +23,7 @@ class CountingServer(ThreadingHTTPServer):
     def __init__(self) -> None:
         self.connections = 0
         self.paths: list[str] = []
+        self.pages: dict[str, tuple[str, bytes]] = {}
         self._lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _Handler)
 
@@ -50,8 +52,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = b"partner status: operational"
+        content_type, body = self.server.pages.get(self.path, ("text/plain", b"partner status: operational"))
         self.send_response(200)
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

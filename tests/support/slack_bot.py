@@ -38,6 +38,7 @@ from tests.support.after_answer import AfterAnswerPools
 from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, buttons
 from tests.support.waiting import wait_for, wait_until
 from tests.support.web_server import WebServer
+from tools.runbooks import RunbookLibrary
 
 SETTLE_TIMEOUT = 30.0
 
@@ -81,6 +82,8 @@ class SlackBot:
     tuning: WebTuning = QUIET
     # The worker's redactor (``Runtime.redact`` and the presenter's), as ``bot.ops.compose`` gives both.
     redact: Callable[[str], str] | None = None
+    # The worker's runbooks (``Runtime.runbooks``: what an alert's run is told; their tools go in ``tools``).
+    runbooks: RunbookLibrary | None = None
 
     @property
     def keys(self) -> Keys:
@@ -119,6 +122,7 @@ class SlackBot:
             presenter,
             redact=self.redact,
             alerts=AlertJobs(SlackAlertPresenter(make_client(self.settings))),
+            runbooks=self.runbooks,
             policy=worker_policy(  # CHATOPS_POLICY_FILE
                 self.settings, self.redis, self.keys, cache_seconds=self.tuning.approver_cache_seconds
             ),

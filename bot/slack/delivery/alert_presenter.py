@@ -29,6 +29,7 @@ from bot.slack.rendering.citations import without_citations
 from bot.slack.rendering.mrkdwn import escape, inert, link, mention, to_mrkdwn
 
 _LABELS_SHOWN = 12
+_RUNBOOK_TITLE_CHARS = 200
 Block = dict[str, Any]
 
 
@@ -71,6 +72,8 @@ def alert_blocks(view: AlertView) -> list[Block]:
         facts.append(f"*Severity*\n{inert(view.severity)}")
     if view.target:
         facts.append(f"*Target*\n`{escape(view.target)}`")  # an inventory name: validated
+    if view.runbook:  # the team's runbook's title: text anyone with the runbook repo wrote, inert
+        facts.append(f"*Runbook*\n{inert(' '.join(view.runbook.split())[:_RUNBOOK_TITLE_CHARS])}")
     blocks.append({"type": "section", "fields": [mrkdwn(text, 2000) for text in facts]})
     if view.labels:
         shown = ", ".join(f"{key}={value}" for key, value in view.labels[:_LABELS_SHOWN])

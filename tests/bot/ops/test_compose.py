@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def chatops_worker(
-    redis_url: str, key_prefix: str, queue_name: str, runtime: str
+    redis_url: str, key_prefix: str, queue_name: str, runtime: str, **settings: str
 ) -> subprocess.CompletedProcess[str]:
-    """``chatops worker --burst`` with ``CHATOPS_RUNTIME=runtime``, as an operator starts it."""
+    """``chatops worker --burst`` with ``CHATOPS_RUNTIME=runtime`` (and ``settings``), as an operator starts it."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -46,6 +46,7 @@ def chatops_worker(
         CHATOPS_REDIS_PREFIX=key_prefix,
         CHATOPS_QUEUE=queue_name,
         CHATOPS_RUNTIME=runtime,
+        **settings,
     )
     return subprocess.run(
         [str(ROOT / ".venv/bin/chatops"), "--env-file", os.devnull, "worker", "--burst", "--simple"],
@@ -136,3 +137,54 @@ def test_the_web_process_reads_the_inventory_once_at_start(tmp_path: Path, redis
     assert runtime.targets.inventory.names() == ("web-03",)
     inventory.write_text("targets: [not, a, target]\n")  # read once, at start: later edits change nothing
     assert [target.name for target in runtime.targets.for_channel("C1")] == ["web-03"]
+
+
+def test_a_runbook_folder_offers_the_two_runbook_tools_and_a_missing_one_is_refused(
+    tmp_path: Path, redis_url: str
+) -> None:
+    from bot.errors import BotConfigurationError
+
+    bare = default_runtime(Settings(_env_file=None, redis_url=redis_url))  # type: ignore[call-arg]
+    try:
+        names = {tool.definition.name for tool in bare.tools}
+        assert not names & {"search_runbooks", "read_runbook"} and bare.runbooks is not None
+    finally:
+        bare.close()
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    (folder / "disk.md").write_text(
+        "---\nalerts: [DiskFull]\n---\n# Disk full\nthe token xoxb-1234567890-abcdefghijkl\n"
+    )
+    settings = Settings(_env_file=None, redis_url=redis_url, chatops_runbooks_dir=folder)  # type: ignore[call-arg]
+    runtime = default_runtime(settings)
+    try:
+        offered = {tool.definition.name: tool for tool in runtime.tools}
+        assert (
+            offered["search_runbooks"].category.value == offered["read_runbook"].category.value == "read_only"
+        )
+        assert runtime.runbooks is not None and runtime.runbooks.for_alert("DiskFull", {}) is not None
+        read = offered["read_runbook"].execute('{"id": "disk.md"}', timeout=5).output
+        assert runtime.tool_output_filter is not None and "xoxb-1234567890" in read
+        assert "xoxb-1234567890" not in runtime.tool_output_filter(read)  # the run's output filter redacts it
+    finally:
+        runtime.close()
+    missing = Settings(_env_file=None, redis_url=redis_url, chatops_runbooks_dir=tmp_path / "nope")  # type: ignore[call-arg]
+    with pytest.raises(BotConfigurationError, match="CHATOPS_RUNBOOKS_DIR"):
+        default_runtime(missing)
+
+
+def test_a_worker_refuses_a_missing_runbook_folder_and_starts_past_a_malformed_runbook(
+    redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
+) -> None:
+    runtime = "bot.ops.compose:default_runtime"
+    missing = chatops_worker(
+        redis_url, key_prefix, queue_name, runtime, CHATOPS_RUNBOOKS_DIR=str(tmp_path / "no")
+    )
+    assert missing.returncode == EXIT_CONFIGURATION, missing.stderr
+    assert f"{CONFIGURATION_ERROR}CHATOPS_RUNBOOKS_DIR={tmp_path / 'no'} is not a directory" in missing.stderr
+    (tmp_path / "good.md").write_text("# Good\n")
+    (tmp_path / "bad.md").write_text("---\nalerts: nope: [\n---\n# Bad\n")
+    started = chatops_worker(redis_url, key_prefix, queue_name, runtime, CHATOPS_RUNBOOKS_DIR=str(tmp_path))
+    assert started.returncode == 0, started.stderr
+    assert "runbook bad.md: front matter: invalid YAML" in started.stderr
+    assert f"Listening on {queue_name}.alerts" in started.stderr
