@@ -2,14 +2,15 @@
 
 ::
 
-    python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent reference]
-                                [--repeat K] [--redis-url URL] --out DIR
+    python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent reference|model]
+                                [--repeat K] [--record DIR | --replay DIR] [--redis-url URL] --out DIR
 
 Runs each chosen scenario (``--scenario`` and ``--tag`` add up; none: every shipped scenario)
 ``--repeat`` times, one after the other, each in ``DIR/runs/NAME-REPEAT`` with its own processes,
-Redis keys and queues, and writes ``DIR/results.json`` and ``DIR/report.md``. Exit status: 0 when
-every run passed, 1 when one did not, 2 when a scenario or an option cannot be used or a run could
-not be carried to its end.
+Redis keys and queues, and writes ``DIR/results.json`` and ``DIR/report.md``. ``--record`` /
+``--replay`` record the model's requests and answers, or answer from them (``recording``). Exit
+status: 0 when every run passed (a stale replay is neither passed nor failed), 1 when one did not,
+2 when a scenario or an option cannot be used or a run could not be carried to its end.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
+from emulator.eval.model_agent import MODEL_AGENT
+from emulator.eval.recording import RecordingPlan
 from emulator.eval.results import write_results
 from emulator.eval.runner import ScenarioOutcome, run_scenario
 from emulator.eval.session import AGENTS
@@ -39,9 +42,15 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--tag", action="append", default=[], choices=sorted(FAMILIES), help="every scenario of a family"
     )
     parser.add_argument(
-        "--agent", default="reference", choices=AGENTS, help="who investigates (default reference)"
+        "--agent",
+        default="reference",
+        choices=(*AGENTS, MODEL_AGENT),
+        help="who investigates (default reference; model: the configured LLM_* settings)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per scenario (default 1)")
+    recorded = parser.add_mutually_exclusive_group()
+    recorded.add_argument("--record", help="record every model request and answer under this folder")
+    recorded.add_argument("--replay", help="answer the model's requests from this recording (no network)")
     parser.add_argument(
         "--redis-url", help="use this Redis (keys prefixed, removed after each run); default: embedded"
     )
@@ -77,14 +86,20 @@ def run(args: argparse.Namespace) -> int:
     for scenario in scenarios:
         for repeat in range(1, args.repeat + 1):
             try:
+                plan = recording_plan(args, scenario.name, repeat)
                 outcome = run_scenario(
-                    scenario, out / "runs" / f"{scenario.name}-{repeat}", args.agent, repeat, args.redis_url
+                    scenario,
+                    out / "runs" / f"{scenario.name}-{repeat}",
+                    args.agent,
+                    repeat,
+                    args.redis_url,
+                    plan,
                 )
             except EvalError as error:
                 print(f"chatops eval: {error}", file=sys.stderr)
                 return EXIT_ERROR
             outcomes.append(outcome)
-            verdict = "passed" if outcome.score.passed else "FAILED"
+            verdict = "stale" if outcome.replay == "stale" else "passed" if outcome.score.passed else "FAILED"
             print(
                 f"{scenario.name} #{repeat}: {verdict} {outcome.score.scores()} "
                 f"({outcome.seconds:.1f} s run, {outcome.total_seconds:.1f} s in all)",
@@ -92,7 +107,16 @@ def run(args: argparse.Namespace) -> int:
             )
     written = write_results(out, outcomes, time.monotonic() - began)
     print(f"wrote {written} and {out / 'report.md'}")
-    return 0 if all(outcome.score.passed for outcome in outcomes) else EXIT_FAILED
+    return 0 if all(o.score.passed or o.replay == "stale" for o in outcomes) else EXIT_FAILED
+
+
+def recording_plan(args: argparse.Namespace, name: str, repeat: int) -> RecordingPlan | None:
+    """``--record`` / ``--replay``'s plan for one run (a replay reads its recording here)."""
+    if args.record:
+        return RecordingPlan.for_run("record", Path(args.record), name, repeat)
+    if args.replay:
+        return RecordingPlan.for_run("replay", Path(args.replay), name, repeat)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
