@@ -133,6 +133,11 @@ class EvalSession(Demo):
     def _bot_started(self) -> None:
         """No alert button, no demo incident: the scenario's state is all there is."""
 
+    def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
+        # A command's elapsed time would make every run's tool results, and so what the worker
+        # sends its model, different bytes: no recording could be replayed (docs/EVAL.md).
+        super()._spawn(name, arguments, {**env, "CHATOPS_TOOL_ELAPSED": "false"})
+
     def stop(self) -> None:
         super().stop()
         if self.proxy is not None:
