@@ -45,6 +45,7 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     recorded = run.add_mutually_exclusive_group()
     recorded.add_argument("--record", help="record every model request and answer under this folder")
     recorded.add_argument("--replay", help="answer the model's requests from this recording (no network)")
+    run.add_argument("--system-prompt", help="the system prompt file to measure (default: the shipped one)")
     run.add_argument("--redis-url", help="use this Redis (keys prefixed, removed after each run)")
     run.add_argument("--out", required=True, help="where results.json and report.md are written")
 
@@ -63,6 +64,8 @@ def harness_command(args: argparse.Namespace) -> list[str]:
         command += ["--record", args.record]
     if args.replay:
         command += ["--replay", args.replay]
+    if args.system_prompt:
+        command += ["--system-prompt", args.system_prompt]
     return command
 
 

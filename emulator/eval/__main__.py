@@ -52,6 +52,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     recorded.add_argument("--record", help="record every model request and answer under this folder")
     recorded.add_argument("--replay", help="answer the model's requests from this recording (no network)")
     parser.add_argument(
+        "--system-prompt",
+        help="the worker's system prompt file (CHATOPS_SYSTEM_PROMPT_FILE); default: shipped",
+    )
+    parser.add_argument(
         "--redis-url", help="use this Redis (keys prefixed, removed after each run); default: embedded"
     )
     parser.add_argument("--out", required=True, help="where results.json and report.md are written")
@@ -80,6 +84,10 @@ def run(args: argparse.Namespace) -> int:
     if not scenarios:
         print("chatops eval: no scenario has those tags", file=sys.stderr)
         return EXIT_ERROR
+    system_prompt = Path(args.system_prompt) if args.system_prompt else None
+    if system_prompt is not None and not system_prompt.is_file():
+        print(f"chatops eval: --system-prompt {system_prompt}: no such file", file=sys.stderr)
+        return EXIT_ERROR
     out = Path(args.out)
     began = time.monotonic()
     outcomes: list[ScenarioOutcome] = []
@@ -94,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
                     repeat,
                     args.redis_url,
                     plan,
+                    system_prompt,
                 )
             except EvalError as error:
                 print(f"chatops eval: {error}", file=sys.stderr)

@@ -67,6 +67,7 @@ def run_scenario(
     repeat: int = 1,
     redis_url: str | None = None,
     recording: RecordingPlan | None = None,
+    system_prompt: Path | None = None,
 ) -> ScenarioOutcome:
     """One run of ``scenario`` in ``directory`` (made fresh), scored; recorded or replayed when
     ``recording`` says so (``emulator.eval.recording``)."""
@@ -74,7 +75,13 @@ def run_scenario(
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "session.log", "w") as log:
         session = EvalSession(
-            scenario, directory, agent=agent, redis_url=redis_url, out=log, recording=recording
+            scenario,
+            directory,
+            agent=agent,
+            redis_url=redis_url,
+            out=log,
+            recording=recording,
+            system_prompt=system_prompt,
         )
         try:
             session.start()

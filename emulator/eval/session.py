@@ -47,6 +47,7 @@ class EvalSession(Demo):
         redis_url: str | None = None,
         out: IO[str] | None = None,
         recording: RecordingPlan | None = None,
+        system_prompt: Path | None = None,
     ) -> None:
         if agent not in (*AGENTS, MODEL_AGENT):
             raise DemoError(f"no agent {agent!r}; this harness serves: {', '.join((*AGENTS, MODEL_AGENT))}")
@@ -60,6 +61,7 @@ class EvalSession(Demo):
         self.queue = f"chatops-eval-{self.session}"
         # The run's start: what {time:AGE} and series count back from (a replay's: its recording's).
         self.recording = recording
+        self.system_prompt = system_prompt  # the worker's CHATOPS_SYSTEM_PROMPT_FILE; None: the shipped one
         self.started_at = recording.epoch if recording is not None else time.time()
         self.world = recording.world if recording is not None else self.directory
         self.proxy: ModelProxy | None = None
@@ -136,7 +138,10 @@ class EvalSession(Demo):
     def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
         # A command's elapsed time would make every run's tool results, and so what the worker
         # sends its model, different bytes: no recording could be replayed (docs/EVAL.md).
-        super()._spawn(name, arguments, {**env, "CHATOPS_TOOL_ELAPSED": "false"})
+        env = {**env, "CHATOPS_TOOL_ELAPSED": "false"}
+        if self.system_prompt is not None and name in ("web", "worker"):
+            env["CHATOPS_SYSTEM_PROMPT_FILE"] = str(self.system_prompt.resolve())
+        super()._spawn(name, arguments, env)
 
     def stop(self) -> None:
         super().stop()
