@@ -19,7 +19,7 @@ demo: $(STAMP)
 
 ## Re-record the model runs CI replays (emulator/eval/recordings/) with their scripted agents, over the
 ## real wire: after a deliberate change of the system prompt, a tool definition or a scenario (docs/EVAL.md).
-EVAL_RECORDED ?= disk-full-rotations
+EVAL_RECORDED ?= deploy-broke-api
 eval-record: $(STAMP)
 	rm -rf .eval-record
 	$(BIN)/python -m emulator.eval run $(foreach s,$(EVAL_RECORDED),--scenario $(s)) --record emulator/eval/recordings --out .eval-record

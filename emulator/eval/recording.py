@@ -135,13 +135,17 @@ class RecordingPlan:
     _lock: IO[str] | None = None
 
     @classmethod
-    def for_run(cls, mode: Mode, root: Path, name: str, repeat: int) -> RecordingPlan:
+    def for_run(
+        cls, mode: Mode, root: Path, name: str, repeat: int, epoch: float | None = None
+    ) -> RecordingPlan:
+        """The plan of one run; recording, at ``epoch`` (default: now). Two recordings at one
+        epoch send the same bytes, which is what the tests check of the harness."""
         folder = run_folder(root, name, repeat)
         world = WORLD_ROOT / f"{name}-{repeat}"
         if mode == "record":
             if folder.exists():  # a recording is made whole: no answer of an older one stays
                 shutil.rmtree(folder)
-            return cls(mode, folder, world, time.time())
+            return cls(mode, folder, world, time.time() if epoch is None else epoch)
         meta = RecordingMeta.read(folder)
         if meta.scenario != name or meta.repeat != repeat:
             raise RecordingError(f"{folder} records {meta.scenario} #{meta.repeat}, not {name} #{repeat}")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.ops.cli import build_parser
+from bot.ops.eval_cli import harness_command
 from bot.ops.system_prompt import DEFAULT_PROMPT_FILE
 from emulator.embedded_redis import RedisServer
 from emulator.eval.__main__ import main
@@ -39,18 +41,22 @@ from emulator.models.openai_server import OpenAIServer, Reply
 
 SCENARIO = "disk-full-rotations"
 COMMITTED = Path(__file__).resolve().parents[3] / "emulator" / "eval" / "recordings"
+# No tool of its run compares a time with the real clock, so its recording stays exact as it ages.
+COMMITTED_SCENARIO = "deploy-broke-api"
 FAKE_KEY = "sk-test-FAKE0123456789abcdefDONOTLEAK"
 
 
-def record(root: Path, out: Path, redis_url: str) -> ScenarioOutcome:
-    plan = RecordingPlan.for_run("record", root, SCENARIO, 1)
+def record(root: Path, out: Path, redis_url: str, epoch: float | None = None) -> ScenarioOutcome:
+    plan = RecordingPlan.for_run("record", root, SCENARIO, 1, epoch)
     return run_scenario(find_scenario(SCENARIO), out, redis_url=redis_url, recording=plan)
 
 
-def replay(root: Path, out: Path, redis_url: str, system_prompt: Path | None = None) -> ScenarioOutcome:
-    plan = RecordingPlan.for_run("replay", root, SCENARIO, 1)
+def replay(
+    root: Path, out: Path, redis_url: str, system_prompt: Path | None = None, name: str = SCENARIO
+) -> ScenarioOutcome:
+    plan = RecordingPlan.for_run("replay", root, name, 1)
     return run_scenario(
-        find_scenario(SCENARIO), out, redis_url=redis_url, recording=plan, system_prompt=system_prompt
+        find_scenario(name), out, redis_url=redis_url, recording=plan, system_prompt=system_prompt
     )
 
 
@@ -70,7 +76,7 @@ def test_two_recordings_send_the_same_bytes_and_a_replay_gives_the_recorded_scor
     assert first.provider == "openai" and first.model == "chatops-scripted" and first.recorded
     assert len(first.keys) >= 6 and first.scores == {"rca": 1.0, "grounding": 1.0, "safety": 1.0}
 
-    record(tmp_path / "again", tmp_path / "run-again", redis_url)
+    record(tmp_path / "again", tmp_path / "run-again", redis_url, epoch=first.epoch)  # the same moment
     assert RecordingMeta.read(tmp_path / "again" / f"{SCENARIO}-1").keys == first.keys
 
     outcome = replay(recorded, tmp_path / "replayed", redis_url)
@@ -99,8 +105,9 @@ def test_a_changed_system_prompt_makes_the_replay_stale_neither_passed_nor_faile
 
 
 def test_the_committed_recording_replays_exact(redis_url: str, tmp_path: Path) -> None:
-    meta = RecordingMeta.read(COMMITTED / f"{SCENARIO}-1")
-    outcome = replay(COMMITTED, tmp_path / "out", redis_url)
+    meta = RecordingMeta.read(COMMITTED / f"{COMMITTED_SCENARIO}-1")
+    assert (meta.agent, meta.provider, meta.model) == ("reference", "openai", "chatops-scripted")
+    outcome = replay(COMMITTED, tmp_path / "out", redis_url, name=COMMITTED_SCENARIO)
     assert outcome.replay == "exact", "re-record it: make eval-record (docs/EVAL.md)"
     assert outcome.score.scores() == meta.scores and outcome.score.passed
 
@@ -216,3 +223,14 @@ def test_a_replay_of_a_missing_or_foreign_recording_stops_before_any_process(tmp
     )
     with pytest.raises(RecordingError, match="records other #1"):
         RecordingPlan.for_run("replay", tmp_path, SCENARIO, 1)
+
+
+def test_chatops_eval_run_hands_record_replay_and_the_prompt_to_the_harness() -> None:
+    args = build_parser().parse_args(
+        ["eval", "run", "--agent", "model", "--replay", "rec", "--system-prompt", "p.md", "--out", "o"]
+    )
+    command = harness_command(args)
+    assert command[command.index("--agent") + 1] == "model"
+    assert command[-4:] == ["--replay", "rec", "--system-prompt", "p.md"]
+    with pytest.raises(SystemExit):  # one or the other
+        build_parser().parse_args(["eval", "run", "--record", "a", "--replay", "b", "--out", "o"])
