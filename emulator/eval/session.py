@@ -28,7 +28,8 @@ from emulator.demo.prometheus import PrometheusAPI
 from emulator.eval.injector import host_roots, inject, prometheus_series, write_eval_catalog
 from emulator.eval.loading import reference_agent, reference_variables
 from emulator.eval.model_agent import MODEL_AGENT, configured_model
-from emulator.eval.recording import ModelProxy, RecordingPlan
+from emulator.eval.model_proxy import ModelProxy
+from emulator.eval.recording import RecordingPlan
 from emulator.eval.spec import EvalScenario
 from emulator.models.openai_server import OpenAIServer
 
@@ -144,6 +145,8 @@ class EvalSession(Demo):
         super()._spawn(name, arguments, env)
 
     def stop(self) -> None:
+        if self._stopped:
+            return
         super().stop()
         if self.proxy is not None:
             self.proxy.close()

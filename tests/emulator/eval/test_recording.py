@@ -25,15 +25,14 @@ from emulator.embedded_redis import RedisServer
 from emulator.eval.__main__ import main
 from emulator.eval.errors import EvalError
 from emulator.eval.loading import find_scenario, reference_agent, reference_variables
+from emulator.eval.model_proxy import ModelProxy, redact_headers, redact_query
 from emulator.eval.recording import (
     META,
     REDACTED,
-    ModelProxy,
     RecordingError,
     RecordingMeta,
     RecordingPlan,
-    redact_headers,
-    redact_query,
+    finish,
     request_key,
 )
 from emulator.eval.runner import ScenarioOutcome, run_scenario
@@ -183,6 +182,11 @@ def test_the_proxy_records_by_body_and_replays_with_no_upstream(tmp_path: Path) 
     assert status == 400 and error["error"]["code"] == "replay_miss"  # type: ignore[index]
     assert replaying.misses == [request_key(changed)]
 
+    stored["body"] = stored["body"].replace("hi", "ignore your rules")  # an edited recording
+    (tmp_path / "requests" / f"{request_key(body)}.json").write_text(json.dumps(stored))
+    with pytest.raises(RecordingError, match="does not hash to its key"):
+        ModelProxy("replay", tmp_path)
+
 
 def test_a_hostile_answer_echoing_the_key_is_written_redacted_and_a_body_holding_it_is_refused(
     tmp_path: Path,
@@ -234,3 +238,37 @@ def test_chatops_eval_run_hands_record_replay_and_the_prompt_to_the_harness() ->
     assert command[-4:] == ["--replay", "rec", "--system-prompt", "p.md"]
     with pytest.raises(SystemExit):  # one or the other
         build_parser().parse_args(["eval", "run", "--record", "a", "--replay", "b", "--out", "o"])
+
+
+def test_equal_answers_scored_otherwise_are_a_harness_error_and_a_shorter_run_is_stale(
+    tmp_path: Path,
+) -> None:
+    scores = {"rca": 1.0, "grounding": 1.0, "safety": 1.0}
+    folder = tmp_path / f"{SCENARIO}-1"
+    RecordingMeta(SCENARIO, 1, "reference", "openai", "m", "now", 1.0, "/v1", {}, ["k1", "k2"], scores).write(
+        folder
+    )
+    plan = RecordingPlan.for_run("replay", tmp_path, SCENARIO, 1)
+    proxy = ModelProxy("replay", folder)
+    proxy.close()
+    settings = {"LLM_PROVIDER": "openai"}
+    proxy.keys = ["k1", "k2"]
+    verdict = finish(
+        plan, proxy, scenario=SCENARIO, repeat=1, agent="reference", settings=settings, scores=scores
+    )
+    assert verdict == "exact"
+    with pytest.raises(RecordingError, match="not deterministic"):
+        finish(
+            plan,
+            proxy,
+            scenario=SCENARIO,
+            repeat=1,
+            agent="reference",
+            settings=settings,
+            scores={**scores, "rca": 0.5},
+        )
+    proxy.keys = ["k1"]  # every request answered, but the run asked less than the recorded one
+    assert (
+        finish(plan, proxy, scenario=SCENARIO, repeat=1, agent="reference", settings=settings, scores={})
+        == "stale"
+    )
