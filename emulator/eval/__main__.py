@@ -24,7 +24,7 @@ from pathlib import Path
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
 from emulator.eval.model_agent import MODEL_AGENT
-from emulator.eval.recording import RecordingPlan
+from emulator.eval.recording import RecordingError, RecordingPlan
 from emulator.eval.results import write_results
 from emulator.eval.runner import ScenarioOutcome, run_scenario
 from emulator.eval.session import AGENTS
@@ -124,7 +124,10 @@ def recording_plan(args: argparse.Namespace, name: str, repeat: int) -> Recordin
     if args.record:
         return RecordingPlan.for_run("record", Path(args.record), name, repeat)
     if args.replay:
-        return RecordingPlan.for_run("replay", Path(args.replay), name, repeat)
+        plan = RecordingPlan.for_run("replay", Path(args.replay), name, repeat)
+        if plan.meta is not None and plan.meta.agent != args.agent:  # results name who answered
+            raise RecordingError(f"{plan.folder} records --agent {plan.meta.agent}; replay it with that")
+        return plan
     return None
 
 

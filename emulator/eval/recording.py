@@ -26,6 +26,7 @@ harness knows (``secrets``) is replaced in everything written, as a last guard.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -141,7 +142,10 @@ class RecordingPlan:
 
     def take_world(self) -> None:
         """Lock the world folder (waiting for a run that holds it) and empty it."""
-        WORLD_ROOT.mkdir(mode=0o1777, parents=True, exist_ok=True)
+        if not WORLD_ROOT.exists():  # shared like /tmp: each user's runs lock their own folders in it
+            WORLD_ROOT.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                WORLD_ROOT.chmod(0o1777)
         lock = open(WORLD_ROOT / f"{self.world.name}.lock", "a+")  # noqa: SIM115 - held until released
         deadline = time.monotonic() + WORLD_WAIT
         while True:
