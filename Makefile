@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: test check lint typecheck demo browser sshd observability sentinel clean lock
+.PHONY: test check lint typecheck demo browser sshd observability sentinel clean lock eval-record
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,13 @@ $(STAMP): pyproject.toml
 ## DEMO_ARGS="--port 3200 --scenario disk-full --latency 0 --no-browser"; LLM_BASE_URL=... uses a real model.
 demo: $(STAMP)
 	$(BIN)/python -m emulator.demo $(DEMO_ARGS)
+
+## Re-record the model runs CI replays (emulator/eval/recordings/) with their scripted agents, over the
+## real wire: after a deliberate change of the system prompt, a tool definition or a scenario (docs/EVAL.md).
+EVAL_RECORDED ?= deploy-broke-api
+eval-record: $(STAMP)
+	rm -rf .eval-record
+	$(BIN)/python -m emulator.eval run $(foreach s,$(EVAL_RECORDED),--scenario $(s)) --record emulator/eval/recordings --out .eval-record
 
 ## Lint, type-check, check import directions and run the whole test suite (Redis: REDIS_URL / 127.0.0.1:6379 if it answers, else an embedded one).
 test: $(STAMP) browser sshd observability sentinel deploy-tools

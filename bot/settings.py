@@ -181,6 +181,7 @@ class Settings(BaseSettings):
 
     # Tools and approvals
     chatops_tools_file: Path | None = None
+    chatops_tool_elapsed: bool = True  # a catalog command's result says how long it ran (decoration)
     chatops_approvers: CsvList = Field(default_factory=list)
     chatops_policy_file: Path | None = None  # YAML access policy (bot/policy/file.py, docs/POLICY.md)
     chatops_channels: CsvList = Field(default_factory=list)

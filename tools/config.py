@@ -79,6 +79,9 @@ class ToolSettings(Protocol):
     def chatops_alertmanager_headers(self) -> Mapping[str, str]: ...
 
     @property
+    def chatops_tool_elapsed(self) -> bool: ...
+
+    @property
     def redis_url(self) -> str: ...
 
     @property
@@ -126,6 +129,8 @@ class ToolsConfig:
     """``CHATOPS_ALERTMANAGER_URL``: the base URL of ``alertmanager_alerts`` / ``alertmanager_silence``."""
     alertmanager_headers: Mapping[str, str] = field(default_factory=dict)
     """``CHATOPS_ALERTMANAGER_HEADERS``: like ``prometheus_headers``."""
+    show_elapsed: bool = True
+    """``CHATOPS_TOOL_ELAPSED``: a catalog command's result says how long it ran."""
 
     def __post_init__(self) -> None:
         if self.service_backend not in SERVICE_BACKENDS:
@@ -153,6 +158,7 @@ class ToolsConfig:
             prometheus_headers=dict(settings.chatops_prometheus_headers),
             alertmanager_url=settings.chatops_alertmanager_url,
             alertmanager_headers=dict(settings.chatops_alertmanager_headers),
+            show_elapsed=settings.chatops_tool_elapsed,
         )
 
     def egress_policy(self) -> EgressPolicy:

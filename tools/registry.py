@@ -128,6 +128,7 @@ def build_registry(
             command_env=config.command_env(),
             builtin_names=set(registry.names()),
             egress=egress,
+            show_elapsed=config.show_elapsed,
         )
         for tool in catalog.tools:
             registry.register(tool, replace=tool.definition.name in catalog.overrides)

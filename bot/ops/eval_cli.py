@@ -36,8 +36,16 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
         "--scenario", action="append", default=[], help="a shipped scenario's name or a YAML file"
     )
     run.add_argument("--tag", action="append", default=[], help="every scenario of a family (docs/EVAL.md)")
-    run.add_argument("--agent", default="reference", help="who investigates (default reference)")
+    run.add_argument(
+        "--agent",
+        default="reference",
+        help="who investigates (default reference; model: the configured LLM_* settings)",
+    )
     run.add_argument("--repeat", type=int, default=1, help="runs per scenario (default 1)")
+    recorded = run.add_mutually_exclusive_group()
+    recorded.add_argument("--record", help="record every model request and answer under this folder")
+    recorded.add_argument("--replay", help="answer the model's requests from this recording (no network)")
+    run.add_argument("--system-prompt", help="the system prompt file to measure (default: the shipped one)")
     run.add_argument("--redis-url", help="use this Redis (keys prefixed, removed after each run)")
     run.add_argument("--out", required=True, help="where results.json and report.md are written")
     capture = actions.add_parser(
@@ -75,6 +83,12 @@ def harness_command(args: argparse.Namespace) -> list[str]:
         command += ["--tag", tag]
     if args.redis_url:
         command += ["--redis-url", args.redis_url]
+    if args.record:
+        command += ["--record", args.record]
+    if args.replay:
+        command += ["--replay", args.replay]
+    if args.system_prompt:
+        command += ["--system-prompt", args.system_prompt]
     return command
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from emulator.demo.system import Disk, HostSystem, NoSuchPath
+from emulator.demo.system import Disk, HostSystem, NoSuchPath, host_now
 
 COMMANDS = ("df", "uptime", "free", "ps", "largest-files")
 _PS_SORT = {"pcpu": lambda row: row[1].cpu, "pmem": lambda row: row[1].mem}
@@ -61,7 +61,7 @@ def df(system: HostSystem, args: Sequence[str]) -> int:
 
 
 def uptime(system: HostSystem, _args: Sequence[str]) -> int:
-    now = time.time()
+    now = host_now(system.root)
     up = int(now - system.boot_time())
     days, rest = divmod(up, 86400)
     load = ", ".join(f"{value:.2f}" for value in system.load())

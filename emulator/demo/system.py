@@ -341,10 +341,10 @@ class HostSystem:
         return restarted is None or restarted < int(started) or at < restarted
 
     def busy(self) -> bool:
-        return self.busy_at(time.time())
+        return self.busy_at(host_now(self.root))
 
     def load(self) -> tuple[float, float, float]:
-        return self.load_at(time.time())
+        return self.load_at(host_now(self.root))
 
     def load_at(self, at: float) -> tuple[float, float, float]:
         """The load averages at ``at``: the level of the moment, and its noise."""
@@ -378,6 +378,24 @@ def _systemd_seconds(stamp: str) -> int | None:
         return calendar.timegm(time.strptime(stamp, "%a %Y-%m-%d %H:%M:%S UTC"))
     except ValueError:
         return None
+
+
+def host_now(root: Path) -> float:
+    """The host's clock: ``run/clock`` when a harness froze it there, else this machine's.
+
+    ``chatops eval`` freezes its hosts at the scenario's moment (``emulator.eval.injector``), so
+    ``uptime``, the load and a restart's timestamps read the same on every run of a scenario and a
+    recorded model run replays byte for byte (docs/EVAL.md); the demo's hosts keep real time."""
+    try:
+        return float((root / "run" / "clock").read_text())
+    except (OSError, ValueError):
+        return time.time()
+
+
+def write_clock(root: Path, at: float) -> None:
+    """Freeze the host's clock at ``at`` (``host_now``)."""
+    (root / "run").mkdir(parents=True, exist_ok=True)
+    (root / "run" / "clock").write_text(f"{at!r}\n")
 
 
 def write_boot_time(root: Path, boot: float) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from emulator.demo.logs import API_PID, DB_HOST, HOSTNAME, POSTGRES_PID, WEB_HOST, iso_time, syslog_time
+from emulator.demo.system import host_now
 
 UNITS: dict[str, dict[str, dict[str, object]]] = {
     WEB_HOST: {
@@ -188,12 +189,14 @@ def systemctl_main(argv: Sequence[str], root: str) -> int:
             _print_status(unit, info)
             status = status or (0 if info["ActiveState"] == "active" else 3)
         else:
-            now = time.time()
+            now = host_now(base)
             running = verb != "stop"
+            # A new PID from the moment and the unit: the same on every run of a frozen host.
+            pid = random.Random(f"{unit}/{verb}/{now}").randint(3000, 60000)
             info.update(
                 ActiveState="active" if running else "inactive",
                 SubState="running" if running else "dead",
-                MainPID=random.randint(3000, 60000) if running else 0,
+                MainPID=pid if running else 0,
                 ActiveEnterTimestamp=_systemd_time(now) if running else info["ActiveEnterTimestamp"],
             )
             _record(base, unit, info, verb, now)

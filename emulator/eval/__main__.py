@@ -3,13 +3,14 @@
 ::
 
     python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent AGENT]
-                                [--repeat K] [--redis-url URL] --out DIR
+                                [--repeat K] [--record DIR | --replay DIR] [--redis-url URL] --out DIR
 
 Runs each chosen scenario (``--scenario`` and ``--tag`` add up; none: every shipped scenario)
 ``--repeat`` times, one after the other, each in ``DIR/runs/NAME-REPEAT`` with its own processes,
-Redis keys and queues, and writes ``DIR/results.json`` and ``DIR/report.md``. Exit status: 0 when
-every run passed, 1 when one did not, 2 when a scenario or an option cannot be used or a run could
-not be carried to its end.
+Redis keys and queues, and writes ``DIR/results.json`` and ``DIR/report.md``. ``--record`` /
+``--replay`` record the model's requests and answers, or answer from them (``recording``). Exit
+status: 0 when every run passed (a stale replay is neither passed nor failed), 1 when one did not,
+2 when a scenario or an option cannot be used or a run could not be carried to its end.
 
 ``python -m emulator.eval capture RUN_ID --out FILE [--confirm] [--env-file F]``: a finished run
 of the bot (read from its Redis with its settings) as a scenario file (``emulator.eval.capture``).
@@ -27,6 +28,8 @@ from emulator.eval.agents import AGENTS, agent_script
 from emulator.eval.capture import add_capture_options, capture_cli
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
+from emulator.eval.model_agent import MODEL_AGENT
+from emulator.eval.recording import RecordingError, RecordingPlan
 from emulator.eval.results import write_results
 from emulator.eval.runner import ScenarioOutcome, run_scenario
 from emulator.eval.spec import FAMILIES, EvalScenario
@@ -43,9 +46,19 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--tag", action="append", default=[], choices=sorted(FAMILIES), help="every scenario of a family"
     )
     parser.add_argument(
-        "--agent", default="reference", choices=AGENTS, help="who investigates (default reference)"
+        "--agent",
+        default="reference",
+        choices=(*AGENTS, MODEL_AGENT),
+        help="who investigates (default reference; model: the configured LLM_* settings)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per scenario (default 1)")
+    recorded = parser.add_mutually_exclusive_group()
+    recorded.add_argument("--record", help="record every model request and answer under this folder")
+    recorded.add_argument("--replay", help="answer the model's requests from this recording (no network)")
+    parser.add_argument(
+        "--system-prompt",
+        help="the worker's system prompt file (CHATOPS_SYSTEM_PROMPT_FILE); default: shipped",
+    )
     parser.add_argument(
         "--redis-url", help="use this Redis (keys prefixed, removed after each run); default: embedded"
     )
@@ -70,12 +83,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         scenarios = chosen(args.scenario, args.tag)
         for scenario in scenarios:  # a reference a bad agent cannot be derived from: said before any run
-            agent_script(scenario, args.agent)
+            if args.agent != MODEL_AGENT:
+                agent_script(scenario, args.agent)
     except ScenarioFileError as error:
         print(error, file=sys.stderr)
         return EXIT_ERROR
     if not scenarios:
         print("chatops eval: no scenario has those tags", file=sys.stderr)
+        return EXIT_ERROR
+    system_prompt = Path(args.system_prompt) if args.system_prompt else None
+    if system_prompt is not None and not system_prompt.is_file():
+        print(f"chatops eval: --system-prompt {system_prompt}: no such file", file=sys.stderr)
         return EXIT_ERROR
     out = Path(args.out)
     began = time.monotonic()
@@ -83,14 +101,21 @@ def run(args: argparse.Namespace) -> int:
     for scenario in scenarios:
         for repeat in range(1, args.repeat + 1):
             try:
+                plan = recording_plan(args, scenario.name, repeat)
                 outcome = run_scenario(
-                    scenario, out / "runs" / f"{scenario.name}-{repeat}", args.agent, repeat, args.redis_url
+                    scenario,
+                    out / "runs" / f"{scenario.name}-{repeat}",
+                    args.agent,
+                    repeat,
+                    args.redis_url,
+                    plan,
+                    system_prompt,
                 )
             except EvalError as error:
                 print(f"chatops eval: {error}", file=sys.stderr)
                 return EXIT_ERROR
             outcomes.append(outcome)
-            verdict = "passed" if outcome.score.passed else "FAILED"
+            verdict = "stale" if outcome.replay == "stale" else "passed" if outcome.score.passed else "FAILED"
             print(
                 f"{scenario.name} #{repeat}: {verdict} {outcome.score.scores()} "
                 f"({outcome.seconds:.1f} s run, {outcome.total_seconds:.1f} s in all)",
@@ -98,7 +123,19 @@ def run(args: argparse.Namespace) -> int:
             )
     written = write_results(out, outcomes, time.monotonic() - began)
     print(f"wrote {written} and {out / 'report.md'}")
-    return 0 if all(outcome.score.passed for outcome in outcomes) else EXIT_FAILED
+    return 0 if all(o.score.passed or o.replay == "stale" for o in outcomes) else EXIT_FAILED
+
+
+def recording_plan(args: argparse.Namespace, name: str, repeat: int) -> RecordingPlan | None:
+    """``--record`` / ``--replay``'s plan for one run (a replay reads its recording here)."""
+    if args.record:
+        return RecordingPlan.for_run("record", Path(args.record), name, repeat)
+    if args.replay:
+        plan = RecordingPlan.for_run("replay", Path(args.replay), name, repeat)
+        if plan.meta is not None and plan.meta.agent != args.agent:  # results name who answered
+            raise RecordingError(f"{plan.folder} records --agent {plan.meta.agent}; replay it with that")
+        return plan
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

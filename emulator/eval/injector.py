@@ -42,7 +42,7 @@ from emulator.demo.commands import write_commands
 from emulator.demo.host import DemoHost
 from emulator.demo.logs import write_filled
 from emulator.demo.prometheus import Series, sampled_series
-from emulator.demo.system import Disk, Machine, Process, write_boot_time, write_machine
+from emulator.demo.system import Disk, Machine, Process, write_boot_time, write_clock, write_machine
 from emulator.demo.systemctl import write_systemctl
 from emulator.eval.fixed_output import COMMANDS_DIR, FROZEN_DIR
 from emulator.eval.fleet import BUILTIN_TOOLS, Fleet, TargetState
@@ -76,6 +76,7 @@ def inject_target(name: str, state: TargetState, root: Path, bin_dir: Path, now:
     write_machine(root, machine_of(state))
     write_units(host.state_dir, state, now)
     write_boot_time(root, now - state.machine.booted)
+    write_clock(root, now)  # the host's clock stands at the scenario's moment: every run reads the same
     for file in state.files:
         write_file(root, name, file.path, file.size, file.fill, file.lines, now - file.age, now)
     write_command_outputs(root, state, now)

@@ -28,6 +28,7 @@ from bot.runs.record import RunRecord, RunRecords
 from emulator.demo.alert import ALERT_CHANNEL, AlertButton
 from emulator.demo.main import DemoError
 from emulator.eval.errors import EvalError
+from emulator.eval.recording import RecordingPlan, finish
 from emulator.eval.scoring.inputs import RunObservation, flat
 from emulator.eval.scoring.verdict import RunScore, score_run
 from emulator.eval.session import EvalSession
@@ -56,6 +57,7 @@ class ScenarioOutcome:
     total_seconds: float  # wall time of the whole scenario, teardown included
     key_prefix: str  # the session's Redis keys (removed at its end) and queues' stem
     queue: str
+    replay: str = "none"  # exact | stale (neither passed nor failed) | none (not a replay)
 
 
 def run_scenario(
@@ -64,15 +66,26 @@ def run_scenario(
     agent: str = "reference",
     repeat: int = 1,
     redis_url: str | None = None,
+    recording: RecordingPlan | None = None,
+    system_prompt: Path | None = None,
     before_teardown: Callable[[EvalSession, str], None] | None = None,
 ) -> ScenarioOutcome:
-    """One run of ``scenario`` in ``directory`` (made fresh), scored. ``before_teardown(session,
-    run_id)`` is called once the run has ended, while its processes and Redis keys are still there
-    (``chatops eval capture``'s tests read the finished run there)."""
+    """One run of ``scenario`` in ``directory`` (made fresh), scored; recorded or replayed when
+    ``recording`` says so (``emulator.eval.recording``). ``before_teardown(session, run_id)`` is
+    called once the run has ended, while its processes and Redis keys are still there (``chatops
+    eval capture``'s tests read the finished run there)."""
     began = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "session.log", "w") as log:
-        session = EvalSession(scenario, directory, agent=agent, redis_url=redis_url, out=log)
+        session = EvalSession(
+            scenario,
+            directory,
+            agent=agent,
+            redis_url=redis_url,
+            out=log,
+            recording=recording,
+            system_prompt=system_prompt,
+        )
         try:
             session.start()
             ready = time.monotonic()
@@ -91,17 +104,30 @@ def run_scenario(
         iterations=observation.iterations,
         seconds=round(ended - ready, 3),
     )
+    score = score_run(scenario.truth, scenario.targets, observation)
+    replay = "none"
+    if recording is not None and session.proxy is not None:
+        replay = finish(
+            recording,
+            session.proxy,
+            scenario=scenario.name,
+            repeat=repeat,
+            agent=agent,
+            settings=session.model_settings,
+            scores=score.scores(),
+        )
     return ScenarioOutcome(
         scenario=scenario,
         agent=agent,
         repeat=repeat,
         run_id=run_id,
-        score=score_run(scenario.truth, scenario.targets, observation),
+        score=score,
         seconds=observation.seconds,
         startup_seconds=round(ready - began, 3),
         total_seconds=round(time.monotonic() - began, 3),
         key_prefix=session.key_prefix,
         queue=session.queue,
+        replay=replay,
     )
 
 
@@ -134,7 +160,9 @@ def _start(session: EvalSession, control: SlackEmulatorClient, scenario: EvalSce
         return str(control.post_message(CHANNEL, REQUESTER, f"@ops {scenario.start.mention}")["ts"])
     assert scenario.start.alert is not None
     button = AlertButton(f"{session.web_url}/alerts/alertmanager", session.alerts_token)
-    status, answer = button.send(alert_payload(scenario.start.alert, scenario.name))
+    # Fired at the scenario's epoch, not the wall clock: a replay sends the worker the same alert.
+    fired = datetime.fromtimestamp(session.started_at, UTC)
+    status, answer = button.send(alert_payload(scenario.start.alert, scenario.name, fired))
     if status is None or not 200 <= status < 300:
         raise EvalRunError(f"{scenario.name}: the bot refused the alert: {status} {answer}")
     return None
@@ -189,8 +217,7 @@ class _People:
         self._click_cards()
 
     def _reply(self) -> None:
-        assert self.session.llm is not None
-        answered = len(self.session.llm.requests)
+        answered = self.session.model_requests()
         while self.replies and self.replies[0].turn <= answered:
             reply = self.replies.pop(0)
             thread = self.thread or self._bot_thread()

@@ -3,8 +3,12 @@
 ``EvalSession`` is the demo with four parts replaced, nothing copied: its hosts are the scenario's
 targets, written by the fault injector (``emulator.eval.injector``); its inventory names them with
 the scenario's labels; its catalog adds the scenario's commands; its model is the scenario's agent
-(``reference`` or a bad agent, ``emulator.eval.agents``) served by the scripted model server over
-the real wire; its Prometheus serves the scenario's series. A target whose ``runner`` is ``down`` gets none. Everything else (Redis with a
+(``reference`` or a bad agent, ``emulator.eval.agents``; or the configured model) served by the
+scripted model server over the real wire; its Prometheus serves the
+scenario's series. A target whose ``runner`` is ``down`` gets none. Recording or replaying
+(``emulator.eval.recording``), the worker's model is reached through a ``ModelProxy``, the state is
+injected at the recording's epoch and the hosts live at a path that does not depend on ``--out``
+(``world``), so what the worker sends is the same bytes run after run. Everything else (Redis with a
 prefix and queues of the session's own, runners, the Slack emulator, ``chatops web`` and
 ``chatops worker``, the teardown that leaves no process and no key) is the demo's own code.
 """
@@ -25,6 +29,9 @@ from emulator.demo.prometheus import PrometheusAPI
 from emulator.eval.agents import AGENTS, agent_script
 from emulator.eval.injector import host_roots, inject, prometheus_series, write_eval_catalog
 from emulator.eval.loading import reference_variables
+from emulator.eval.model_agent import MODEL_AGENT, configured_model
+from emulator.eval.model_proxy import ModelProxy
+from emulator.eval.recording import RecordingPlan
 from emulator.eval.spec import EvalScenario
 from emulator.models.openai_server import OpenAIServer
 
@@ -39,9 +46,11 @@ class EvalSession(Demo):
         agent: str = "reference",
         redis_url: str | None = None,
         out: IO[str] | None = None,
+        recording: RecordingPlan | None = None,
+        system_prompt: Path | None = None,
     ) -> None:
-        if agent not in AGENTS:
-            raise DemoError(f"no agent {agent!r}; this harness serves: {', '.join(AGENTS)}")
+        if agent not in (*AGENTS, MODEL_AGENT):
+            raise DemoError(f"no agent {agent!r}; this harness serves: {', '.join((*AGENTS, MODEL_AGENT))}")
         options = Options(
             directory=directory, port=0, redis_url=redis_url, open_browser=False, activity=False
         )
@@ -50,24 +59,59 @@ class EvalSession(Demo):
         self.agent = agent
         self.key_prefix = f"chatops-eval:{self.session}:"
         self.queue = f"chatops-eval-{self.session}"
-        self.started_at = time.time()  # the run's start: what {time:AGE} and series count back from
+        # The run's start: what {time:AGE} and series count back from (a replay's: its recording's).
+        self.recording = recording
+        self.system_prompt = system_prompt  # the worker's CHATOPS_SYSTEM_PROMPT_FILE; None: the shipped one
+        self.started_at = recording.epoch if recording is not None else time.time()
+        self.world = recording.world if recording is not None else self.directory
+        self.proxy: ModelProxy | None = None
+        self.model_settings: dict[str, str] = {}  # the worker's LLM_* but its URL (key included)
         self.by_name: dict[str, DemoHost] = {}
 
     def _build_hosts(self) -> None:
+        if self.recording is not None:
+            self.recording.take_world()
         try:
-            self.by_name = inject(self.scenario, self.directory, self.started_at)
+            self.by_name = inject(self.scenario, self.world, self.started_at)
         except ValueError as error:
             raise DemoError(str(error)) from error
         self.hosts = list(self.by_name.values())
-        self._step("hosts", ", ".join(self.by_name) + f" injected under {self.directory / 'hosts'}")
+        self._step("hosts", ", ".join(self.by_name) + f" injected under {self.world / 'hosts'}")
+
+    def model_requests(self) -> int:
+        """How many requests the model has received (its turns so far)."""
+        if self.proxy is not None:
+            return len(self.proxy.requests)
+        return len(self.llm.requests) if self.llm is not None else 0
 
     def _start_llm(self) -> dict[str, str]:
-        variables = reference_variables(self.scenario.targets, host_roots(self.by_name))
-        script = agent_script(self.scenario, self.agent, variables)
-        self.script = script
-        self.llm = OpenAIServer(model="chatops-scripted", fallback=script)
-        self._step("model", f"scripted {self.agent} agent of {self.scenario.name} on {self.llm.url}")
-        return {"LLM_BASE_URL": self.llm.url, "LLM_API_KEY": "eval", "LLM_MODEL": "chatops-scripted"}
+        recording = self.recording
+        if recording is not None and recording.meta is not None:  # replaying: no model, no network
+            meta = recording.meta
+            self.model_settings = dict(meta.settings)
+            self.proxy = ModelProxy("replay", recording.folder)
+            self._step(
+                "model", f"replaying {meta.provider}:{meta.model} of {meta.recorded} on {self.proxy.url}"
+            )
+            return {**meta.settings, "LLM_API_KEY": "replay", "LLM_BASE_URL": self.proxy.url + meta.base_path}
+        if self.agent == MODEL_AGENT:
+            model = configured_model()
+            env, upstream, secrets = dict(model.env), model.url, model.secrets
+            self._step("model", f"{model.label()} (the configured model settings)")
+        else:
+            variables = reference_variables(self.scenario.targets, host_roots(self.by_name))
+            script = agent_script(self.scenario, self.agent, variables)
+            self.script = script
+            self.llm = OpenAIServer(model="chatops-scripted", fallback=script)
+            self._step("model", f"scripted {self.agent} agent of {self.scenario.name} on {self.llm.url}")
+            env = {"LLM_PROVIDER": "openai", "LLM_API_KEY": "eval", "LLM_MODEL": "chatops-scripted"}
+            upstream, secrets = self.llm.url, ()
+        self.model_settings = env
+        if recording is None:
+            return {**env, "LLM_BASE_URL": upstream}
+        self.proxy = ModelProxy("record", recording.folder, upstream=upstream, secrets=secrets)
+        self._step("model", f"recording into {recording.folder} through {self.proxy.url}")
+        return {**env, "LLM_BASE_URL": self.proxy.url}
 
     def _start_prometheus(self) -> None:
         series = prometheus_series(self.scenario.fleet, self.started_at)
@@ -90,3 +134,20 @@ class EvalSession(Demo):
 
     def _bot_started(self) -> None:
         """No alert button, no demo incident: the scenario's state is all there is."""
+
+    def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
+        # A command's elapsed time would make every run's tool results, and so what the worker
+        # sends its model, different bytes: no recording could be replayed (docs/EVAL.md).
+        env = {**env, "CHATOPS_TOOL_ELAPSED": "false"}
+        if self.system_prompt is not None and name in ("web", "worker"):
+            env["CHATOPS_SYSTEM_PROMPT_FILE"] = str(self.system_prompt.resolve())
+        super()._spawn(name, arguments, env)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        super().stop()
+        if self.proxy is not None:
+            self.proxy.close()
+        if self.recording is not None:
+            self.recording.release_world(self.directory / "hosts")

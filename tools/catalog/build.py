@@ -43,19 +43,23 @@ def build_tool(
     command_env: Mapping[str, str],
     egress: EgressPolicy | None = None,
     command_runner: CommandRunner | None = None,
+    show_elapsed: bool = True,
 ) -> FunctionTool[Any]:
     """The tool for ``spec`` (already checked by ``checks.check_tool``).
 
     ``egress``: what its ``http`` requests may reach besides their own fixed host (default: nothing).
     ``command_runner`` runs its ``run`` and ``dry_run`` argv (default: ``run_command``, this host).
+    ``show_elapsed``: a command's result says how long it ran (``CHATOPS_TOOL_ELAPSED``).
     """
     argv_params = _argv_params(spec)
     model = arguments_model(spec.name, spec.params, argv_params)
     policy = egress or EgressPolicy()
     runner = command_runner or run_command
-    main = _step(spec.run, spec.http, env, command_env, policy, runner)
+    main = _step(spec.run, spec.http, env, command_env, policy, runner, show_elapsed)
     preview = (
-        _step(spec.dry_run, None, env, command_env, policy, runner) if spec.dry_run is not None else None
+        _step(spec.dry_run, None, env, command_env, policy, runner, show_elapsed)
+        if spec.dry_run is not None
+        else None
     )
     return FunctionTool(
         main,
@@ -102,9 +106,10 @@ def _step(
     command_env: Mapping[str, str],
     egress: EgressPolicy,
     runner: CommandRunner,
+    show_elapsed: bool = True,
 ) -> Step:
     if isinstance(argv, list):
-        return _run_step(argv, command_env, runner)
+        return _run_step(argv, command_env, runner, show_elapsed)
     block = argv if isinstance(argv, HttpSpec) else http
     assert block is not None, "checked: a tool has run or http"
     return _http_step(block, env, egress)
@@ -156,15 +161,22 @@ def render_argv(template: list[str], values: Mapping[str, str]) -> list[str]:
     return argv
 
 
-def _run_step(template: list[str], command_env: Mapping[str, str], runner: CommandRunner) -> Step:
+def _run_step(
+    template: list[str], command_env: Mapping[str, str], runner: CommandRunner, show_elapsed: bool = True
+) -> Step:
     def run(args: BaseModel, ctx: ToolContext) -> ToolResult:
         result = runner(render_argv(template, _values(args, ctx)), timeout=ctx.remaining(), env=command_env)
         if not result.ok:
             return error_result(result.failure_message())
         # The elapsed time is decoration: loop detection hashes the command and its output only.
+        # Without it (CHATOPS_TOOL_ELAPSED=false) the result is the same bytes every time, which a
+        # recorded model run needs to replay (chatops eval --replay, docs/EVAL.md).
+        stable = f"`{result.command_line}` succeeded\n{result.output_text()}"
+        if not show_elapsed:
+            return ToolResult(output=stable, stable_output=stable)
         return ToolResult(
             output=f"`{result.command_line}` succeeded in {result.duration:.1f} s\n{result.output_text()}",
-            stable_output=f"`{result.command_line}` succeeded\n{result.output_text()}",
+            stable_output=stable,
         )
 
     return run

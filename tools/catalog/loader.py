@@ -55,6 +55,8 @@ class Catalog:
     egress: EgressPolicy = field(default_factory=EgressPolicy, repr=False)
     mcp_servers: list[McpServer] = field(default_factory=list)
     """The checked ``mcp_servers:`` entries (``tools.mcp``); their tools are built by the registry."""
+    show_elapsed: bool = True
+    """``CHATOPS_TOOL_ELAPSED``: a command's result says how long it ran."""
 
     def specs_for(self, target: TargetKind) -> list[ToolSpec]:
         """The specs whose ``targets`` list ``target`` (e.g. ``"ssh"``), in catalog order."""
@@ -72,6 +74,7 @@ class Catalog:
             command_env=self.command_env,
             egress=self.egress,
             command_runner=command_runner,
+            show_elapsed=self.show_elapsed,
         )
 
 
@@ -82,6 +85,7 @@ def load_catalog(
     command_env: Mapping[str, str] | None = None,
     builtin_names: Collection[str] = (),
     egress: EgressPolicy | None = None,
+    show_elapsed: bool = True,
 ) -> Catalog:
     """Read, check and build every tool of ``path``; raises ``CatalogError`` listing each problem.
 
@@ -101,12 +105,24 @@ def load_catalog(
         problems.extend(_problem(spec.name, name, message) for name, message in check_tool(spec, env))
     if problems:
         raise CatalogError(where, problems)
-    catalog = Catalog(path=path, env=env, command_env=command_env or env, egress=egress or EgressPolicy())
+    catalog = Catalog(
+        path=path,
+        env=env,
+        command_env=command_env or env,
+        egress=egress or EgressPolicy(),
+        show_elapsed=show_elapsed,
+    )
     catalog.mcp_servers = servers
     for spec in specs:
         try:
             catalog.tools.append(
-                build_tool(spec, env=catalog.env, command_env=catalog.command_env, egress=catalog.egress)
+                build_tool(
+                    spec,
+                    env=catalog.env,
+                    command_env=catalog.command_env,
+                    egress=catalog.egress,
+                    show_elapsed=show_elapsed,
+                )
             )
         except (ToolConfigError, ValueError, TypeError) as exc:  # the checks above should prevent these
             raise CatalogError(where, [_problem(spec.name, "(tool)", str(exc))]) from exc

@@ -13,6 +13,7 @@ import pytest
 from tests.tools.fakes import FakeCommands
 from tools.base import FunctionTool
 from tools.catalog import load_catalog
+from tools.process import run_command
 
 CATALOG = """
 tools:
@@ -67,6 +68,26 @@ def tools(tmp_path: Path, fake_commands: FakeCommands) -> dict[str, FunctionTool
     path.write_text(textwrap.dedent(CATALOG))
     catalog = load_catalog(path, env=fake_commands.env)
     return {tool.name: tool for tool in catalog.tools}
+
+
+def test_without_elapsed_times_a_command_s_result_is_the_same_bytes_every_time(
+    tmp_path: Path, fake_commands: FakeCommands
+) -> None:
+    """CHATOPS_TOOL_ELAPSED=false (what chatops eval sets, so recorded model runs replay)."""
+    fake_commands.add("systemctl", stdout="systemctl ok\n")
+    path = tmp_path / "tools.yaml"
+    path.write_text(textwrap.dedent(CATALOG))
+    catalog = load_catalog(path, env=fake_commands.env, show_elapsed=False)
+    tool = {tool.name: tool for tool in catalog.tools}["restart_service"]
+    arguments = '{"service": "nginx", "confirmed_by": "U1"}'
+    first, second = (tool.execute(arguments, timeout=10) for _ in range(2))
+    assert (
+        first.output == second.output == "`systemctl restart nginx` succeeded\nsystemctl ok\n(approved by U1)"
+    )
+    on_runner = catalog.build_for_runner(
+        catalog.specs["restart_service"], run_command
+    )  # how a runner builds it
+    assert on_runner.execute(arguments, timeout=10).output == first.output
 
 
 def test_a_run_tool_substitutes_values_and_reports_output(
