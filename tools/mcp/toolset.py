@@ -16,15 +16,18 @@ import fnmatch
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-
-import mcp_types
+from typing import TYPE_CHECKING
 
 from tools.errors import McpToolsetError, McpUnavailableError
-from tools.mcp.adapter import McpTool
 from tools.mcp.categories import decide
 from tools.mcp.config import McpServer
-from tools.mcp.pool import Connection, Pool
 from tools.mcp.schemas import SchemaProblem, checked_schema, offered_name
+
+if TYPE_CHECKING:  # the SDK's modules: imported by the first build that has a server (_adapt)
+    import mcp_types
+
+    from tools.mcp.adapter import McpTool
+    from tools.mcp.pool import Connection, Pool
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +116,8 @@ def _selected(server: McpServer, tool: str) -> bool:
 
 
 def _adapt(connection: Connection, remote: mcp_types.Tool) -> McpTool:
+    from tools.mcp.adapter import McpTool  # the SDK's result types; McpToolset alone needs none
+
     server = connection.server
     name = offered_name(server.name, remote.name)
     schema = checked_schema(remote.input_schema, bound_to=server.target)
