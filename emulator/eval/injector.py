@@ -41,11 +41,11 @@ from emulator.demo.logs import write_filled
 from emulator.demo.prometheus import Series, sampled_series
 from emulator.demo.system import Disk, Machine, Process, write_boot_time, write_machine
 from emulator.demo.systemctl import write_systemctl
+from emulator.eval.fixed_commands import COMMANDS_DIR
 from emulator.eval.fleet import Fleet, TargetState
 from emulator.eval.log_lines import render_line
 from emulator.eval.spec import EvalScenario
 
-COMMANDS_DIR = "etc/chatops-eval/commands"
 LOG_PREFIX = "/var/log/"
 
 
@@ -174,20 +174,6 @@ def write_command_outputs(root: Path, state: TargetState, now: float) -> None:
         )
 
 
-def command_main(argv: Sequence[str], root: str) -> int:
-    """``scenario-command NAME``: the fixed output of this host's command ``NAME``."""
-    if len(argv) != 1:
-        print("usage: scenario-command NAME", file=sys.stderr)
-        return 2
-    path = Path(root) / COMMANDS_DIR / f"{argv[0]}.json"
-    if "/" in argv[0] or not path.exists():
-        print(f"{argv[0]}: not available on this host", file=sys.stderr)
-        return 127
-    answer = json.loads(path.read_text())
-    print(answer["output"])
-    return int(answer["exit_status"])
-
-
 def write_command_runner(bin_dir: Path, root: Path) -> Path:
     script = bin_dir / "scenario-command"
     package_root = Path(__file__).resolve().parent.parent.parent
@@ -196,7 +182,7 @@ def write_command_runner(bin_dir: Path, root: Path) -> Path:
         f"# An eval scenario's fixed command outputs for the simulated host in {root}.\n"
         "import sys\n"
         f"sys.path.insert(0, {str(package_root)!r})\n"
-        "from emulator.eval.injector import command_main\n"
+        "from emulator.eval.fixed_commands import command_main\n"
         f"sys.exit(command_main(sys.argv[1:], {str(root)!r}))\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
