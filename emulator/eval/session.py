@@ -21,6 +21,7 @@ import yaml
 from emulator.demo.host import DemoHost
 from emulator.demo.main import Demo, DemoError
 from emulator.demo.options import Options
+from emulator.demo.processes import stop_children
 from emulator.demo.prometheus import PrometheusAPI
 from emulator.eval.injector import host_roots, inject, prometheus_series, write_eval_catalog
 from emulator.eval.loading import reference_agent, reference_variables
@@ -92,3 +93,7 @@ class EvalSession(Demo):
 
     def _bot_started(self) -> None:
         """No alert button, no demo incident: the scenario's state is all there is."""
+
+    def _stop_processes(self) -> None:
+        """Every process at once: the run has ended (or is abandoned), nothing calls a runner."""
+        stop_children(self.children, self.say)
