@@ -30,7 +30,7 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
         "run",
         help="run scenarios through the real processes and score them",
         description="Run scenarios through the real processes and score them; write DIR/results.json "
-        "and DIR/report.md (docs/EVAL.md).",
+        "and DIR/report.md (docs/EVAL.md). Runs go in parallel up to --jobs, with a progress bar on a terminal.",
     )
     run.add_argument(
         "--scenario", action="append", default=[], help="a shipped scenario's name or a YAML file"
@@ -38,6 +38,7 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--tag", action="append", default=[], help="every scenario of a family (docs/EVAL.md)")
     run.add_argument("--agent", default="reference", help="who investigates (default reference)")
     run.add_argument("--repeat", type=int, default=1, help="runs per scenario (default 1)")
+    run.add_argument("--jobs", type=int, help="runs at a time (default: the cores)")
     run.add_argument("--redis-url", help="use this Redis (keys prefixed, removed after each run)")
     run.add_argument("--out", required=True, help="where results.json and report.md are written")
 
@@ -46,6 +47,8 @@ def harness_command(args: argparse.Namespace) -> list[str]:
     """``python -m emulator.eval run`` with the options as given (the harness checks them)."""
     command = [sys.executable, "-m", HARNESS, args.action, "--out", args.out, "--agent", args.agent]
     command += ["--repeat", str(args.repeat)]
+    if args.jobs is not None:
+        command += ["--jobs", str(args.jobs)]
     for name in args.scenario:
         command += ["--scenario", name]
     for tag in args.tag:

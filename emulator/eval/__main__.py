@@ -3,29 +3,34 @@
 ::
 
     python -m emulator.eval run (--scenario NAME_OR_FILE | --tag TAG)... [--agent reference]
-                                [--repeat K] [--redis-url URL] --out DIR
+                                [--repeat K] [--jobs N] [--redis-url URL] --out DIR
 
 Runs each chosen scenario (``--scenario`` and ``--tag`` add up; none: every shipped scenario)
-``--repeat`` times, one after the other, each in ``DIR/runs/NAME-REPEAT`` with its own processes,
-Redis keys and queues, and writes ``DIR/results.json`` and ``DIR/report.md``. Exit status: 0 when
+``--repeat`` times, up to ``--jobs`` runs at a time (default: the cores; ``emulator.eval.suite``),
+each in ``DIR/runs/NAME-REPEAT`` with its own processes, Redis keys and queues, and writes
+``DIR/results.json`` and ``DIR/report.md`` (runs in scenario order, then repeat). A line per
+finished run; on a terminal, a progress bar (``emulator.eval.progress``). Exit status: 0 when
 every run passed, 1 when one did not, 2 when a scenario or an option cannot be used or a run could
-not be carried to its end.
+not be carried to its end (then the others are stopped and nothing is written).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from emulator.eval.errors import EvalError, ScenarioFileError
 from emulator.eval.loading import find_scenario, shipped_scenarios
+from emulator.eval.progress import Progress
 from emulator.eval.results import write_results
 from emulator.eval.runner import ScenarioOutcome, run_scenario
 from emulator.eval.session import AGENTS
 from emulator.eval.spec import FAMILIES, EvalScenario
+from emulator.eval.suite import PlannedRun, RunOne, default_jobs, plan, run_suite, suite_redis
 
 EXIT_FAILED, EXIT_ERROR = 1, 2
 
@@ -42,6 +47,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--agent", default="reference", choices=AGENTS, help="who investigates (default reference)"
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per scenario (default 1)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        help="runs at a time (default: the cores, here %(default)s)",
+    )
     parser.add_argument(
         "--redis-url", help="use this Redis (keys prefixed, removed after each run); default: embedded"
     )
@@ -71,28 +82,40 @@ def run(args: argparse.Namespace) -> int:
     if not scenarios:
         print("chatops eval: no scenario has those tags", file=sys.stderr)
         return EXIT_ERROR
+    if args.jobs < 1:
+        print("chatops eval: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_ERROR
     out = Path(args.out)
     began = time.monotonic()
-    outcomes: list[ScenarioOutcome] = []
-    for scenario in scenarios:
-        for repeat in range(1, args.repeat + 1):
-            try:
-                outcome = run_scenario(
-                    scenario, out / "runs" / f"{scenario.name}-{repeat}", args.agent, repeat, args.redis_url
-                )
-            except EvalError as error:
-                print(f"chatops eval: {error}", file=sys.stderr)
-                return EXIT_ERROR
-            outcomes.append(outcome)
-            verdict = "passed" if outcome.score.passed else "FAILED"
-            print(
-                f"{scenario.name} #{repeat}: {verdict} {outcome.score.scores()} "
-                f"({outcome.seconds:.1f} s run, {outcome.total_seconds:.1f} s in all)",
-                flush=True,
+    planned = plan(scenarios, args.repeat)
+    progress = Progress(len(planned), sys.stdout)
+    try:
+        with suite_redis(args.redis_url, out / "redis") as redis_url:
+            outcomes = run_suite(
+                planned, _runner(args, out), jobs=args.jobs, redis_url=redis_url, progress=progress
             )
+    except EvalError as error:
+        progress.close()
+        print(f"chatops eval: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        progress.close()
+        print("chatops eval: interrupted; every run was stopped", file=sys.stderr)
+        return EXIT_ERROR
+    progress.close()
     written = write_results(out, outcomes, time.monotonic() - began)
     print(f"wrote {written} and {out / 'report.md'}")
     return 0 if all(outcome.score.passed for outcome in outcomes) else EXIT_FAILED
+
+
+def _runner(args: argparse.Namespace, out: Path) -> RunOne:
+    """One planned run with the command's options, in ``DIR/runs/NAME-REPEAT``."""
+
+    def run_one(run: PlannedRun, redis_url: str | None, cancel: threading.Event) -> ScenarioOutcome:
+        directory = out / "runs" / run.label
+        return run_scenario(run.scenario, directory, args.agent, run.repeat, redis_url, cancel=cancel)
+
+    return run_one
 
 
 def main(argv: Sequence[str] | None = None) -> int:

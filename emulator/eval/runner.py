@@ -13,6 +13,7 @@ deadline only turns a hang into an error.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.runs.record import RunRecord, RunRecords
 from emulator.demo.alert import ALERT_CHANNEL, AlertButton
-from emulator.demo.main import DemoError
+from emulator.demo.main import DemoError, Interrupted
 from emulator.eval.errors import EvalError
 from emulator.eval.scoring.inputs import RunObservation, flat
 from emulator.eval.scoring.verdict import RunScore, score_run
@@ -42,6 +43,10 @@ ACTIONS = {"approve": "chatops_approve", "decline": "chatops_decline"}
 
 class EvalRunError(EvalError):
     """A scenario could not be run to its end (not a low score: the harness failed)."""
+
+
+class RunStopped(EvalRunError):
+    """A run stopped before its end because the suite was (``cancel``: Ctrl-C, another's error)."""
 
 
 @dataclass(frozen=True)
@@ -64,17 +69,25 @@ def run_scenario(
     agent: str = "reference",
     repeat: int = 1,
     redis_url: str | None = None,
+    *,
+    cancel: threading.Event | None = None,
 ) -> ScenarioOutcome:
-    """One run of ``scenario`` in ``directory`` (made fresh), scored."""
+    """One run of ``scenario`` in ``directory`` (made fresh), scored. ``cancel`` (the suite's: set
+    on Ctrl-C or when another scenario could not run) stops it while it starts or runs, with the
+    same teardown, as an ``EvalRunError``."""
     began = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "session.log", "w") as log:
         session = EvalSession(scenario, directory, agent=agent, redis_url=redis_url, out=log)
+        if cancel is not None:
+            session.stopping = cancel  # what the demo's start and the drive below wait on
         try:
             session.start()
             ready = time.monotonic()
             run_id, observation = _drive(session, scenario)
             ended = time.monotonic()
+        except Interrupted as error:
+            raise RunStopped(f"{scenario.name}: stopped before its end") from error
         except DemoError as error:
             raise EvalRunError(f"{scenario.name}: {error}") from error
         finally:
@@ -118,7 +131,8 @@ def _drive(session: EvalSession, scenario: EvalScenario) -> tuple[str, RunObserv
                 return _observe(ended, audit)
             if time.monotonic() > deadline:
                 raise EvalRunError(f"{scenario.name}: the run did not end within {RUN_DEADLINE:.0f}s")
-            time.sleep(0.1)
+            if session.stopping.wait(0.1):
+                raise Interrupted
     finally:
         client.close()
 
