@@ -16,7 +16,18 @@ from typing import Any
 
 from bench.common import RESULTS_DIR, ROOT, load_text
 
-ORDER = ("loop_overhead", "ingress", "approvals", "e2e", "burst", "scaleout", "fleet", "alerts", "charts")
+ORDER = (
+    "loop_overhead",
+    "ingress",
+    "approvals",
+    "e2e",
+    "burst",
+    "scaleout",
+    "fleet",
+    "alerts",
+    "charts",
+    "eval_suite",
+)
 NOTES_DIR = ROOT / "bench" / "notes"
 OUTPUT = ROOT / "docs" / "BENCHMARKS.md"
 
@@ -31,7 +42,7 @@ How to run:
 
 ```sh
 make bench                                        # everything (~15 min): installs bench/.venv with the peers
-bench/.venv/bin/python -m bench.loop_overhead     # one benchmark (also: ingress, approvals, e2e, burst, scaleout, fleet, alerts, charts)
+bench/.venv/bin/python -m bench.loop_overhead     # one benchmark (also: ingress, approvals, e2e, burst, scaleout, fleet, alerts, charts, eval_suite)
 bench/.venv/bin/python -m bench.report            # rebuild this file from bench/results/
 ```
 
