@@ -115,10 +115,11 @@ def configuration_error(lines: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     status = _main(sys.argv[1:] if argv is None else argv)
-    # What is left is freed by exiting: without this, the interpreter's last collection walks
-    # every object of a process that imported the bot (seconds for a worker on a busy machine,
-    # while its service manager or ``make demo`` waits for it to stop).
-    gc.freeze()
+    if argv is None:  # the program itself, about to exit (not a caller that goes on)
+        # What is left is freed by exiting: without this, the interpreter's last collection walks
+        # every object of a process that imported the bot (seconds for a worker on a busy
+        # machine, while its service manager or ``make demo`` waits for it to stop).
+        gc.freeze()
     return status
 
 
