@@ -66,4 +66,9 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return EXIT_NO_HARNESS
-    return subprocess.call(harness_command(args))
+    with subprocess.Popen(harness_command(args)) as harness:
+        while True:
+            try:
+                return harness.wait()
+            except KeyboardInterrupt:  # the harness got the same Ctrl-C: it stops its runs, then exits
+                continue

@@ -17,6 +17,7 @@ not be carried to its end (then the others are stopped and nothing is written).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
 import time
@@ -118,6 +119,15 @@ def _runner(args: argparse.Namespace, out: Path) -> RunOne:
     return run_one
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the suite as Ctrl-C does: every run torn down, not left running."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulator.eval", description="chatops eval's harness")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -127,4 +137,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    _stop_on_sigterm()
     sys.exit(main())

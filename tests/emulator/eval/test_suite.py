@@ -9,9 +9,11 @@ from __future__ import annotations
 import io
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -86,6 +88,34 @@ def test_the_shipped_suite_passes_in_parallel_and_leaves_nothing(redis_url: str,
     finally:
         client.delete(*foreign)
         client.close()
+
+
+def test_sigterm_mid_suite_tears_every_run_down(redis_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "emulator.eval", "run", "--jobs", "2", "--out", str(out)]
+    command += ["--scenario", "db-01-quiet", "--scenario", "disk-full-rotations", "--redis-url", redis_url]
+    harness = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + SUITE_TIMEOUT  # a bound for a hang only
+        while not list(out.glob("runs/*/logs/worker.log")) and harness.poll() is None:
+            assert time.monotonic() < deadline, "no run started its worker"
+            time.sleep(0.05)
+        harness.send_signal(signal.SIGTERM)  # as a CI runner or a parent that gives up does
+        _, err = harness.communicate(timeout=SUITE_TIMEOUT)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+    assert harness.returncode == 2 and "interrupted" in err, err
+    assert not (out / "results.json").exists()
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for session in sessions_of(out):
+            assert list(client.scan_iter(match=f"chatops-eval:{session}:*")) == []
+            assert list(client.scan_iter(match=f"*chatops-eval-{session}*")) == []
+    finally:
+        client.close()
+    assert processes_in(tmp_path) == []
 
 
 def test_chatops_eval_run_hands_jobs_to_the_harness() -> None:
