@@ -25,7 +25,7 @@ from tools.catalog.loader import Catalog
 from tools.config import ToolsConfig, ToolSettings
 from tools.errors import DuplicateToolError, ToolConfigError
 from tools.inventory import Target
-from tools.mcp.toolset import McpToolset
+from tools.mcp.listing import McpToolset
 from tools.placement import require_placement
 from tools.safety import OutputFilter, OutputSettings
 from tools.ssh import SshRunner

@@ -15,13 +15,11 @@ a human approves each call. A per-tool ``category`` override always wins, in bot
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+import mcp_types
 
 from agent.tooling import ToolCategory
 from tools.mcp.config import McpToolOverride, Trust
-
-if TYPE_CHECKING:
-    import mcp_types
 
 
 @dataclass(frozen=True)

@@ -15,46 +15,20 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+
+import mcp_types
 
 from tools.errors import McpToolsetError, McpUnavailableError
+from tools.mcp.adapter import McpTool
 from tools.mcp.categories import decide
 from tools.mcp.config import McpServer
+from tools.mcp.listing import McpToolset, ServerStatus
+from tools.mcp.pool import Connection, Pool
 from tools.mcp.schemas import SchemaProblem, checked_schema, offered_name
 
-if TYPE_CHECKING:  # the SDK's modules: imported by the first build that has a server (_adapt)
-    import mcp_types
-
-    from tools.mcp.adapter import McpTool
-    from tools.mcp.pool import Connection, Pool
+__all__ = ["McpToolset", "ServerStatus", "build_toolset"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    """What building found for one server (for ``doctor``-like checks and the log)."""
-
-    server: str
-    transport: str
-    listed: int
-    offered: list[str]
-    error: str | None = None
-    skipped: list[str] = field(default_factory=list)
-
-
-@dataclass
-class McpToolset:
-    """The MCP tools of one registry build: unbound ones, and those bound to inventory targets."""
-
-    tools: list[McpTool] = field(default_factory=list)
-    by_target: dict[str, list[McpTool]] = field(default_factory=dict)
-    statuses: list[ServerStatus] = field(default_factory=list)
-    secret_values: list[str] = field(default_factory=list)
-
-    def all_tools(self) -> list[McpTool]:
-        return [*self.tools, *(tool for tools in self.by_target.values() for tool in tools)]
 
 
 def build_toolset(servers: Sequence[McpServer], pool: Pool, taken: Collection[str] = ()) -> McpToolset:
@@ -116,8 +90,6 @@ def _selected(server: McpServer, tool: str) -> bool:
 
 
 def _adapt(connection: Connection, remote: mcp_types.Tool) -> McpTool:
-    from tools.mcp.adapter import McpTool  # the SDK's result types; McpToolset alone needs none
-
     server = connection.server
     name = offered_name(server.name, remote.name)
     schema = checked_schema(remote.input_schema, bound_to=server.target)
