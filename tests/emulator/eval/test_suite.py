@@ -52,6 +52,8 @@ def processes_in(folder: Path) -> list[str]:
     return left
 
 
+@pytest.mark.slow  # every shipped scenario, each a whole deployment: a minute or two on 2 cores
+@pytest.mark.timeout(SUITE_TIMEOUT + 60)
 def test_the_shipped_suite_passes_in_parallel_and_leaves_nothing(redis_url: str, tmp_path: Path) -> None:
     client = redis.Redis.from_url(redis_url)
     # Another user of the same Redis (a demo, another suite): a teardown by prefix must spare it.
