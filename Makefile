@@ -155,4 +155,5 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench.alerts
 	$(BENCH_BIN)/python -m bench.charts
 	$(BENCH_BIN)/python -m bench.runbooks
+	$(BENCH_BIN)/python -m bench.eval_suite
 	$(BENCH_BIN)/python -m bench.report

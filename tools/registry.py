@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from agent.tooling import Tool
 from agent.types import ToolDef
@@ -24,10 +25,14 @@ from tools.catalog.loader import Catalog
 from tools.config import ToolsConfig, ToolSettings
 from tools.errors import DuplicateToolError, ToolConfigError
 from tools.inventory import Target
-from tools.mcp import McpHost, McpToolset, Pool, build_toolset, process_pool
+from tools.mcp.listing import McpToolset
 from tools.placement import require_placement
 from tools.safety import OutputFilter, OutputSettings
 from tools.ssh import SshRunner
+
+if TYPE_CHECKING:
+    from tools.mcp.pool import Pool
+    from tools.mcp.sharing import McpHost
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +140,11 @@ def build_registry(
         registry.secret_values.extend(catalog.secret_values)
         registry.catalog = catalog
         if catalog.mcp_servers:
+            # Here, not at the top: the MCP SDK takes about a second to import, in every chatops
+            # process, and only a catalog with servers needs it.
+            from tools.mcp.pool import process_pool
+            from tools.mcp.toolset import build_toolset
+
             pool = mcp_pool or process_pool()
             registry.mcp = build_toolset(catalog.mcp_servers, pool, taken=registry.names())
             for mcp_tool in registry.mcp.tools:
@@ -161,7 +171,11 @@ def shared_mcp_sessions(config: ToolsConfig) -> McpHost | None:
     except ToolConfigError as exc:
         log.warning("MCP sessions are not shared with the work horses: %s", exc)
         return None
-    return McpHost(catalog.mcp_servers) if catalog.mcp_servers else None
+    if not catalog.mcp_servers:
+        return None
+    from tools.mcp.sharing import McpHost  # the MCP SDK, only when a server is configured
+
+    return McpHost(catalog.mcp_servers)
 
 
 def build_output_filter(

@@ -30,7 +30,7 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
         "run",
         help="run scenarios through the real processes and score them",
         description="Run scenarios through the real processes and score them; write DIR/results.json "
-        "and DIR/report.md (docs/EVAL.md).",
+        "and DIR/report.md (docs/EVAL.md). Runs go in parallel up to --jobs, with a progress bar on a terminal.",
     )
     run.add_argument(
         "--scenario", action="append", default=[], help="a shipped scenario's name or a YAML file"
@@ -46,6 +46,7 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     recorded.add_argument("--record", help="record every model request and answer under this folder")
     recorded.add_argument("--replay", help="answer the model's requests from this recording (no network)")
     run.add_argument("--system-prompt", help="the system prompt file to measure (default: the shipped one)")
+    run.add_argument("--jobs", type=int, help="runs at a time (default: the cores)")
     run.add_argument("--redis-url", help="use this Redis (keys prefixed, removed after each run)")
     run.add_argument("--out", required=True, help="where results.json and report.md are written")
     capture = actions.add_parser(
@@ -77,6 +78,8 @@ def harness_command(args: argparse.Namespace) -> list[str]:
     """``python -m emulator.eval run`` with the options as given (the harness checks them)."""
     command = [sys.executable, "-m", HARNESS, args.action, "--out", args.out, "--agent", args.agent]
     command += ["--repeat", str(args.repeat)]
+    if args.jobs is not None:
+        command += ["--jobs", str(args.jobs)]
     for name in args.scenario:
         command += ["--scenario", name]
     for tag in args.tag:
@@ -101,4 +104,9 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
         )
         return EXIT_NO_HARNESS
     command = capture_command(args) if args.action == "capture" else harness_command(args)
-    return subprocess.call(command)
+    with subprocess.Popen(command) as harness:
+        while True:
+            try:
+                return harness.wait()
+            except KeyboardInterrupt:  # the harness got the same Ctrl-C: it stops its runs, then exits
+                continue

@@ -30,8 +30,8 @@ It starts, in order:
    lost, it is retried the way Slack retries (``X-Slack-Retry-Num`` 1 to 3), sooner than Slack
    (``RETRY_DELAYS``: 1 s, 20 s and 60 s apart, where Slack retries at once, then after 1 and 5
    minutes).
-7. Once each runner's first heartbeat is in Redis, ``chatops web`` and ``chatops worker`` (RQ), with
-   a bot token and signing secret shared with the emulator, the inventory, the runner secret, no
+7. ``chatops web`` and ``chatops worker`` (RQ), started while the runners start (each process
+   spends seconds importing; none needs another to start), with a bot token and signing secret shared with the emulator, the inventory, the runner secret, no
    host (every host tool call goes to its target's runner), and an alerts token and routes file
    (``emulator.demo.alert``): the page's **Fire an alert** button starts db-01's incident
    (``emulator.demo.incident``: a report query saturates it; it is healthy until then) and posts
@@ -164,12 +164,11 @@ class Demo:
             tools_file=self._write_catalog(),
         )
         self.cli_env = common
-        for host in self._runner_hosts():  # they start while the rest does; ready before the bot is
+        for host in self._runner_hosts():
             self._spawn(f"runner-{host.name}", ["runner", "--target", host.name], runner_env(common, host))
         token, secret = f"xoxb-demo-{secrets.token_hex(12)}", secrets.token_hex(16)
         self.web_url = f"http://127.0.0.1:{free_port()}"
         self._start_slack(token, secret)
-        self._wait_for_runners()
         assert self.slack is not None
         assert self.prometheus is not None
         env = bot_env(
@@ -182,11 +181,15 @@ class Demo:
         )
         env["CHATOPS_ALERTS_TOKEN"] = self.alerts_token
         env["CHATOPS_ALERTS_FILE"] = str(write_alert_routes(self.directory / "alerts.yaml"))
-        self._start_bot(env)
-
-    def _start_bot(self, env: dict[str, str]) -> None:
+        # Web and worker start while the runners do (each process spends seconds importing, and
+        # they need nothing from one another to start); the bot is announced once all are ready.
         self._spawn("web", ["web", "--port", self.web_url.rsplit(":", 1)[1], "--host", "127.0.0.1"], env)
         self._spawn("worker", ["worker"], env)
+        self._wait_for_runners()
+        self._wait_for_bot()
+        self._bot_started()
+
+    def _wait_for_bot(self) -> None:
         health = f"{self.web_url}/healthz"
         self._wait_until(lambda: http_status(health) == 200, health, "web")
         assert self.redis is not None
@@ -195,7 +198,6 @@ class Demo:
             self._wait_until(lambda: beats.workers_on(self.queue) > 0, "the worker", "worker")
         finally:
             beats.close()
-        self._bot_started()
 
     # -- what another harness (emulator.eval.session) replaces ------------------------------------
 
@@ -410,9 +412,7 @@ class Demo:
             self._activity.stop()
         if self.incident is not None:
             self.incident.stop()
-        runners = [child for child in self.children if child.name.startswith("runner-")]
-        stop_children([child for child in self.children if child not in runners], self.say)
-        stop_children(runners, self.say)
+        self._stop_processes()
         if self.slack is not None:
             self.slack.close()
         if self.llm is not None:
@@ -425,6 +425,13 @@ class Demo:
         if self._lock is not None:
             self._lock.close()
         self.say("chatops demo: stopped")
+
+    def _stop_processes(self) -> None:
+        """The web process and the worker, then the runners: a run that is finishing its step
+        can still reach its host."""
+        runners = [child for child in self.children if child.name.startswith("runner-")]
+        stop_children([child for child in self.children if child not in runners], self.say)
+        stop_children(runners, self.say)
 
     def _forget_redis_data(self) -> None:
         if self.redis is None:

@@ -13,6 +13,7 @@ deadline only turns a hang into an error.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.runs.record import RunRecord, RunRecords
 from emulator.demo.alert import ALERT_CHANNEL, AlertButton
-from emulator.demo.main import DemoError
+from emulator.demo.main import DemoError, Interrupted
 from emulator.eval.errors import EvalError
 from emulator.eval.recording import RecordingPlan, finish
 from emulator.eval.scoring.inputs import RunObservation, flat
@@ -43,6 +44,10 @@ ACTIONS = {"approve": "chatops_approve", "decline": "chatops_decline"}
 
 class EvalRunError(EvalError):
     """A scenario could not be run to its end (not a low score: the harness failed)."""
+
+
+class RunStopped(EvalRunError):
+    """A run stopped before its end because the suite was (``cancel``: Ctrl-C, another's error)."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +74,15 @@ def run_scenario(
     recording: RecordingPlan | None = None,
     system_prompt: Path | None = None,
     before_teardown: Callable[[EvalSession, str], None] | None = None,
+    *,
+    cancel: threading.Event | None = None,
 ) -> ScenarioOutcome:
     """One run of ``scenario`` in ``directory`` (made fresh), scored; recorded or replayed when
     ``recording`` says so (``emulator.eval.recording``). ``before_teardown(session, run_id)`` is
     called once the run has ended, while its processes and Redis keys are still there (``chatops
-    eval capture``'s tests read the finished run there)."""
+    eval capture``'s tests read the finished run there). ``cancel`` (the suite's: set on Ctrl-C or
+    when another scenario could not run) stops it while it starts or runs, with the same teardown,
+    as an ``EvalRunError``."""
     began = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "session.log", "w") as log:
@@ -86,6 +95,8 @@ def run_scenario(
             recording=recording,
             system_prompt=system_prompt,
         )
+        if cancel is not None:
+            session.stopping = cancel  # what the demo's start and the drive below wait on
         try:
             session.start()
             ready = time.monotonic()
@@ -93,6 +104,8 @@ def run_scenario(
             ended = time.monotonic()
             if before_teardown is not None:
                 before_teardown(session, run_id)
+        except Interrupted as error:
+            raise RunStopped(f"{scenario.name}: stopped before its end") from error
         except DemoError as error:
             raise EvalRunError(f"{scenario.name}: {error}") from error
         finally:
@@ -149,7 +162,8 @@ def _drive(session: EvalSession, scenario: EvalScenario) -> tuple[str, RunObserv
                 return _observe(ended, audit)
             if time.monotonic() > deadline:
                 raise EvalRunError(f"{scenario.name}: the run did not end within {RUN_DEADLINE:.0f}s")
-            time.sleep(0.1)
+            if session.stopping.wait(0.1):
+                raise Interrupted
     finally:
         client.close()
 

@@ -25,6 +25,7 @@ import yaml
 from emulator.demo.host import DemoHost
 from emulator.demo.main import Demo, DemoError
 from emulator.demo.options import Options
+from emulator.demo.processes import stop_children
 from emulator.demo.prometheus import PrometheusAPI
 from emulator.eval.agents import AGENTS, agent_script
 from emulator.eval.injector import host_roots, inject, prometheus_series, write_eval_catalog
@@ -151,3 +152,7 @@ class EvalSession(Demo):
             self.proxy.close()
         if self.recording is not None:
             self.recording.release_world(self.directory / "hosts")
+
+    def _stop_processes(self) -> None:
+        """Every process at once: the run has ended (or is abandoned), nothing calls a runner."""
+        stop_children(self.children, self.say)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 
 import mcp_types
 
@@ -23,35 +22,13 @@ from tools.errors import McpToolsetError, McpUnavailableError
 from tools.mcp.adapter import McpTool
 from tools.mcp.categories import decide
 from tools.mcp.config import McpServer
+from tools.mcp.listing import McpToolset, ServerStatus
 from tools.mcp.pool import Connection, Pool
 from tools.mcp.schemas import SchemaProblem, checked_schema, offered_name
 
+__all__ = ["McpToolset", "ServerStatus", "build_toolset"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    """What building found for one server (for ``doctor``-like checks and the log)."""
-
-    server: str
-    transport: str
-    listed: int
-    offered: list[str]
-    error: str | None = None
-    skipped: list[str] = field(default_factory=list)
-
-
-@dataclass
-class McpToolset:
-    """The MCP tools of one registry build: unbound ones, and those bound to inventory targets."""
-
-    tools: list[McpTool] = field(default_factory=list)
-    by_target: dict[str, list[McpTool]] = field(default_factory=dict)
-    statuses: list[ServerStatus] = field(default_factory=list)
-    secret_values: list[str] = field(default_factory=list)
-
-    def all_tools(self) -> list[McpTool]:
-        return [*self.tools, *(tool for tools in self.by_target.values() for tool in tools)]
 
 
 def build_toolset(servers: Sequence[McpServer], pool: Pool, taken: Collection[str] = ()) -> McpToolset:

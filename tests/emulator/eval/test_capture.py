@@ -23,7 +23,9 @@ from emulator.eval.loading import find_scenario
 from emulator.eval.runner import run_scenario
 from emulator.eval.session import EvalSession
 
-FROZEN_HEADER = re.compile(r"^`scenario-frozen [^\n]*` succeeded(?: in [0-9.]+ s)?\n")  # no time: CHATOPS_TOOL_ELAPSED=false
+FROZEN_HEADER = re.compile(
+    r"^`scenario-frozen [^\n]*` succeeded(?: in [0-9.]+ s)?\n"
+)  # no time: CHATOPS_TOOL_ELAPSED=false
 
 
 def settings_of(session: EvalSession) -> Settings:
