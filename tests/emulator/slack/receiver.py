@@ -99,6 +99,20 @@ class Receiver:
             time.sleep(0.01)
         raise AssertionError(f"expected {count} requests, got {len(self.requests)}")
 
+    def wait_for_matching(
+        self, matches: Callable[[Received], bool], count: int = 1, timeout: float = 60.0
+    ) -> list[Received]:
+        """The requests ``matches`` accepts, once there are ``count`` of them (others, such as the
+        events a posted message causes, may arrive before, after or between them)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                found = [request for request in self.requests if matches(request)]
+            if len(found) >= count:
+                return found
+            time.sleep(0.01)
+        raise AssertionError(f"expected {count} matching requests, got {len(found)} of {len(self.requests)}")
+
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
