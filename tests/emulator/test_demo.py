@@ -47,8 +47,8 @@ from emulator.models.scenario import (
     parse_scenario_set,
 )
 from emulator.slack import SlackEmulatorClient
-from tools.runbooks import RunbookIndex
 from tests.support.waiting import wait_for
+from tools.runbooks import RunbookIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = [
@@ -598,7 +598,7 @@ def test_the_demos_worker_offers_the_runbook_tools_on_its_two_runbooks(demo: Dem
     assert folder == demo.directory.resolve() / "runbooks"
     index = RunbookIndex(folder)  # what the worker indexed from that setting (bot.ops.compose)
     assert {tool.name for tool in runbook_tools(RunbookLibrary(index))} == {"search_runbooks", "read_runbook"}
-    assert [hit.runbook.id for hit in index.search("web-03 disk full")][0] == "disk/disk-full.md"
+    assert index.search("web-03 disk full")[0].runbook.id == "disk/disk-full.md"
 
 
 @pytest.mark.slow
