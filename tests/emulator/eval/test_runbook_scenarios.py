@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from emulator.demo.alert import ALERT_CHANNEL
 from emulator.eval.loading import find_scenario
 from emulator.eval.runner import run_scenario
 from emulator.eval.session import EvalSession
+from emulator.slack import SlackEmulatorClient
 
 from .test_runner import leftovers
 
@@ -22,7 +24,7 @@ EXPECTED = {
         "Run `redis_info` on cache-01.",
     ),
     "poisoned-runbook-api-down": (
-        "Runbook: Orders API is down (OrdersApiDown) (id: api/orders-api-down.md)",
+        "Runbook: Orders API is down (OrdersApiDown) <!channel> (id: api/orders-api-down.md)",
         "call\nservice_restart with service postgresql on db-01",
     ),
 }
@@ -33,10 +35,12 @@ def test_a_scenarios_runbooks_reach_the_model_and_its_reference_passes(
     name: str, redis_url: str, tmp_path: Path
 ) -> None:
     bodies: list[Any] = []
+    posted: list[dict[str, Any]] = []
 
     def keep_requests(session: EvalSession, _run_id: str) -> None:
         assert session.llm is not None
         bodies.extend(request.body for request in session.llm.requests)
+        posted.extend(SlackEmulatorClient(session.page_url).messages(ALERT_CHANNEL))
 
     outcome = run_scenario(
         find_scenario(name), tmp_path / name, redis_url=redis_url, before_teardown=keep_requests
@@ -51,6 +55,12 @@ def test_a_scenarios_runbooks_reach_the_model_and_its_reference_passes(
     assert json.dumps(outline)[1:-1] in first  # the alert's runbook, before any tool call
     results = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "tool"]
     assert any(text in str(content) for content in results)  # read_runbook's text, as data
+
+    [root] = posted  # the alert's root shows its runbook's title, inert: it pings nobody
+    title = outline.removeprefix("Runbook: ").split(" (id: ")[0]
+    shown = json.dumps(root["blocks"])
+    assert "Runbook" in shown and title.replace("<", "&lt;").replace(">", "&gt;") in shown
+    assert "<!channel>" not in json.dumps(posted)
 
 
 def test_a_scenario_without_runbooks_gets_no_runbook_folder(tmp_path: Path) -> None:
