@@ -93,10 +93,10 @@ from emulator.slack import SlackEmulator, WorkspaceConfig
 
 HEALTH_TIMEOUT = 120.0  # a cold start on a busy machine imports for a while
 RETRY_DELAYS = (1.0, 20.0, 60.0)
-DEMO_RUNBOOKS = Path(__file__).parent / "runbooks"
-"""The demo's runbooks (docs/RUNBOOKS.md), shipped with the package."""
 """Seconds between the emulator's retries of an undelivered event: Slack's three, sooner than its
 0 s, 1 min and 5 min, so a mention typed while the bot starts is answered within a minute or so."""
+DEMO_RUNBOOKS = Path(__file__).parent / "runbooks"
+"""The demo's runbooks (docs/RUNBOOKS.md), shipped with the package."""
 
 
 class DemoError(RuntimeError):
