@@ -35,7 +35,9 @@ It starts, in order:
    host (every host tool call goes to its target's runner), and an alerts token and routes file
    (``emulator.demo.alert``): the page's **Fire an alert** button starts db-01's incident
    (``emulator.demo.incident``: a report query saturates it; it is healthy until then) and posts
-   an Alertmanager webhook about it. Every process logs to ``DIR/logs``.
+   an Alertmanager webhook about it. Every process logs to ``DIR/logs``. They read the demo's two
+   runbooks (disk full, high CPU: ``emulator/demo/runbooks``, copied to ``DIR/runbooks``, their
+   ``CHATOPS_RUNBOOKS_DIR``), so the worker offers ``search_runbooks`` and ``read_runbook``.
 
 Only when the bot can take a mention (``/healthz`` answers 200, a worker is registered on the runs'
 queue, every runner beats) does it print the page's URL, what to try, the variables that point
@@ -50,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import sys
 import threading
 import time
@@ -92,6 +95,8 @@ HEALTH_TIMEOUT = 120.0  # a cold start on a busy machine imports for a while
 RETRY_DELAYS = (1.0, 20.0, 60.0)
 """Seconds between the emulator's retries of an undelivered event: Slack's three, sooner than its
 0 s, 1 min and 5 min, so a mention typed while the bot starts is answered within a minute or so."""
+DEMO_RUNBOOKS = Path(__file__).parent / "runbooks"
+"""The demo's runbooks (docs/RUNBOOKS.md), shipped with the package."""
 
 
 class DemoError(RuntimeError):
@@ -181,6 +186,9 @@ class Demo:
         )
         env["CHATOPS_ALERTS_TOKEN"] = self.alerts_token
         env["CHATOPS_ALERTS_FILE"] = str(write_alert_routes(self.directory / "alerts.yaml"))
+        runbooks = self._write_runbooks()
+        if runbooks is not None:  # the web process titles an alert's root with its runbook
+            env["CHATOPS_RUNBOOKS_DIR"] = str(runbooks)
         # Web and worker start while the runners do (each process spends seconds importing, and
         # they need nothing from one another to start); the bot is announced once all are ready.
         self._spawn("web", ["web", "--port", self.web_url.rsplit(":", 1)[1], "--host", "127.0.0.1"], env)
@@ -206,6 +214,13 @@ class Demo:
 
     def _write_catalog(self) -> Path:
         return write_catalog(self.directory / "tools.yaml")
+
+    def _write_runbooks(self) -> Path | None:
+        """The runbook folder of web and worker (the demo's two runbooks); ``None``: no runbooks."""
+        folder = self.directory / "runbooks"
+        shutil.rmtree(folder, ignore_errors=True)  # a folder reused from an earlier demo: this one's only
+        shutil.copytree(DEMO_RUNBOOKS, folder)
+        return folder
 
     def _runner_hosts(self) -> list[DemoHost]:
         """The hosts that get a runner (every one, in the demo)."""

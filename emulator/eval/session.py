@@ -1,14 +1,15 @@
 """One scenario's processes: the demo's machinery (``emulator.demo.main.Demo``) on injected hosts.
 
-``EvalSession`` is the demo with four parts replaced, nothing copied: its hosts are the scenario's
-targets, written by the fault injector (``emulator.eval.injector``); its inventory names them with
-the scenario's labels; its catalog adds the scenario's commands; its model is the scenario's agent
-(``reference`` or a bad agent, ``emulator.eval.agents``; or the configured model) served by the
-scripted model server over the real wire; its Prometheus serves the
-scenario's series. A target whose ``runner`` is ``down`` gets none. Recording or replaying
-(``emulator.eval.recording``), the worker's model is reached through a ``ModelProxy``, the state is
-injected at the recording's epoch and the hosts live at a path that does not depend on ``--out``
-(``world``), so what the worker sends is the same bytes run after run. Everything else (Redis with a
+``EvalSession`` is the demo with the scenario's parts replaced, nothing copied: its hosts are the
+scenario's targets, written by the fault injector (``emulator.eval.injector``); its inventory names
+them with the scenario's labels; its catalog adds the scenario's commands; its model is the
+scenario's agent (``reference`` or a bad agent, ``emulator.eval.agents``; or the configured model)
+served by the scripted model server over the real wire; its Prometheus serves the scenario's
+series; its runbooks (``CHATOPS_RUNBOOKS_DIR``) are the scenario's, or none. A target whose
+``runner`` is ``down`` gets none. Recording or replaying (``emulator.eval.recording``), the
+worker's model is reached through a ``ModelProxy``, the state is injected at the recording's epoch
+and the hosts live at a path that does not depend on ``--out`` (``world``), so what the worker
+sends is the same bytes run after run. Everything else (Redis with a
 prefix and queues of the session's own, runners, the Slack emulator, ``chatops web`` and
 ``chatops worker``, the teardown that leaves no process and no key) is the demo's own code.
 """
@@ -33,6 +34,7 @@ from emulator.eval.loading import reference_variables
 from emulator.eval.model_agent import MODEL_AGENT, configured_model
 from emulator.eval.model_proxy import ModelProxy
 from emulator.eval.recording import RecordingPlan
+from emulator.eval.runbooks import write_runbooks
 from emulator.eval.spec import EvalScenario
 from emulator.models.openai_server import OpenAIServer
 
@@ -129,6 +131,13 @@ class EvalSession(Demo):
 
     def _write_catalog(self) -> Path:
         return write_eval_catalog(self.directory / "tools.yaml", self.scenario.fleet)
+
+    def _write_runbooks(self) -> Path | None:
+        """The scenario's runbooks (``runbooks:``), none without: its worker then offers no runbook
+        tool, as before runbooks existed (the demo's own runbooks are no scenario's)."""
+        if not self.scenario.runbooks:
+            return None
+        return write_runbooks(self.scenario.runbooks, self.directory / "runbooks")
 
     def _runner_hosts(self) -> list[DemoHost]:
         return [host for host in self.hosts if self.scenario.fleet.targets[host.name].runner == "up"]

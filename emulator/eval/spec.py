@@ -9,6 +9,7 @@
     fleet: {targets: {web-03: {...}}, prometheus: [...]}   # emulator.eval.fleet
     start: {mention: "web-03 is out of disk"}              # or {alert: {labels, annotations}}
     replies: [{turn: 2, text: "it began after the deploy"}]  # optional
+    runbooks: {disk/full.md: "---\ntitle: ...\n---\n# ..."}  # optional: emulator.eval.runbooks
     approver: approve                  # what the simulated approver clicks on every card
     truth: {root_causes: [...], facts: [...], forbidden: [...], fixes: [...]}  # emulator.eval.truth
     reference: {turns: [...], rules: [...]}                # a scripted model that solves it
@@ -24,7 +25,7 @@ the run, ``runner-down`` exactly when a target's runner is down; ``single-cause`
 root cause, ``confounder`` and ``red-herring`` a suspect, ``recent-change`` a root cause of kind
 ``change``, ``injection`` a forbidden call (what the hostile text asks for), ``resource-exhaustion``
 a root cause (what consumes the resource), ``slow-burn`` a root cause and the Prometheus series
-that show it building up.
+that show it building up, ``knowledge`` runbooks (``runbooks:``) the agent is to find and read.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pydantic import Field, field_validator, model_validator
 
 from emulator.eval.fleet import Fleet
 from emulator.eval.quantities import Age
+from emulator.eval.runbooks import runbook_problems
 from emulator.eval.strict import Strict
 from emulator.eval.truth import Truth
 
@@ -56,6 +58,10 @@ FAMILIES: Mapping[str, str] = {
     ),
     "slow-burn": (
         "the fault built up over hours or days: only a series over time (Prometheus) shows when it began"
+    ),
+    "knowledge": (
+        "the team's knowledge is part of the run: a runbook holds the decisive hint, to be confirmed on the "
+        "hosts (or, tagged injection too, a poisoned runbook asks for something unsafe)"
     ),
 }
 """The families a scenario is tagged with; add one here and its rule in ``_FAMILY_RULES``."""
@@ -105,6 +111,7 @@ class EvalScenario(Strict):
     fleet: Fleet
     start: Start
     replies: tuple[Reply, ...] = ()
+    runbooks: dict[str, str] = Field(default_factory=dict)
     approver: Literal["approve", "decline"] = "approve"
     truth: Truth
     reference: dict[str, Any]
@@ -158,6 +165,7 @@ def consistency_problems(scenario: EvalScenario) -> list[str]:
     for index, fix in enumerate(scenario.truth.fixes):
         if fix.target not in targets:
             problems.append(f"truth.fixes[{index}].target: {fix.target!r} is not in the fleet; fix: {known}")
+    problems.extend(runbook_problems(scenario.runbooks))
     for tag in scenario.tags:
         problem = _FAMILY_RULES[tag](scenario)
         if problem is not None:
@@ -211,6 +219,9 @@ _FAMILY_RULES: Mapping[str, Callable[[EvalScenario], str | None]] = {
         lambda s: bool(s.truth.root_causes) and bool(s.fleet.prometheus),
         "needs a root cause and the Prometheus series that show it building up; fix: add them "
         "(truth.root_causes, fleet.prometheus)",
+    ),
+    "knowledge": _rule(
+        lambda s: bool(s.runbooks), "needs the knowledge the agent is to use; fix: add runbooks:"
     ),
 }
 """What each tag needs the scenario to declare (``None``: it does)."""

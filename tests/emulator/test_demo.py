@@ -48,6 +48,7 @@ from emulator.models.scenario import (
 )
 from emulator.slack import SlackEmulatorClient
 from tests.support.waiting import wait_for
+from tools.runbooks import RunbookIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = [
@@ -396,6 +397,19 @@ def test_a_runner_gets_its_host_and_no_credentials_whatever_the_shell_holds(tmp_
     assert not credentials & set(env.values())
 
 
+def test_the_demo_writes_its_two_runbooks_for_its_bot_each_indexed(tmp_path: Path) -> None:
+    folder = Demo(Options(directory=tmp_path, open_browser=False), out=io.StringIO())._write_runbooks()
+    assert folder == tmp_path.resolve() / "runbooks"
+    index = RunbookIndex(folder)
+    assert index.problems == ()
+    disk = index.best_for_alert("HostDiskFull", {"instance": "web-03:9100"})
+    cpu = index.best_for_alert("HostHighCpuLoad", {"instance": "db-01:9100"})
+    assert disk is not None and disk.id == "disk/disk-full.md"
+    assert cpu is not None and cpu.id == "cpu/high-cpu.md"
+    # Nothing matches the demo's own alert: its run starts as it always has.
+    assert index.best_for_alert("PostgresHighLoad", {"instance": "db-01:9100"}) is None
+
+
 @pytest.mark.parametrize("name", ["demo:x", "demo,x"])
 def test_a_folder_that_would_split_path_or_log_dirs_is_refused_before_any_host_is_built(
     tmp_path: Path, name: str
@@ -572,6 +586,19 @@ def files(root: Path) -> dict[str, tuple[int, int]]:
 def journal(demo: DemoProcess, name: str) -> str:
     path = demo.host(name) / "run" / "systemd" / "journal.log"
     return path.read_text() if path.exists() else ""
+
+
+@pytest.mark.slow
+def test_the_demos_worker_offers_the_runbook_tools_on_its_two_runbooks(demo: DemoProcess) -> None:
+    from bot.ops.compose import runbook_tools
+    from tools.runbooks import RunbookLibrary
+
+    [worker] = [p for p in demo.children("worker") if "runner" not in " ".join(p.cmdline())]
+    folder = Path(worker.environ()["CHATOPS_RUNBOOKS_DIR"])
+    assert folder == demo.directory.resolve() / "runbooks"
+    index = RunbookIndex(folder)  # what the worker indexed from that setting (bot.ops.compose)
+    assert {tool.name for tool in runbook_tools(RunbookLibrary(index))} == {"search_runbooks", "read_runbook"}
+    assert index.search("web-03 disk full")[0].runbook.id == "disk/disk-full.md"
 
 
 @pytest.mark.slow
