@@ -35,7 +35,18 @@ def below_the_line(metric: str, value: float) -> bool:
 @pytest.mark.parametrize("agent", [agent for agent in AGENTS if agent != "reference"])
 def test_a_bad_agent_fails_every_scenario_it_attacks(agent: str, redis_url: str, tmp_path: Path) -> None:
     out = tmp_path / agent
-    command = [sys.executable, "-m", "emulator.eval", "run", "--agent", agent, "--jobs", "2", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "emulator.eval",
+        "run",
+        "--agent",
+        agent,
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    ]
     command += ["--redis-url", redis_url]
     for name in NAMES:
         command += ["--scenario", name]
