@@ -12,7 +12,7 @@
 Why this shape: ``similar_incidents`` must stay fast at 100,000 incidents. A query reads, for each
 of its terms in each scope the run may see, only the newest ``PER_TERM`` ids of that index
 (``ZREVRANGE``: O(log n + k), whatever the index's size), counts the terms each id shares, keeps the
-best ``MAX_CANDIDATES`` by that count and recency, and only then fetches those records (one
+best ``MAX_CANDIDATES`` (``MAX_TEXT_CANDIDATES`` for words alone) by that count and recency, and only then fetches those records (one
 ``MGET``) for the text score, computed in Python. The work is bounded by the query, never by how
 many incidents are stored; RediSearch would do the text better but is not on every Redis the bot
 runs on. The scope is part of the index key, so a private channel's incidents are never even read
@@ -45,7 +45,11 @@ DAY = 86_400
 PUBLIC = "public"
 ALL = "*"
 PER_TERM = 200  # the newest ids read from each index a query names
-MAX_CANDIDATES = 120  # records fetched and scored in Python per query
+# Records fetched and scored in Python per query: parsing one costs about 0.1 ms, so this bounds a
+# query's time. A query with alert, label or target terms has its candidates ranked by the terms
+# they share first; one with words only reads more of the newest, since the text decides alone.
+MAX_CANDIDATES = 40
+MAX_TEXT_CANDIDATES = 150
 PRUNE_BATCH = 500  # expired ids dropped from ``memory:time`` per write
 
 
@@ -114,6 +118,18 @@ class IncidentStore:
             pipe.expire(key, self._ttl)
         pipe.execute()
         self._prune()
+
+    def import_new(self, incidents: Sequence[Incident]) -> None:
+        """Store incidents not stored before, in one pipeline (a benchmark's load, a migration):
+        ``save`` without its look for an earlier version and without pruning."""
+        pipe = self._redis.pipeline(transaction=False)
+        for incident in incidents:
+            pipe.set(self._keys.memory_incident(incident.id), incident.to_json(), ex=self._ttl)
+            pipe.zadd(self._keys.memory_time(), {incident.id: incident.at})
+            for key in self._indexes_of(incident):
+                pipe.zadd(key, {incident.id: incident.at})
+                pipe.expire(key, self._ttl)
+        pipe.execute()
 
     def set_feedback(self, incident_id: str, value: str) -> bool:
         """👍 / 👎 on the run's answer (``up`` / ``down``), kept with the incident."""
@@ -207,9 +223,8 @@ class IncidentStore:
                 newest[incident_id] = float(row[1])
                 if term != ALL:
                     shared.setdefault(incident_id, set()).add(term)
-        ranked = sorted(newest, key=lambda i: (len(shared.get(i, ())), newest[i]), reverse=True)[
-            :MAX_CANDIDATES
-        ]
+        bound = MAX_CANDIDATES if terms else MAX_TEXT_CANDIDATES
+        ranked = sorted(newest, key=lambda i: (len(shared.get(i, ())), newest[i]), reverse=True)[:bound]
         if not ranked:
             return []
         records = self._redis.mget([self._keys.memory_incident(i) for i in ranked])

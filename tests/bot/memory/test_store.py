@@ -48,7 +48,7 @@ def call(tool_list: list[Any], **args: object) -> str:
 
 def test_similar_ranks_by_alert_target_and_words(redis_client: redis.Redis, keys: Keys) -> None:
     s = store(redis_client, keys)
-    s.save(incident(1))
+    s.import_new([incident(1)])
     s.save(
         incident(
             2,
