@@ -132,10 +132,12 @@ class IncidentStore:
         pipe.execute()
 
     def set_feedback(self, incident_id: str, value: str) -> bool:
-        """👍 / 👎 on the run's answer (``up`` / ``down``), kept with the incident."""
+        """👍 / 👎 on the run's answer (``up`` / ``down``), kept with the incident; a 👎 stays."""
         incident = self.get(incident_id)
         if incident is None:
             return False
+        if incident.feedback == "down":
+            return True
         ttl = self._redis.ttl(self._keys.memory_incident(incident_id))
         self._redis.set(
             self._keys.memory_incident(incident_id),

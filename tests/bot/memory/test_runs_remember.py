@@ -74,3 +74,20 @@ def test_private_incident_stays_in_its_channel_through_runs(harness: Harness) ->
     assert public in seen_elsewhere and private not in seen_elsewhere and "payroll" not in seen_elsewhere
     home = h.run_in("CPRIV", "plan: similar_incidents", "300.4")
     assert private in " ".join(h.tool_results(home))
+
+
+def test_a_thumbs_down_marks_the_incident_disputed(harness: Harness) -> None:
+    from bot.observability.metrics import RunMetrics
+    from bot.slack.handlers.feedback import Feedback, FeedbackOutcome
+
+    h = memory_harness(harness)
+    run = h.run_in("CPUB", "plan: check_health api disk full", "400.1")
+    service = h.service
+    metrics = RunMetrics.for_redis(h.redis, h.keys, enabled=False)
+    feedback = Feedback(
+        h.redis, h.keys, service, service.audit, metrics, retention_seconds=60, incidents=h.store()
+    )
+    assert feedback.record(f"negative:{run}", "U_BOB", "CPUB", "1.0") is FeedbackOutcome.COUNTED
+    assert feedback.record(f"positive:{run}", "U_AL", "CPUB", "1.0") is FeedbackOutcome.COUNTED
+    incident = h.store().get(run)
+    assert incident is not None and incident.disputed
