@@ -66,7 +66,14 @@ def seam_of(runtime: Runtime) -> AlertSeam:
 
 def threads_for(runtime: Runtime, alerts: AlertSeam) -> AlertThreads:
     store = AlertStore(runtime.redis, runtime.keys, runtime.redact)
-    return AlertThreads(store, runtime.service(), alerts.presenter, runtime.clock, runbooks=runtime.runbooks)
+    return AlertThreads(
+        store,
+        runtime.service(),
+        alerts.presenter,
+        runtime.clock,
+        runbooks=runtime.runbooks,
+        memory=runtime.memory,
+    )
 
 
 def handle_notification(notification_id: str) -> str:
