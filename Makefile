@@ -155,5 +155,6 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench.alerts
 	$(BENCH_BIN)/python -m bench.charts
 	$(BENCH_BIN)/python -m bench.runbooks
+	$(BENCH_BIN)/python -m bench.memory
 	$(BENCH_BIN)/python -m bench.eval_suite
 	$(BENCH_BIN)/python -m bench.report

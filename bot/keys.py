@@ -67,6 +67,21 @@ from agent.keys import MemoryKeys, key_part
 class Keys(MemoryKeys):
     """The bot's key builder: the memory's keys of a run, and everything else the bot keeps."""
 
+    # -- the incident memory (bot/memory/store.py) -------------------------------------------------
+
+    def memory_incident(self, incident_id: str) -> str:
+        return f"{self.prefix}memory:incident:{key_part(incident_id, 'incident id')}"
+
+    def memory_time(self) -> str:
+        return f"{self.prefix}memory:time"
+
+    def memory_index(self, digest: str) -> str:
+        """One index's sorted set; ``digest``: its scope and term, hashed (label values hold spaces)."""
+        return f"{self.prefix}memory:ix:{key_part(digest, 'index digest')}"
+
+    def memory_index_pattern(self) -> str:
+        return f"{self.prefix}memory:ix:*"
+
     # -- one run, beyond its memory ---------------------------------------------------------------
 
     def fence(self, run_id: str) -> str:

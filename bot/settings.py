@@ -232,6 +232,12 @@ class Settings(BaseSettings):
     # Runbooks (tools/runbooks, docs/RUNBOOKS.md): the team's Markdown runbooks, searched and read as data
     chatops_runbooks_dir: Path | None = None  # a checkout of the runbook repo; empty: no runbook tools
 
+    # Incident memory (bot/memory, docs/MEMORY.md): what finished runs found, offered to later runs
+    chatops_memory_days: float = Field(default=180, ge=0)  # retention; 0: no incident is kept
+    chatops_memory_scope: Literal["workspace", "channel"] = (
+        "workspace"  # channel: no memory leaves its channel
+    )
+
     @field_validator("chatops_pagerduty_secret", mode="before")
     @classmethod
     def _alert_lists(cls, value: object) -> object:

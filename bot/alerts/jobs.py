@@ -13,12 +13,14 @@ job on a runtime without it fails loudly; a worker started on such a runtime ref
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
 from bot.alerts.store import AlertStore, group_id
 from bot.alerts.threads import AlertThreads
 from bot.errors import BotConfigurationError
+from bot.runs.incident_capture import AlertFacts
 from bot.runs.presenter import AlertPresenter
 from bot.runs.queueing import NotificationQueue
 from bot.runs.runtime import AlertSeam, Runtime, current_runtime
@@ -38,6 +40,19 @@ class AlertJobs:
         thread nobody alerted does nothing here)."""
         threads_for(runtime, self).run_finished(run_id, answer)
 
+    def alert_facts(self, runtime: Runtime, run_id: str) -> AlertFacts | None:
+        """The alert a run investigated, for its incident (``bot.runs.incident_capture``): its
+        name (``alertname``, else the group's title), the labels its root shows, its fingerprints."""
+        group = AlertStore(runtime.redis, runtime.keys, runtime.redact).group_of_run(run_id)
+        if group is None:
+            return None
+        try:
+            shown = json.loads(group.view) if group.view else {}
+            labels = {str(k): str(v) for k, v in shown.get("labels") or []}
+        except (ValueError, TypeError, AttributeError):
+            labels = {}
+        return AlertFacts(labels.get("alertname") or group.title, labels, tuple(group.fingerprints))
+
 
 def seam_of(runtime: Runtime) -> AlertSeam:
     """The runtime's alerts' seam, or a configuration error naming what is missing."""
@@ -51,7 +66,14 @@ def seam_of(runtime: Runtime) -> AlertSeam:
 
 def threads_for(runtime: Runtime, alerts: AlertSeam) -> AlertThreads:
     store = AlertStore(runtime.redis, runtime.keys, runtime.redact)
-    return AlertThreads(store, runtime.service(), alerts.presenter, runtime.clock, runbooks=runtime.runbooks)
+    return AlertThreads(
+        store,
+        runtime.service(),
+        alerts.presenter,
+        runtime.clock,
+        runbooks=runtime.runbooks,
+        memory=runtime.memory,
+    )
 
 
 def handle_notification(notification_id: str) -> str:

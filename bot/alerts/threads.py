@@ -18,14 +18,16 @@ Everything an alert says is the sender's text: it reaches the model as the run's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.alerts.payloads import Alert, Notification
 from bot.alerts.runbooks import alert_runbook, runbook_lines
+from bot.alerts.similar import alert_similar, similar_lines, similar_note
 from bot.alerts.store import AlertStore, Group, RoutedNotification, group_id
 from bot.errors import AlertGroupBusyError
+from bot.memory.similar import IncidentMemory
 from bot.runs.presenter import AlertPresenter, AlertView
 from bot.runs.service import RunService
 from tools.runbooks import AlertRunbook, RunbookLibrary
@@ -45,6 +47,7 @@ class AlertThreads:
     clock: Callable[[], float] = time.time
     lock_wait_seconds: float = 3.0  # how long a click waits for a notification job to finish
     runbooks: RunbookLibrary | None = None  # the runbook an alert's run starts from (``bot.alerts.runbooks``)
+    memory: IncidentMemory | None = None  # past incidents an alert's run starts from (``bot.alerts.similar``)
 
     def handle(self, routed: RoutedNotification) -> str:
         """Apply one notification to its group's thread; what it did (for the job's result)."""
@@ -73,12 +76,16 @@ class AlertThreads:
         group.resolved_fingerprints = ended_fingerprints(notification)
         group.notifications, group.last_notified_at, group.status = 1, self.clock(), "firing"
         found = alert_runbook(self.runbooks, routed)
-        group.brief, group.source_url = alert_message(routed, found), source_url(routed)
+        similar = alert_similar(self.memory, routed)
+        group.brief = alert_message(routed, found, similar_lines(similar))
+        group.source_url = source_url(routed)
         auto = self._admitted(routed, group)
         shown = replace(view(routed, group, button=not auto), runbook=found.title if found else "")
         group.view = shown.encode()
         root = self.presenter.post_alert(routed.channel, shown)
         group.root_ts = root or f"alert-{group.id}"  # a headless presenter: the thread is ours alone
+        if similar and root:
+            self.presenter.post_alert_note(routed.channel, root, similar_note(similar))
         if auto:
             self._investigate(group, requester=SENDERS.get(notification.source, "alert"))
         self.store.save(group)
@@ -145,7 +152,9 @@ class AlertThreads:
         group.status, group.resolved_at = "firing", 0.0
         group.fingerprints = list(dict.fromkeys([*group.fingerprints, *fingerprints(routed.notification)]))
         group.resolved_fingerprints = ended_fingerprints(routed.notification)
-        group.brief = alert_message(routed, alert_runbook(self.runbooks, routed))
+        group.brief = alert_message(
+            routed, alert_runbook(self.runbooks, routed), similar_lines(alert_similar(self.memory, routed))
+        )
         group.source_url = source_url(routed)
         self._tell(routed, group, "The alert is firing again:\n" + listed(routed.notification.alerts))
         over = self.service.active_run(group.channel, group.root_ts) is None
@@ -280,9 +289,11 @@ def _alert_line(alert: Alert) -> str:
     return " ".join(part for part in parts if part)
 
 
-def alert_message(routed: RoutedNotification, runbook: AlertRunbook | None = None) -> str:
+def alert_message(
+    routed: RoutedNotification, runbook: AlertRunbook | None = None, similar: Sequence[str] = ()
+) -> str:
     """The run's first message: what fired, where, the labels and links, the runbook's outline,
-    and what to do."""
+    similar past incidents (``bot.alerts.similar``), and what to do."""
     notification = routed.notification
     sender = SENDERS.get(notification.source, notification.source)
     lines = [f"Alert from {sender} ({notification.status}): {notification.title}"]
@@ -299,6 +310,7 @@ def alert_message(routed: RoutedNotification, runbook: AlertRunbook | None = Non
     if links:
         lines.append("Source: " + " ".join(links))
     lines += runbook_lines(runbook)
+    lines += similar
     lines.append("Investigate what caused it with read-only tools first, and say what you found.")
     return "\n".join(lines)
 

@@ -48,6 +48,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "web": ("bot.ops.web_cli", "serve Slack over HTTP (Socket Mode when SLACK_APP_TOKEN is set)"),
     "runs": ("bot.ops.runs_cli", "list runs, show a run's transcript (text, Markdown, JSON), cancel a run"),
     "audit": ("bot.ops.audit_cli", "print the newest audit entries; -f follows new ones"),
+    "memory": ("bot.ops.memory_cli", "list, show and forget the incidents the bot remembers"),
     "tools": ("bot.ops.tools_cli", "list the tools the model is offered, with category and origin"),
     "runner": ("bot.ops.fleet_cli", "run a runner on a host: one inventory target's tool calls"),
     "targets": ("bot.ops.targets_cli", "list the inventory's targets with each runner's last heartbeat"),

@@ -33,6 +33,8 @@ from bot.errors import BotConfigurationError
 from bot.fleet.runner import RunnerWorker
 from bot.fleet.runner import build_runner as runner_worker
 from bot.keys import Keys
+from bot.memory.similar import IncidentMemory
+from bot.memory.store import IncidentStore
 from bot.observability.metrics import RunMetrics
 from bot.ops.fleet import load_fleet_inventory, runner_key, runner_policy
 from bot.ops.sweep import recovery_sweep
@@ -40,6 +42,7 @@ from bot.redis_connection import open_redis
 from bot.runs.approval_seal import require_seal_key
 from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.runs.durability import Durability
+from bot.runs.incident_capture import ChannelFacts
 from bot.runs.presenter import AlertPresenter, LoggingPresenter, Presenter
 from bot.runs.queueing import worker_queue_names
 from bot.runs.replication import REPLICA_WAIT_MS
@@ -119,7 +122,27 @@ def default_runtime(
         durability=Durability.from_settings(client, keys, settings),
         policy=worker_policy(settings, client, keys),
         runbooks=runbooks,
+        memory=incident_memory(settings, client, keys),
+        channel_facts=channel_facts(settings),
     )
+
+
+def incident_memory(settings: Settings, client: redis.Redis, keys: Keys) -> IncidentMemory | None:
+    """Past incidents (``bot.memory``), kept ``CHATOPS_MEMORY_DAYS`` (0: none, and no tool)."""
+    if settings.chatops_memory_days <= 0:
+        return None
+    store = IncidentStore(client, keys, retention_days=settings.chatops_memory_days)
+    return IncidentMemory(store, scope=settings.chatops_memory_scope)
+
+
+def channel_facts(settings: Settings) -> ChannelFacts | None:
+    """Slack's answer to "is this channel private?"; without Slack every channel counts as private."""
+    if not settings.slack_bot_token:
+        return None
+    from bot.slack.delivery.channel_facts import SlackChannelFacts
+    from bot.slack.delivery.client import make_client
+
+    return SlackChannelFacts(make_client(settings))
 
 
 def runbook_library(settings: Settings) -> RunbookLibrary:

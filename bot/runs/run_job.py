@@ -31,6 +31,7 @@ from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
 from bot.runs.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
 from bot.runs.record import RunRecord
+from bot.runs.remember import remember
 from bot.runs.report_steps import Step, run_steps
 from bot.runs.runtime import Runtime, present
 
@@ -358,6 +359,7 @@ class RunJob:
             )
             steps.append(("notice", lambda: presenter.post_stop_notice(ref, notice)))
         steps.append(("unread", self._report_unread))
+        steps.append(("memory", lambda: remember(self._rt, self._service, self._run_id, result)))
 
         def mark(done: list[str]) -> None:
             if done[-1] != "card":  # showing the card twice is harmless: the next step's mark has it

@@ -30,8 +30,10 @@ from agent.chat import ChatModel
 from agent.tooling import Tool
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
+from bot.memory.similar import IncidentMemory, memory_tools
 from bot.policy.proposals import RunPolicy
 from bot.runs.durability import Durability
+from bot.runs.incident_capture import AlertFacts, ChannelFacts
 from bot.runs.presenter import AlertPresenter, Presenter
 from bot.runs.queueing import worker_queue
 from bot.runs.record import OfferedTool
@@ -64,6 +66,10 @@ class AlertSeam(Protocol):
         message (any other run: nothing). A step of the job's report: raising leaves it undone."""
         ...
 
+    def alert_facts(self, runtime: Runtime, run_id: str) -> AlertFacts | None:
+        """The alert a run investigated (name, labels, fingerprints), for its incident; None: none."""
+        ...
+
 
 @dataclass
 class Runtime:
@@ -91,6 +97,8 @@ class Runtime:
     policy: RunPolicy | None = None  # CHATOPS_POLICY_FILE, enforced (bot.policy.proposals)
     alerts: AlertSeam | None = None  # the alert jobs' seam; a worker refuses a runtime without it
     runbooks: RunbookLibrary | None = None  # the alerts' runbooks (tools.runbooks); None: none looked up
+    memory: IncidentMemory | None = None  # past incidents (bot.memory); None: none kept, no tool
+    channel_facts: ChannelFacts | None = None  # is a channel private, a thread's link; None: all private
 
     def redis_queue(self) -> Queue:
         """The runs' RQ queue on this runtime's connection."""
@@ -99,7 +107,11 @@ class Runtime:
     def listed_in(self, channel: str) -> Sequence[Tool]:
         """The tools this build has for a run in ``channel`` (``bot.fleet.routing``: its targets),
         before the policy."""
-        return self.tools if self.channel_tools is None else self.channel_tools(channel)
+        listed = self.tools if self.channel_tools is None else self.channel_tools(channel)
+        if self.memory is None:
+            return listed
+        # similar_incidents is bound to the run's channel here, in code: the boundary of bot.memory.
+        return [*listed, *memory_tools(self.memory, channel)]
 
     def run_tools(self, channel: str, requester: str, recorded: Sequence[OfferedTool] | None) -> RunTools:
         """The tools one segment of a run offers: the list its first segment recorded, as far as

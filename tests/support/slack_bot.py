@@ -20,7 +20,9 @@ from agent.tooling import Tool, ToolCategory, ToolResult
 from agent.types import RunStatus
 from bot.alerts.jobs import AlertJobs
 from bot.keys import Keys
+from bot.memory.similar import IncidentMemory
 from bot.ops.compose_web import web_app, web_runtime
+from bot.runs.incident_capture import ChannelFacts
 from bot.runs.queueing import worker_queue_names
 from bot.runs.runtime import Runtime
 from bot.runs.service import RunOptions, RunService
@@ -84,6 +86,9 @@ class SlackBot:
     redact: Callable[[str], str] | None = None
     # The worker's runbooks (``Runtime.runbooks``: what an alert's run is told; their tools go in ``tools``).
     runbooks: RunbookLibrary | None = None
+    # The worker's incident memory (``Runtime.memory``) and what it knows of channels.
+    memory: IncidentMemory | None = None
+    channel_facts: ChannelFacts | None = None
 
     @property
     def keys(self) -> Keys:
@@ -123,6 +128,8 @@ class SlackBot:
             redact=self.redact,
             alerts=AlertJobs(SlackAlertPresenter(make_client(self.settings))),
             runbooks=self.runbooks,
+            memory=self.memory,
+            channel_facts=self.channel_facts,
             policy=worker_policy(  # CHATOPS_POLICY_FILE
                 self.settings, self.redis, self.keys, cache_seconds=self.tuning.approver_cache_seconds
             ),

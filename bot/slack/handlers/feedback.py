@@ -12,7 +12,9 @@ A click is a claim by whoever sent it, so it is checked before it counts:
 * a person counts once per run: the first click is audited (``answer_feedback``) and counted
   (``chatops_answer_feedback_total``); later clicks by the same person change nothing, so a
   script clicking all day cannot move the numbers. The flag (``slack:feedback:{run}:{user}``,
-  this module's record) lives as long as a run's records (``CHATOPS_RETENTION_DAYS``).
+  this module's record) lives as long as a run's records (``CHATOPS_RETENTION_DAYS``);
+* a counted click marks the run's incident (``bot.memory``): one 👎 makes it disputed for good
+  (a later 👍 does not clear it), so ``similar_incidents`` returns it last.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from slack_bolt import Ack, App
 
 from bot.claims import claim_once
 from bot.keys import Keys
+from bot.memory.store import IncidentStore
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.metrics import RunMetrics
 from bot.runs.service import RunService
@@ -59,7 +62,9 @@ class Feedback:
         metrics: RunMetrics,
         *,
         retention_seconds: int,
+        incidents: IncidentStore | None = None,
     ) -> None:
+        self._incidents = incidents  # the run's incident (bot.memory) is marked disputed on a 👎
         self._redis = redis_client
         self._keys = keys
         self._service = service
@@ -88,6 +93,8 @@ class Feedback:
             message_ts=message_ts,
         )
         self._metrics.answer_feedback(verdict)
+        if self._incidents is not None:  # stored at the run's end: a click before it is not kept there
+            self._incidents.set_feedback(run_id, "down" if verdict == "negative" else "up")
         return FeedbackOutcome.COUNTED
 
 
@@ -105,6 +112,7 @@ def register_feedback(app: App, runtime: WebRuntime) -> None:
         actions = body.get("actions")
         action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
         service = runtime.service()
+        days = runtime.settings.chatops_memory_days
         recorder = Feedback(
             runtime.redis(),
             runtime.keys,
@@ -112,6 +120,7 @@ def register_feedback(app: App, runtime: WebRuntime) -> None:
             service.audit,
             runtime.metrics(),
             retention_seconds=runtime.settings.chatops_retention_days * 86400,
+            incidents=IncidentStore(runtime.redis(), runtime.keys, retention_days=days) if days > 0 else None,
         )
         outcome = recorder.record(
             _text(action, "value"),
