@@ -22,6 +22,9 @@ SCOPES: dict[str, str | tuple[str, ...] | None] = {
     "conversations_history": ("channels:history", "groups:history"),
     # ... of the channels the bot is in, when CHATOPS_CHANNELS does not name them.
     "users_conversations": ("channels:read", "groups:read"),
+    # Whether an incident's channel is private, for the memory's boundary (bot/slack/delivery/
+    # channel_facts.py); a DM or group DM it cannot read is treated as private (fails closed).
+    "conversations_info": ("channels:read", "groups:read"),
     "views_open": None,
     "views_publish": None,  # the App Home tab (bot/slack/handlers/home.py)
     "auth_test": None,
