@@ -69,7 +69,6 @@ from bench.peer_loops import Runner, hand_written, hand_written_durable, langgra
 from bot.keys import Keys
 from bot.runs.lease import Lease
 from bot.runs.service import RunOptions, RunService
-from bot.runs.worker import settle_heap
 from bot.slack.rendering.findings import findings_blocks
 
 NAME = "loop_overhead"
@@ -282,9 +281,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ImportError as error:
                 missing[label] = f"not installed ({error.name})"
                 print(f"{label}: {missing[label]}")
-        # As ``chatops worker`` does before it takes jobs: what the imports built is frozen, so a
-        # full collection during a round walks only what the rounds allocate (every row gains).
-        settle_heap()
         figures = measure(runners, sizes, runs)
         for label, by_k in figures.items():
             print(f"{label}: " + ", ".join(f"K={k}: {us:,.1f} us/iter" for k, us in by_k.items()))

@@ -18,7 +18,6 @@ from bot.ops.compose import build_worker
 from bot.ops.compose import default_runtime as default_runtime  # CHATOPS_RUNTIME's value before 0.2
 from bot.ops.priority import lower_priority
 from bot.redis_connection import open_redis
-from bot.runs.worker import settle_heap
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,7 +70,6 @@ def run_worker(
 
     # A forking worker keeps the MCP sessions itself, so they outlive each job's work horse.
     mcp_host = None if simple else shared_mcp_sessions(ToolsConfig.from_settings(settings))
-    log.debug("froze %d objects alive at start", settle_heap())
     restarts = 0
     try:
         while True:

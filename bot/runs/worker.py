@@ -16,7 +16,6 @@ worker once its lease has expired.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable
 from functools import partial
@@ -33,21 +32,6 @@ from bot.runs.runtime import RuntimeFactory, bound_runtime
 log = logging.getLogger(__name__)
 
 Sweep = Callable[[], list[str]]  # resumes what needs resuming; returns the run ids it resumed
-
-
-def settle_heap() -> int:
-    """Move every object alive now (the modules, settings and clients built at start) out of the
-    collector's reach; returns how many. Called once by ``chatops worker`` before it takes jobs.
-
-    A run allocates many short-lived objects (messages, models, JSON), so the collector runs often,
-    and each full collection walked the whole heap of imported modules: tens of milliseconds, landing
-    on whichever iteration triggered it. Frozen objects are never walked again (they would never be
-    freed anyway), and a forked work horse inherits the frozen set without touching its pages, so
-    they stay shared copy-on-write. The collection first keeps today's garbage out of the frozen set.
-    """
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
 
 
 class _RuntimeWorker(AllowListedWorker):
