@@ -318,3 +318,47 @@ def bench_redis(name: str) -> Iterator[BenchRedis]:
             leftovers_of(client, prefix=bench.prefix, queue=queue, thorough=True).remove(client)
         client.close()
         server.stop()
+
+
+# Words of an ops text, for the benchmarks that generate one (runbooks, incidents): one vocabulary.
+OPS_WORDS = [
+    "disk",
+    "cpu",
+    "memory",
+    "latency",
+    "queue",
+    "backlog",
+    "replication",
+    "lag",
+    "certificate",
+    "nginx",
+    "postgres",
+    "redis",
+    "kafka",
+    "restart",
+    "rotate",
+    "logs",
+    "volume",
+    "inode",
+    "swap",
+    "oom",
+    "kernel",
+    "dns",
+    "timeout",
+    "upstream",
+    "pool",
+    "connection",
+    "error",
+    "deploy",
+    "rollback",
+    "canary",
+    "traffic",
+    "shard",
+    "index",
+    "vacuum",
+    "checkpoint",
+    "wal",
+    "snapshot",
+    "backup",
+    "restore",
+]

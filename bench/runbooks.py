@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.common import Result, median, parse_options, percentile, settle
+from bench.common import OPS_WORDS, Result, median, parse_options, percentile, settle
 from tools.runbooks import RunbookIndex
 
 NAME = "runbooks"
@@ -31,47 +31,7 @@ SEARCHES, QUICK_SEARCHES = 1000, 20
 TARGET_INDEX_S = 2.0
 TARGET_SEARCH_P99_MS = 20.0
 TARGET_RESCAN_MS = 50.0
-WORDS = [
-    "disk",
-    "cpu",
-    "memory",
-    "latency",
-    "queue",
-    "backlog",
-    "replication",
-    "lag",
-    "certificate",
-    "nginx",
-    "postgres",
-    "redis",
-    "kafka",
-    "restart",
-    "rotate",
-    "logs",
-    "volume",
-    "inode",
-    "swap",
-    "oom",
-    "kernel",
-    "dns",
-    "timeout",
-    "upstream",
-    "pool",
-    "connection",
-    "error",
-    "deploy",
-    "rollback",
-    "canary",
-    "traffic",
-    "shard",
-    "index",
-    "vacuum",
-    "checkpoint",
-    "wal",
-    "snapshot",
-    "backup",
-    "restore",
-]
+WORDS = OPS_WORDS
 SERVICES = ("api", "web", "db", "cache", "queue", "auth", "search", "billing")
 
 
