@@ -12,6 +12,7 @@ Tree::
 
     ToolError
     ├── RunbookFormatError          one runbook's front matter is malformed (that file is skipped)
+    ├── MalformedChange             a change record that is not one chatops wrote (skipped by readers)
     ├── ToolConfigError             start-up misconfiguration (programmer or operator mistake)
     │   ├── DuplicateToolError          two tools share a name
     │   ├── CatalogError                the YAML catalog is wrong (file, tool and field named)
@@ -90,6 +91,11 @@ class PathNotAllowedError(ToolCallError):
 class RunbookUnavailable(ToolCallError):
     """A runbook id names nothing in the index, or its URL is refused, failed or is no runbook
     (``tools.runbooks``); the message says which."""
+
+
+class MalformedChange(ToolError, ValueError):
+    """A change record of the wrong shape or over its bounds (a hostile Redis writer, a bad
+    webhook body): a reader skips it, a webhook answers 400 with this message."""
 
 
 class RunbookFormatError(ToolError, ValueError):
