@@ -41,6 +41,8 @@ keys of its own queue and jobs: ``bot.fleet.runner_acl``):
 * ``{p}fleet:exec:{target}:{id}``  string: one remote execution's mark, ``executing`` or ``abandoned``
   (``SET NX``: exactly one of the runner and the dispatcher who gave up wins; ``bot.fleet.executions``)
 * ``{p}fleet:exec:{target}:{id}:result``  list: its result, pushed once by the runner, popped by the dispatcher
+* ``{p}fleet:changes:{target}``  sorted set: the target's change journal, sealed changes by time
+  (``bot.changes.journal``; written by its runner's scans and by deploy markers)
 
 The alerts' (``bot.alerts.store``, their one owner):
 
@@ -98,6 +100,10 @@ class Keys(MemoryKeys):
 
     def runner_heartbeat(self, target: str) -> str:
         return f"{self.prefix}fleet:runner:{key_part(target, 'target')}"
+
+    def changes(self, target: str) -> str:
+        """The target's change journal (``bot.changes.journal``), in its runner's ACL."""
+        return f"{self.prefix}fleet:changes:{key_part(target, 'target')}"
 
     def executions_of(self, target: str) -> str:
         """The common start of one target's execution keys: its runner's ACL pattern ends here."""

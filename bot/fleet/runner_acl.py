@@ -70,6 +70,7 @@ def runner_acl_rules(keys: Keys, queue_base: str, target: str) -> list[str]:
         "%R~rq:rl-keys",  # RQ's rate-limited queues (chatops has none), which its maintenance reads
         f"~{_glob(keys.runner_heartbeat(target))}",
         f"~{_glob(keys.executions_of(target))}*",
+        f"~{_glob(keys.changes(target))}",  # its change journal (its scans write it)
         "resetchannels",
         f"&rq:pubsub:{own}*",  # commands to its worker (``rq`` shutdown, kill-horse)
         "+@all",

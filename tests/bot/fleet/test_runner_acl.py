@@ -18,15 +18,18 @@ from rq import Queue
 from rq.serializers import JSONSerializer
 
 from agent.scripted import tool_call
+from bot.changes.journal import ChangeJournal
 from bot.fleet.dispatch import Dispatcher
 from bot.fleet.grants import execution_id
 from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.runner_acl import runner_acl_command, runner_acl_rules, target_queue_name
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from tests.bot.fleet.test_runner_defences import restart_arguments
 from tests.bot.fleet.test_runners import harness_for
 from tests.support.runners import SECRET, FleetSite
 from tests.support.waiting import wait_for
+from tools.changes.record import Change
 
 RunnerUrl = Callable[[str], str]
 
@@ -132,6 +135,8 @@ def test_one_targets_runner_credentials_reach_no_other_target(
             "read db-01's results": lambda: attacker.lpop(keys.execution_result("db-01", "ro-anything")),
             "write db-01's results": lambda: attacker.rpush(keys.execution_result("db-01", "ro-x"), "forged"),
             "fake db-01's heartbeat": lambda: attacker.set(keys.runner_heartbeat("db-01"), "{}"),
+            "write db-01's change journal": lambda: attacker.zadd(keys.changes("db-01"), {"forged": 1.0}),
+            "read db-01's change journal": lambda: attacker.zrange(keys.changes("db-01"), 0, -1),
             "list every key": lambda: attacker.scan(0, match="*"),
             "list every worker": lambda: attacker.smembers("rq:workers"),
             "read the workers' queue": lambda: attacker.lrange(f"rq:queue:{site.queue}", 0, -1),
@@ -140,6 +145,8 @@ def test_one_targets_runner_credentials_reach_no_other_target(
         assert allowed == []
         # Its own target's keys it does reach (what the runner needs).
         assert attacker.llen(f"rq:queue:{target_queue_name(site.queue, 'web-03')}") == 0
+        own_journal = ChangeJournal(attacker, keys, lambda target: target_key(SECRET.encode(), target))
+        assert own_journal.append([Change("web-03", "reboot", 1.0, "rebooted")]) in (0, 1)
     finally:
         attacker.close()
 
