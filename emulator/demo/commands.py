@@ -72,15 +72,19 @@ def uptime(system: HostSystem, _args: Sequence[str]) -> int:
     return 0
 
 
+def memory_columns(total: int, used: int) -> tuple[int, int, int, int]:
+    """``free``'s used, free, buff/cache and available: the page cache takes 12% of the memory
+    while there is room and shrinks as the kernel's does when used memory leaves less (never a
+    negative free column)."""
+    cache = min(int(total * 0.12), total - used)
+    return used, total - used - cache, cache, total - used
+
+
 def free(system: HostSystem, _args: Sequence[str]) -> int:
     total = system.machine.memory
-    used = int(total * system.memory_used())
-    cache = int(total * 0.12)
+    columns = memory_columns(total, int(total * system.memory_used()))
     print(f"{'':>6} {'total':>10} {'used':>10} {'free':>10} {'buff/cache':>10} {'available':>10}")
-    print(
-        f"{'Mem:':<6} {human(total):>10} {human(used):>10} {human(total - used - cache):>10} "
-        f"{human(cache):>10} {human(total - used):>10}"
-    )
+    print(f"{'Mem:':<6} {human(total):>10} " + " ".join(f"{human(value):>10}" for value in columns))
     print(f"{'Swap:':<6} {'0':>10} {'0':>10} {'0':>10}")
     return 0
 

@@ -15,7 +15,7 @@ import pytest
 
 from emulator.demo.alert import AlertButton, alertmanager_payload
 from emulator.demo.catalog import write_catalog
-from emulator.demo.commands import percent_used
+from emulator.demo.commands import memory_columns, percent_used
 from emulator.demo.host import DemoHost, build_host
 from emulator.demo.system import HostSystem
 from emulator.slack import SlackEmulator, SlackEmulatorClient
@@ -89,6 +89,14 @@ def test_processes_and_load_follow_the_hosts_services(hosts: dict[str, DemoHost]
     mine = {p.info["name"] for p in psutil.process_iter(["name"]) if p.info["name"]}
     listed = {line.split(None, 6)[-1].split()[0] for line in db[1:-1]}
     assert not (listed & mine) - {"postgres", "pgbouncer"}
+
+
+@pytest.mark.parametrize("used_share", [0.0, 0.5, 0.88, 0.93, 1.0])
+def test_free_adds_up_and_never_shows_negative_memory(used_share: float) -> None:
+    total = 8 * 2**30
+    used, free, cache, available = memory_columns(total, int(total * used_share))
+    assert min(used, free, cache, available) >= 0
+    assert used + free + cache == total and available == total - used
 
 
 @pytest.mark.parametrize(
