@@ -8,7 +8,8 @@ decides what is shown as established (``agent.findings_tool.verified_findings``)
 * a hypothesis claimed ``supported`` with no verified evidence is shown ``open``;
 * ``root_cause_found`` without a supported hypothesis (or ``no_fault_found`` with one, or with
   nothing checked) is shown ``inconclusive``;
-* ``high`` confidence needs verified evidence from two different tool results.
+* ``high`` confidence needs verified evidence from two different tool results: in the supported
+  hypotheses, or, for ``no_fault_found``, in the refuted ones (what ruled the faults out).
 
 Every field the model claimed is kept beside what is shown (``claimed_*``), for the evaluation
 harness and for people who want to see both. These are plain data: stored in ``RunState``,

@@ -143,7 +143,15 @@ def verified_findings(claim: FindingsClaim, index: EvidenceIndex, version: int) 
     ):
         conclusion = Conclusion.INCONCLUSIVE
     confidence = claim.confidence
-    sources = {e.ref for h in supported for e in h.verified_evidence}
+    # High confidence rests on two different results: those quoted for the cause, or, when no
+    # fault was found, those quoted to refute the suspected faults (having merely called two
+    # tools is not confidence that nothing is wrong).
+    grounds = (
+        [h for h in hypotheses if h.status is HypothesisStatus.REFUTED]
+        if conclusion is Conclusion.NO_FAULT_FOUND
+        else supported
+    )
+    sources = {e.ref for h in grounds for e in h.verified_evidence}
     if confidence is Confidence.HIGH and len(sources) < HIGH_CONFIDENCE_SOURCES:
         confidence = Confidence.MEDIUM
     return Findings(
@@ -203,7 +211,8 @@ def report(findings: Findings) -> str:
     if findings.confidence is not findings.claimed_confidence:
         lines.append(
             f"- confidence high is shown as {findings.confidence.value}: it needs verified evidence "
-            f"from {HIGH_CONFIDENCE_SOURCES} different tool results"
+            f"from {HIGH_CONFIDENCE_SOURCES} different tool results (for the cause; for no fault "
+            "found, refuting the suspected faults)"
         )
     for hypothesis in findings.hypotheses:
         if hypothesis.status is not hypothesis.claimed_status:

@@ -214,6 +214,29 @@ def test_no_fault_found_needs_something_checked_and_no_supported_cause() -> None
     assert [(c.ref, c.tool) for c in result.checked] == [("E1", "disk_usage")]
 
 
+def test_no_fault_found_earns_high_confidence_from_two_results_that_refute_the_faults() -> None:
+    refuting = findings(
+        hypothesis("H1", "refuted", ("E1", "95% /"), statement="the disk is full"),
+        hypothesis("H2", "refuted", ("E2", "api.log.4  1.2G"), statement="the api's logs grew"),
+        conclusion="no_fault_found",
+        confidence="high",
+    )
+    _, config, _ = run([tool_call("disk_usage"), tool_call("big_files"), refuting, "fine"])
+    result = shown(config).findings
+    assert result.conclusion is Conclusion.NO_FAULT_FOUND and result.confidence is Confidence.HIGH
+    # Two tools called, but one result quoted (or a made-up quote): medium, and the model is told why.
+    for weak in (
+        hypothesis("H1", "refuted", ("E1", "95% /"), ("E1", "19G")),
+        hypothesis("H1", "refuted", ("E1", "95% /"), ("E2", "nothing is wrong")),
+    ):
+        claim = findings(weak, conclusion="no_fault_found", confidence="high")
+        _, config, _ = run([tool_call("disk_usage"), tool_call("big_files"), claim, "fine"])
+        result = shown(config).findings
+        assert result.conclusion is Conclusion.NO_FAULT_FOUND and result.confidence is Confidence.MEDIUM
+        told = [m for m in config.memory.load_messages() if m.role == "tool"][-1].content or ""
+        assert "confidence high is shown as medium" in told
+
+
 def test_hostile_quotes_never_verify() -> None:
     """Quotes of the model's own text, of a refusal, of its findings, across two results, or
     dressed in Markdown stay unverified (zero-width characters: see the next test)."""
