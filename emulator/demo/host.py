@@ -8,6 +8,8 @@
   ``api/api.log`` ends in a retry loop (the high-CPU scenario). db-01 has a busy postgresql whose
   live log ends with a long report query and refused connections ("check db-01's load").
 * ``root/etc/hostname``: the host's name, which its ``systemctl`` writes into the journal.
+* ``root/var/log/dpkg.log`` (and ``.1``), ``root/var/log/apt/history.log`` and the configuration its
+  runner watches (web-03's ``etc/nginx``, db-01's ``etc/pgbouncer``): ``emulator.demo.changes``.
 * ``root/run/systemd/units.json``: the state of the host's services (web-03: ``api``, ``nginx``,
   ``postgresql``; db-01: ``postgresql``, ``pgbouncer``).
 * ``root/run/boot_time``: when the host booted (its ``uptime``).
@@ -37,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from emulator.demo.changes import write_change_traces
 from emulator.demo.commands import write_commands
 from emulator.demo.logs import DAY, DB_HOST, WEB_HOST, build_logs
 from emulator.demo.system import write_boot_time
@@ -88,6 +91,7 @@ def build_host(root: Path, bin_dir: Path, now: float | None = None, name: str = 
     build_logs(host.log_dir, now, host=name)
     (root / "etc").mkdir(parents=True)
     (root / "etc" / "hostname").write_text(f"{name}\n")
+    write_change_traces(root, now, host=name)
     install_units(host.state_dir, boot=now - HOSTS[name].uptime, host=name)
     write_boot_time(root, now - HOSTS[name].uptime - 40)
     write_systemctl(bin_dir, root)

@@ -67,11 +67,13 @@ import redis
 from emulator.demo.activity import ActivityLog
 from emulator.demo.alert import ALERT_CHANNEL, ALERT_HOST, AlertButton, write_alert_routes
 from emulator.demo.catalog import write_catalog
+from emulator.demo.changes import NginxEditButton
 from emulator.demo.console import TRY_THESE, cli_variables, instructions
 from emulator.demo.env import bot_env, common_env, runner_env
 from emulator.demo.fleet import RunnerBeats, build_hosts, scenario_variables, target_queues, write_inventory
 from emulator.demo.host import DemoHost
 from emulator.demo.incident import Incident
+from emulator.demo.logs import WEB_HOST
 from emulator.demo.options import DEFAULT_PAGE_PORT, Options, parse_args
 from emulator.demo.processes import (
     Child,
@@ -235,6 +237,8 @@ class Demo:
             f"{self.web_url}/alerts/alertmanager", self.alerts_token, start_incident=self.incident.start
         )
         self.slack.core.page_buttons.add(alert.page_button())
+        web = next(host for host in self.hosts if host.name == WEB_HOST)
+        self.slack.core.page_buttons.add(NginxEditButton(web.root).page_button())
         self._step(
             "bot",
             f"chatops web on {self.web_url} (pid {self._pid('web')}), chatops worker (pid {self._pid('worker')}); "

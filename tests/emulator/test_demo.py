@@ -759,7 +759,7 @@ def test_the_alert_button_starts_an_alert_thread_with_a_run(
     demo: DemoProcess, redis_server: RedisServer
 ) -> None:
     assert demo.control is not None
-    [button] = demo.control.state()["page_buttons"]
+    [button] = [b for b in demo.control.state()["page_buttons"] if b["id"] == "fire-alert"]
     roots_before = {m["ts"] for m in demo.control.messages("incident")}
     said = demo.control.press(button["id"], "U_ALICE")
     assert (

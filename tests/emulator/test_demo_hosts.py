@@ -15,6 +15,7 @@ import pytest
 
 from emulator.demo.alert import AlertButton, alertmanager_payload
 from emulator.demo.catalog import write_catalog
+from emulator.demo.changes import SITE, WATCHED, NginxEditButton
 from emulator.demo.commands import memory_columns, percent_used
 from emulator.demo.host import DemoHost, build_host
 from emulator.demo.system import HostSystem
@@ -186,3 +187,37 @@ def test_a_page_button_is_pressed_by_its_id_and_an_unknown_one_is_a_404() -> Non
         with pytest.raises(ControlApiError) as refused:
             client.press("nope", "U_BOB")
         assert refused.value.status == 404
+
+
+def test_the_hosts_keep_package_logs_and_the_configuration_their_runners_watch(
+    hosts: dict[str, DemoHost],
+) -> None:
+    web, db = hosts["web-03"], hosts["db-01"]
+    dpkg = (web.log_dir / "dpkg.log").read_text() + (web.log_dir / "dpkg.log.1").read_text()
+    assert re.search(
+        r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d upgrade nginx:amd64 1\.22\.1-9 1\.22\.1-9\+deb12u1$", dpkg, re.M
+    )
+    assert "Requested-By: deploy (1001)" in (web.log_dir / "apt" / "history.log").read_text()
+    assert "upgrade postgresql-15:amd64" in (db.log_dir / "dpkg.log.1").read_text()  # rotated
+    assert "upgrade libpq5:amd64" in (db.log_dir / "dpkg.log").read_text()
+    for host in (web, db):
+        for watched in WATCHED[host.name]:
+            assert any((host.root / watched.lstrip("/")).iterdir()), watched
+
+
+def test_the_nginx_button_edits_web_03s_site_config_whole_each_press(tmp_path: Path) -> None:
+    web = build_host(tmp_path / "web-03", tmp_path / "bin", name="web-03")
+    site = web.root / SITE
+    before = site.read_text()
+    button = NginxEditButton(web.root)
+    sizes = []
+    for _ in range(3):
+        said = button.press("U_ALICE")
+        sizes.append(re.findall(r"client_max_body_size (\w+);", site.read_text()))
+        assert "ask the bot what changed on web-03" in said
+    assert sizes == [["64m"], ["1m"], ["16m"]]  # one line changed per press, never two
+    after = site.read_text().splitlines()
+    assert [a for a, b in zip(after, before.splitlines(), strict=True) if a != b] == [
+        "    client_max_body_size 16m;"
+    ]
+    assert sorted(p.name for p in site.parent.iterdir()) == ["orders-api"]  # no temporary left
