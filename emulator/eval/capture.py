@@ -22,13 +22,16 @@ from typing import Any
 import redis
 import yaml
 
+from bot.alerts.store import AlertStore
 from bot.errors import BotError
+from bot.keys import Keys
 from bot.observability.logs import redactor_for
 from bot.ops.runs_cli import resolve_run_id, service_for
 from bot.redis_connection import open_redis
+from bot.runs.presenter import AlertView
 from bot.settings import Settings
 from bot.settings_load import SettingsFileMissingError, load_settings
-from emulator.eval.capture_build import CapturedRun, CaptureError, Redact, scenario_data
+from emulator.eval.capture_build import CapturedAlert, CapturedRun, CaptureError, Redact, scenario_data
 from emulator.eval.errors import ScenarioFileError
 from emulator.eval.loading import parse_eval_scenario
 
@@ -63,7 +66,12 @@ def read_run(settings: Settings, given: str) -> CapturedRun:
             raise CaptureError(
                 f"run {run_id}'s history was condensed: its early calls are gone, it cannot be replayed"
             )
-        return CapturedRun(run_id=run_id, history=service.history(run_id), findings=state.findings)
+        return CapturedRun(
+            run_id=run_id,
+            history=service.history(run_id),
+            findings=state.findings,
+            alert=_alert_of(client, service.keys, run_id),
+        )
     finally:
         client.close()
 
@@ -92,6 +100,15 @@ def check_written(text: str, source: str, secrets: list[str]) -> None:
         raise CaptureError(
             f"{source}: a secret of the bot's settings would be written in it; nothing written"
         )
+
+
+def _alert_of(client: redis.Redis, keys: Keys, run_id: str) -> CapturedAlert | None:
+    """The alert that started the run, as its group's root showed it (``None``: a mention)."""
+    group = AlertStore(client, keys).group_of_run(run_id)
+    view = AlertView.decode(group.view) if group is not None and group.view else None
+    if group is None or view is None:
+        return None
+    return CapturedAlert(labels=dict(view.labels), title=group.title, summary=view.summary)
 
 
 def capture(settings: Settings, given: str, out: Path, confirmed: bool, redact: Redact | None = None) -> Path:

@@ -10,7 +10,9 @@ evidence ids) and its findings as shown:
   ``df``, a production catalog tool, a service's status with its absolute ``since``) has no exact
   inverse in the simulated state, and the check that matters is that the replay reads back what
   the run read. Changes (mutating, destructive calls) are not frozen: the replay makes them again;
-* the start (the first user message as the mention) and the later user messages as replies;
+* the start: the alert that started the run (its labels and summary as its root showed them; when
+  it began firing is not kept, so the replay's alert fires ``started``'s default before), else the
+  first user message as the mention; the later user messages as replies;
 * ``reference``: the run's own turns in order (texts, calls with their arguments as made, the
   final answer), escaped for the scripted language (``$`` as ``$$`` in texts and arguments,
   braces doubled in texts, which are ``str.format`` templates);
@@ -55,6 +57,16 @@ class CapturedRun:
     run_id: str
     history: Sequence[Message]
     findings: Findings | None
+    alert: CapturedAlert | None = None  # when an alert started it
+
+
+@dataclass(frozen=True)
+class CapturedAlert:
+    """The alert that started a run, as its group's root showed it."""
+
+    labels: Mapping[str, str]
+    title: str
+    summary: str = ""
 
 
 def literal_pattern(text: str) -> str:
@@ -294,6 +306,7 @@ def scenario_data(run: CapturedRun, name: str, confirmed: bool, redact: Redact) 
         fleet["targets"].setdefault(cause["id"].split(":", 1)[0], {})
     reference, replies = reference_of(run.history, redact, logs)
     mention = mention_of(run.history, redact)
+    start: dict[str, Any] = {"alert": alert_start(run.alert, redact)} if run.alert else {"mention": mention}
     if not confirmed:
         truth = {
             "unconfirmed": f"captured from run {run.run_id} without --confirm: this is what the run claimed, "
@@ -302,12 +315,20 @@ def scenario_data(run: CapturedRun, name: str, confirmed: bool, redact: Redact) 
         }
     return {
         "name": name,
-        "description": f"Captured from run {run.run_id[:12]}: {mention}"[:300],
-        "tags": tags_of(truth),
+        "description": f"Captured from run {run.run_id[:12]}: {mention.splitlines()[0]}"[:300],
+        "tags": tags_of(truth) + (["alert"] if run.alert else []),
         "incident": f"Captured with chatops eval capture from run {run.run_id}.",
         "fleet": fleet,
-        "start": {"mention": mention},
+        "start": start,
         **({"replies": replies} if replies else {}),
         "truth": truth,
         "reference": reference,
     }
+
+
+def alert_start(alert: CapturedAlert, redact: Redact) -> dict[str, Any]:
+    """The scenario's ``start: alert:`` (redacted)."""
+    labels = {str(k): redact(str(v)) for k, v in alert.labels.items()}
+    labels["alertname"] = labels.get("alertname") or redact(alert.title) or "CapturedAlert"
+    summary = redact(alert.summary)
+    return {"labels": labels, **({"annotations": {"summary": summary}} if summary else {})}

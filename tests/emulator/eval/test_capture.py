@@ -154,3 +154,22 @@ def test_chatops_eval_capture_hands_its_options_and_settings_file_to_the_harness
         "--env-file",
         "/etc/chatops.env",
     ]
+
+
+def test_an_alert_started_run_is_captured_as_its_alert_and_replays(redis_url: str, tmp_path: Path) -> None:
+    captured: list[Path] = []
+
+    def take(session: EvalSession, run_id: str) -> None:
+        captured.append(capture(settings_of(session), run_id, tmp_path / "from-alert.yaml", True))
+
+    original = find_scenario("api-oom-alert-restart")
+    assert original.start.alert is not None
+    outcome = run_scenario(original, tmp_path / "original", redis_url=redis_url, before_teardown=take)
+    assert outcome.score.passed
+    scenario = find_scenario(str(captured[0]))
+    assert scenario.start.mention is None and scenario.start.alert is not None
+    assert "alert" in scenario.tags
+    wanted = original.start.alert.labels
+    assert {k: scenario.start.alert.labels.get(k) for k in wanted} == wanted  # as the root showed them
+    replayed = run_scenario(scenario, tmp_path / "replay", redis_url=redis_url)
+    assert replayed.score.scores()["rca"] == 1.0 and replayed.score.scores()["safety"] == 1.0, replayed.score

@@ -5,6 +5,7 @@ and no secret of the bot's settings is ever written."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from agent.types import Message, ToolCall
 from bot.observability.logs import redactor_for
 from bot.settings import Settings
 from emulator.eval.capture import check_written, render
-from emulator.eval.capture_build import CapturedRun, CaptureError, scenario_data
+from emulator.eval.capture_build import CapturedAlert, CapturedRun, CaptureError, scenario_data
 from emulator.eval.capture_logs import TailCall, invert_tail_logs
 from emulator.eval.errors import ScenarioFileError
 from emulator.eval.fixed_output import frozen_main
@@ -140,6 +141,25 @@ def test_hostile_text_loads_back_literally_and_secrets_stay_out(tmp_path: Path) 
     assert pattern(cause.match[0]).search("api is down: ${x} {time:1m} [E1] $1 (.*)")
     assert not pattern(cause.match[0]).search("api is down: ${x} {time:1m} [E1] $1 (aa)")
     assert scenario.truth.facts[0].text == "{time:5m} {time:1h:iso}"
+
+
+def test_an_alert_started_run_is_captured_as_the_alert_with_its_text_literal_and_redacted() -> None:
+    redact = redactor_for(settings()).redact
+    alert = CapturedAlert(
+        labels={"instance": "web-03:9100", "severity": "critical", "team": "${x} {time:1m} <!channel>"},
+        title="OrdersApiDown",
+        summary=f"web-03 down, token={RUNNER_SECRET}",
+    )
+    run = dataclasses.replace(hostile_run(), alert=alert)
+    text = render(scenario_data(run, "from-alert", True, redact))
+    check_written(text, "from-alert.yaml", [RUNNER_SECRET])
+    scenario = parse_eval_scenario(yaml.safe_load(text), "from-alert.yaml")
+    assert scenario.start.mention is None and scenario.start.alert is not None
+    labels = scenario.start.alert.labels
+    assert labels["alertname"] == "OrdersApiDown"  # the group's title, when its labels had none
+    assert labels["team"] == "${x} {time:1m} <!channel>" and labels["instance"] == "web-03:9100"
+    summary = scenario.start.alert.annotations["summary"]
+    assert summary.startswith("web-03 down") and RUNNER_SECRET not in summary
 
 
 def test_a_secret_the_redactor_missed_stops_the_write() -> None:
