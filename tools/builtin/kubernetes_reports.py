@@ -98,7 +98,7 @@ def events_report(
     scope = where + (f", about {about}" if about else "")
     if not events:
         return f"No {'warning ' if warnings_only else ''}events in {scope}."
-    newest = sorted(events, key=lambda event: _event_time(event) or _NEVER, reverse=True)
+    newest = sorted(events, key=lambda event: event_time(event) or _NEVER, reverse=True)
     ordered = sorted(newest, key=lambda event: event.get("type") != "Warning")  # stable: newest first
     warnings = sum(1 for event in events if event.get("type") == "Warning")
     lines = [f"{len(events)} events in {scope} ({warnings} warnings); warnings first, newest first."]
@@ -109,7 +109,7 @@ def events_report(
     return "\n".join(lines)
 
 
-def _event_time(event: dict[str, Any]) -> datetime | None:
+def event_time(event: dict[str, Any]) -> datetime | None:
     """When the event was last seen (``None``: it carries no readable time)."""
     for value in (
         event.get("lastTimestamp"),
@@ -131,7 +131,7 @@ def _event_row(event: dict[str, Any], now: datetime) -> list[str]:
     if count > 1:
         message = f"{message} (x{count})"
     return [
-        age(_event_time(event), now, " ago"),
+        age(event_time(event), now, " ago"),
         str(event.get("type") or "?"),
         str(event.get("reason") or "?"),
         f"{str(involved.get('kind') or '?').lower()}/{involved.get('name') or '?'}",
