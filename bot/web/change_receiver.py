@@ -24,18 +24,16 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-
-import redis
+from functools import partial
 
 from bot.alerts.auth import bearer_ok, github_signature_ok
-from bot.alerts.receiver import Answer
+from bot.alerts.receiver import Answer, store_once
 from bot.alerts.replay import Delivery
 from bot.alerts.store import AlertStore
 from bot.changes.argocd import parse_argocd
 from bot.changes.github import parse_github
 from bot.changes.journal import ChangeJournal
 from bot.changes.markers import Markers, parse_marker
-from bot.claims import ClaimState
 from bot.errors import MarkerError
 from bot.observability.metrics import RunMetrics
 from tools.changes.record import Change
@@ -87,29 +85,18 @@ class ChangeReceiver:
         return parse_marker(body, self.inventory, now)
 
     def _store_once(self, changes: tuple[Change, ...], delivery: Delivery) -> Answer:
-        try:
-            claim = self.store.claim(delivery)
-        except redis.RedisError as error:
-            log.error("could not claim a deploy marker delivery (the sender will retry): %s", error)
-            return Answer(503, "cannot store the marker now; retry")
-        if claim is ClaimState.DONE:
-            log.warning("ignored a replayed %s delivery", delivery.source)
-            self.metrics.webhook_replay(delivery.source, "ignored")
-            return Answer(200, "already received: ignored")
-        if claim is ClaimState.IN_PROGRESS:
-            return Answer(503, "this delivery is being stored now; retry")
-        try:
-            added = self.journal.append(
-                changes, then=lambda pipe: self.store.delivered(delivery, "stored", pipe)
-            )
-        except redis.RedisError as error:
-            self.store.release(delivery)
-            log.error("could not store a deploy marker (the sender will retry): %s", error)
-            return Answer(503, "cannot store the marker now; retry")
+        added: list[int] = []
+
+        def save() -> None:
+            added.append(self.journal.append(changes, then=partial(self.store.delivered, delivery, "stored")))
+
+        refused = store_once(self.store, delivery, save, self.metrics, "deploy marker")
+        if refused is not None:
+            return refused
         names = [change.target for change in changes]
         shown = ", ".join(names[:MAX_SHOWN_TARGETS]) + (" ..." if len(names) > MAX_SHOWN_TARGETS else "")
-        log.info("stored a deploy marker (%s) on %d target(s), %d new", delivery.source, len(names), added)
-        return Answer(200, f"accepted: a deploy on {len(names)} target(s) ({shown}), {added} new")
+        log.info("stored a deploy marker (%s) on %d target(s), %d new", delivery.source, len(names), added[0])
+        return Answer(200, f"accepted: a deploy on {len(names)} target(s) ({shown}), {added[0]} new")
 
     def _authentic(self, source: str, headers: Mapping[str, str], body: bytes) -> bool:
         if source == "changes-github":

@@ -51,8 +51,7 @@ def journal_keys(redis_client: redis.Redis, keys: Keys) -> list[bytes]:
 
 def test_add_then_list_oldest_first_and_as_json(env_file: Path) -> None:
     earlier, later = time.time() - 3000, time.time() - 60
-    done = chatops(
-        env_file,
+    marker = (
         "add",
         "--target",
         "web-01",
@@ -62,30 +61,14 @@ def test_add_then_list_oldest_first_and_as_json(env_file: Path) -> None:
         "alice",
         "--url",
         "https://ci/7",
-        "--at",
-        rfc3339(later),
     )
+    done = chatops(env_file, *marker, "--at", rfc3339(later))
     assert (done.returncode, done.stdout.strip()) == (0, "recorded on web-01"), done.stderr
-    assert (
-        chatops(
-            env_file, "add", "--target", "web-01", "--what", "deploy api 1.4.1", "--at", rfc3339(earlier)
-        ).returncode
-        == 0
+    older = chatops(
+        env_file, "add", "--target", "web-01", "--what", "deploy api 1.4.1", "--at", rfc3339(earlier)
     )
-    again = chatops(
-        env_file,
-        "add",
-        "--target",
-        "web-01",
-        "--what",
-        "deploy api 1.4.2",
-        "--who",
-        "alice",
-        "--url",
-        "https://ci/7",
-        "--at",
-        rfc3339(later),
-    )
+    assert older.returncode == 0
+    again = chatops(env_file, *marker, "--at", rfc3339(later))
     assert again.stdout.strip() == "recorded on web-01 (already there)"  # the journal stores it once
     listed = chatops(env_file, "list", "--target", "web-01", "--since", "2h")
     lines = listed.stdout.splitlines()
