@@ -345,3 +345,18 @@ def test_the_journal_refuses_a_key_for_a_target_outside_the_inventory(
     with pytest.raises(Exception, match="no target 'ghost'"):
         journal.append([Change(target="ghost", kind=DEPLOY, at=time.time(), what="x")])
     assert list(redis_client.scan_iter(match=f"{keys.prefix}fleet:changes:*")) == []
+
+
+def test_a_redis_that_cannot_store_the_marker_gets_a_5xx(
+    make_bot: Callable[..., SlackBot], inventory_file: Path
+) -> None:
+    bot = make_bot(
+        tools=[],
+        chatops_inventory_file=inventory_file,
+        chatops_runner_secret=RUNNER_SECRET,
+        chatops_changes_token=TOKEN,
+        redis_url="redis://127.0.0.1:1/0",
+    )
+    assert (
+        post(bot, "/changes", marker(targets=["web-01"]), **BEARER).status_code == 503
+    )  # the sender retries
