@@ -13,10 +13,11 @@ Tree::
     │   └── DurabilityUnconfirmedError  ``WAIT`` / ``WAITAOF`` fell short in time, or Redis failed
     ├── RefusedJobError         a queued job names a function workers do not run (a forged job)
     ├── NotReplicatedError      behind sentinels, no replica confirmed a write in time: do not acknowledge it
-    └── AlertError              an alert webhook or the alert routes (``bot.alerts``)
-        ├── AlertPayloadError       a webhook body is malformed; the message is the 400 reason its sender sees
-        ├── AlertConfigError        ``CHATOPS_ALERTS_FILE`` is wrong (also a ``BotConfigurationError``)
-        └── AlertGroupBusyError     a worker holds the group's lock (a click waits briefly, then says so)
+    ├── AlertError              an alert webhook or the alert routes (``bot.alerts``)
+    │   ├── AlertPayloadError       a webhook body is malformed; the message is the 400 reason its sender sees
+    │   ├── AlertConfigError        ``CHATOPS_ALERTS_FILE`` is wrong (also a ``BotConfigurationError``)
+    │   └── AlertGroupBusyError     a worker holds the group's lock (a click waits briefly, then says so)
+    └── MarkerError             a deploy marker refused (``bot.changes.markers``); ``status``: 400, 413 or 422
 
 A decision that loses a race is not an error: ``Approvals.decide`` answers with who decided
 first and what. ``agent.errors.LeaseLostError`` (another worker owns a run) is the agent's.
@@ -115,6 +116,17 @@ class AlertPayloadError(AlertError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
+        self.reason = reason
+
+
+class MarkerError(BotError):
+    """A deploy marker cannot be taken: a malformed body (400), one over its size (413), or
+    targets the inventory does not have (422). ``reason`` (the message) names the field or the
+    target: the web receiver answers ``status`` with it, and ``chatops changes add`` prints it."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
         self.reason = reason
 
 

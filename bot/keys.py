@@ -52,7 +52,8 @@ The alerts' (``bot.alerts.store``, their one owner):
 * ``{p}alerts:storm:{route}``  sorted set: automatic runs the route started, by time (storm control)
 * ``{p}alerts:run:{run_id}``  string: the alert group a run investigates (for its summary on the root)
 * ``{p}alerts:delivery:{source}:{digest}``  string: one webhook delivery's claim, ``pending`` while it is
-  stored, then ``done`` for the sender's retry window (PX; ``bot.alerts.replay``): a replay does nothing
+  stored, then ``done`` for the sender's retry window (PX; ``bot.alerts.replay``): a replay does nothing;
+  the deploy markers' webhooks claim theirs here too (``bot.web.change_receiver``)
 
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
 primary (as RQ does); it does not use cluster hash tags.

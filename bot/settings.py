@@ -229,6 +229,12 @@ class Settings(BaseSettings):
     chatops_alerts_token: str = ""  # Bearer token Alertmanager and Grafana send; empty: refused
     chatops_pagerduty_secret: CsvList = Field(default_factory=list)  # V3 signing secrets (2 while rotating)
 
+    # Deploy markers (bot/changes, docs/CHANGES.md): POST /changes, GitHub's deployment_status, Argo CD
+    chatops_changes_token: str = ""  # Bearer token for POST /changes and /changes/argocd; empty: refused
+    chatops_changes_github_secret: str = (
+        ""  # the GitHub webhook's secret (X-Hub-Signature-256); empty: refused
+    )
+
     # Runbooks (tools/runbooks, docs/RUNBOOKS.md): the team's Markdown runbooks, searched and read as data
     chatops_runbooks_dir: Path | None = None  # a checkout of the runbook repo; empty: no runbook tools
 
@@ -367,7 +373,7 @@ class Settings(BaseSettings):
     def secret_values(self) -> list[str]:
         """The bot's own secrets, redacted everywhere whatever ``CHATOPS_REDACT_ENV`` says: the Slack
         tokens and signing secret, the LLM key, the metrics token, the runner secret and key, the alert webhooks' token and
-        PagerDuty signing secrets, the Redis and Sentinel passwords, and the Prometheus and Alertmanager header
+        PagerDuty signing secrets, the deploy markers' token and GitHub secret, the Redis and Sentinel passwords, and the Prometheus and Alertmanager header
         values written out (``${NAME}`` ones: see above)."""
         values = [
             self.slack_bot_token,
@@ -379,6 +385,8 @@ class Settings(BaseSettings):
             self.chatops_runner_key,
             self.chatops_alerts_token,
             *self.chatops_pagerduty_secret,
+            self.chatops_changes_token,
+            self.chatops_changes_github_secret,
         ]
         for value in self._observability_header_values():
             if "${" not in value:  # the credential alone too: "Bearer TOKEN" may be echoed as "TOKEN"

@@ -1,4 +1,5 @@
-"""Who may post alerts: a bearer token (Alertmanager, Grafana) or PagerDuty's body signature.
+"""Who may post alerts and deploy markers: a bearer token (Alertmanager, Grafana, ``POST /changes``,
+Argo CD), PagerDuty's body signature, or GitHub's.
 
 Both checks answer a plain bool and never raise, whatever the header holds: the receiver turns
 ``False`` into one 401/403 without telling a prober which part was wrong.
@@ -12,6 +13,8 @@ Both checks answer a plain bool and never raise, whatever the header holds: the 
   matching any configured secret passes; other versions are skipped (PagerDuty may add some).
   Every configured secret is tried against every signature with ``hmac.compare_digest`` and no
   early exit, so the time taken does not say which secret matched.
+* ``github_signature_ok``: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>``
+  under the webhook's secret (GitHub's "Validating webhook deliveries"), compared in constant time.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import re
 from collections.abc import Sequence
 
 _SIGNATURE = re.compile(r"v1=([0-9a-fA-F]{64})")
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 MAX_SIGNATURES = 16  # PagerDuty sends one per active secret; hundreds would only cost us time
 
 
@@ -51,6 +55,17 @@ def pagerduty_signature_ok(body: bytes, header: str | None, secrets: Sequence[st
         for signature in signatures:
             matched |= hmac.compare_digest(expected, signature)
     return matched
+
+
+def github_signature_ok(body: bytes, header: str | None, secret: str) -> bool:
+    """Whether ``header`` (``X-Hub-Signature-256``) is ``sha256=`` and the body's HMAC under ``secret``."""
+    if not secret or not header:
+        return False
+    scheme, _, given = header.strip().partition("=")
+    if scheme != "sha256" or not _HEX64.fullmatch(given):
+        return False
+    expected = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).digest()
+    return hmac.compare_digest(expected, bytes.fromhex(given))
 
 
 def _signatures(header: str) -> list[bytes]:

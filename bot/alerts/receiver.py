@@ -107,32 +107,47 @@ class AlertReceiver:
         )
 
     def _store_once(self, routed: RoutedNotification, delivery: Delivery) -> Answer:
-        """Claim the delivery, then store it with its job; a failed store releases the claim, so
-        the sender's retry is taken as new rather than answered "already received"."""
-        try:
-            claim = self.store.claim(delivery)
-        except redis.RedisError as error:
-            log.error("could not claim an alert webhook delivery (the sender will retry): %s", error)
-            return Answer(503, "cannot store the notification now; retry")
-        if claim is ClaimState.DONE:
-            log.warning(
-                "ignored a replayed %s webhook delivery (%s)", delivery.source, routed.notification.title
-            )
-            self.metrics.webhook_replay(delivery.source, "ignored")
-            return Answer(200, "already received: ignored")
-        if claim is ClaimState.IN_PROGRESS:
-            return Answer(503, "this delivery is being stored now; retry")
-        try:
-            self.store.accept(
+        """Claim the delivery, then store it with its job (``store_once``)."""
+        refused = store_once(
+            self.store,
+            delivery,
+            lambda: self.store.accept(
                 routed, then=lambda pipe: self.jobs.enqueue(routed.id, pipeline=pipe), delivery=delivery
-            )
-        except redis.RedisError as error:
-            self.store.release(delivery)
-            log.error("could not store an alert notification (the sender will retry): %s", error)
-            return Answer(503, "cannot store the notification now; retry")
-        return Answer(200, "accepted")
+            ),
+            self.metrics,
+            f"alert notification ({routed.notification.title})",
+        )
+        return refused or Answer(200, "accepted")
 
     def _authentic(self, source: str, headers: Mapping[str, str], body: bytes) -> bool:
         if source == "pagerduty":
             return pagerduty_signature_ok(body, headers.get("x-pagerduty-signature"), self.pagerduty_secrets)
         return bearer_ok(headers.get("authorization"), self.token)
+
+
+def store_once(
+    store: AlertStore, delivery: Delivery, save: Callable[[], object], metrics: RunMetrics, what: str
+) -> Answer | None:
+    """Claim ``delivery``, then ``save`` it (which marks the claim done, ``AlertStore.accept`` or
+    ``.delivered``, in the ``MULTI`` that stores it); ``None`` once saved, else the answer: a
+    replay is 200 and does nothing, a delivery another request is storing now 503, and so is a
+    Redis that failed (the claim released, so the sender's retry is taken as new rather than
+    answered "already received"). Shared with the deploy markers' receiver (``bot.web.change_receiver``)."""
+    try:
+        claim = store.claim(delivery)
+    except redis.RedisError as error:
+        log.error("could not claim a %s webhook delivery (the sender will retry): %s", delivery.source, error)
+        return Answer(503, "cannot store it now; retry")
+    if claim is ClaimState.DONE:
+        log.warning("ignored a replayed %s webhook delivery: %s", delivery.source, what)
+        metrics.webhook_replay(delivery.source, "ignored")
+        return Answer(200, "already received: ignored")
+    if claim is ClaimState.IN_PROGRESS:
+        return Answer(503, "this delivery is being stored now; retry")
+    try:
+        save()
+    except redis.RedisError as error:
+        store.release(delivery)
+        log.error("could not store a %s (the sender will retry): %s", what, error)
+        return Answer(503, "cannot store it now; retry")
+    return None

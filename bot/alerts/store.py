@@ -11,7 +11,9 @@
 * A webhook delivery is claimed before it is stored (``alerts:delivery:{source}:{digest}``,
   ``bot.claims``' two-phase ``SET NX PX``): ``pending`` while this request stores it, ``done`` in
   the same ``MULTI`` as the notification and its job, released if that fails, so a replay does
-  nothing and a retry after a failed store still lands (``bot.alerts.replay``).
+  nothing and a retry after a failed store still lands (``bot.alerts.replay``). The deploy markers'
+  webhooks (``bot.web.change_receiver``) claim theirs the same way, ``delivered`` in the ``MULTI``
+  that appends their changes to the journal.
 """
 
 from __future__ import annotations
@@ -162,6 +164,12 @@ class AlertStore:
                 key = self._delivery_key(delivery)
                 self._claims.confirm(key, routed.id, pipeline=pipe, seconds=delivery.remember_seconds)
             pipe.execute()
+
+    def delivered(self, delivery: Delivery, value: str, pipeline: Pipeline) -> None:
+        """Mark a claimed delivery done in ``pipeline`` (the caller's ``MULTI`` that stores it):
+        the deploy markers' receiver (``bot.web.change_receiver``) claims its deliveries here too."""
+        key = self._delivery_key(delivery)
+        self._claims.confirm(key, value, pipeline=pipeline, seconds=delivery.remember_seconds)
 
     def _delivery_key(self, delivery: Delivery) -> str:
         return self._keys.alert_delivery(delivery.source, delivery.digest)

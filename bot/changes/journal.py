@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 import redis
+from redis.client import Pipeline
 
 from agent.redis_util import redis_clock
 from bot.keys import Keys
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 DAY = 86_400
 PER_TARGET = 5_000  # a busy host's month of changes; older ones go first
 _DOMAIN = b"chatops change v1\n"
+_PER_TARGET_COMMANDS = 4  # in ``append``: ZADD (its answer: how many were new), and the bounds
 
 
 class ChangeJournal:
@@ -55,23 +57,27 @@ class ChangeJournal:
         self._retention = days * DAY
         self._clock = clock or redis_clock(connection)
 
-    def append(self, changes: Sequence[Change]) -> int:
-        """Store ``changes`` (bounded first); how many were new. One transaction per target."""
+    def append(self, changes: Sequence[Change], *, then: Callable[[Pipeline], None] | None = None) -> int:
+        """Store ``changes`` (bounded first); how many were new. One transaction, with whatever
+        ``then`` adds to it (a webhook delivery's claim marked done: ``bot.web.change_receiver``)."""
         by_target: dict[str, dict[str, float]] = {}
         for change in changes:
             change = change.bounded()
             by_target.setdefault(change.target, {})[self._member(change)] = change.at
-        added = 0
         oldest = self._clock() - self._retention
+        pipe = self._redis.pipeline(transaction=True)
         for target, members in by_target.items():
             key = self._keys.changes(target)
-            pipe = self._redis.pipeline(transaction=True)
             pipe.zadd(key, members, nx=True)
             pipe.zremrangebyscore(key, "-inf", f"({oldest}")
             pipe.zremrangebyrank(key, 0, -PER_TARGET - 1)
             pipe.expire(key, self._retention)
-            added += int(pipe.execute()[0])
-        return added
+        if then is not None:
+            then(pipe)
+        if not len(pipe):
+            return 0
+        results = pipe.execute()
+        return sum(int(results[index * _PER_TARGET_COMMANDS]) for index in range(len(by_target)))
 
     def between(self, target: str, since: float, until: float, *, limit: int = 200) -> list[Change]:
         """The newest ``limit`` changes of ``target`` in [since, until], oldest first; a member

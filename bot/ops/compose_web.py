@@ -4,7 +4,7 @@
 client and metrics per process, after the fork: ``tools.fork_local.ForkLocal``; the bot's
 identity, who may decide (``bot.policy.deciders``), the redactor, the help's targets, the limits on
 new runs, the timings: ``WebTuning``); ``web_app`` mounts the routes on it (Slack's events through Bolt, the alert
-webhooks, ``/metrics``, ``/healthz``); ``build_web`` is both, for one process; ``serve_web`` is
+webhooks, the deploy markers' (``bot.ops.compose_changes``), ``/metrics``, ``/healthz``); ``build_web`` is both, for one process; ``serve_web`` is
 ``chatops web``. The inventory is loaded once, at start (a mistake stops start-up), and handed to
 the help reply and the alert routes.
 """
@@ -24,6 +24,7 @@ from bot.keys import Keys
 from bot.observability.logs import redactor_for
 from bot.observability.metrics import RunMetrics
 from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
+from bot.ops.compose_changes import web_changes
 from bot.ops.fleet import load_fleet_inventory
 from bot.policy.break_glass import BreakGlassLog
 from bot.policy.deciders import Deciders
@@ -44,7 +45,7 @@ from bot.slack.handlers.help import TargetList
 from bot.slack.handlers.runtime import WebProcess, WebRuntime, WebTuning
 from bot.slack.identity import IdentityCache
 from bot.slack.policy_identity import SlackIdentity, deciders_for
-from bot.web.alert_receiver import WebAlerts
+from bot.web.alert_receiver import WebReceiver
 from bot.web.server import WebApp, check_configuration, serve_http
 from tools.fork_local import ForkLocal
 from tools.inventory import Inventory
@@ -133,7 +134,7 @@ def _web_process(
     )
 
 
-def web_alerts(runtime: WebRuntime) -> WebAlerts:
+def web_alerts(runtime: WebRuntime) -> WebReceiver:
     """The alert webhooks: ``CHATOPS_ALERTS_FILE``'s routes read now (a mistake stops start-up), the
     inventory's target names, the receiver built on each process's Redis."""
     settings, keys = runtime.settings, runtime.keys
@@ -147,7 +148,7 @@ def web_alerts(runtime: WebRuntime) -> WebAlerts:
         jobs = NotificationQueue(client, settings.chatops_queue)
         return AlertReceiver(store, jobs, routes, token, secrets, targets, runtime.metrics())
 
-    return WebAlerts(runtime, receiver_on)
+    return WebReceiver(runtime, receiver_on)
 
 
 def metrics_endpoint(runtime: WebRuntime) -> MetricsEndpoint:
@@ -166,7 +167,7 @@ def metrics_endpoint(runtime: WebRuntime) -> MetricsEndpoint:
 
 def web_app(runtime: WebRuntime, pools: PoolFactory = thread_pool) -> WebApp:
     """The WSGI app over ``runtime`` (``pools``: see ``bot.slack.handlers.app.build_app``)."""
-    return WebApp(runtime, web_alerts(runtime), metrics_endpoint(runtime), pools)
+    return WebApp(runtime, web_alerts(runtime), metrics_endpoint(runtime), pools, web_changes(runtime))
 
 
 def build_web(settings: Settings | None = None) -> WebApp:

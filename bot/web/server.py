@@ -1,4 +1,5 @@
-"""The web process: a WSGI app (Slack's ``POST /slack/events``, ``GET /healthz``, ``GET /metrics``) and its server.
+"""The web process: a WSGI app (Slack's ``POST /slack/events``, the alert and deploy marker webhooks,
+``GET /healthz``, ``GET /metrics``) and its server.
 
 ``chatops web`` binds one socket and forks ``WEB_WORKERS`` processes (``bot.web.prefork``);
 each reads whole requests on an event loop and hands only complete ones to the app on
@@ -30,14 +31,22 @@ from bot.settings import Settings
 from bot.slack.handlers.app import PoolFactory, build_app, thread_pool
 from bot.slack.handlers.runtime import WebRuntime
 from bot.web import prefork
-from bot.web.alert_receiver import WebAlerts
+from bot.web.alert_receiver import WebReceiver
 from bot.web.http_server import MAX_BODY_BYTES, Limits
-from bot.web.paths import ALERTS_PREFIX, EVENTS_PATH, HEALTH_PATH, METRICS_PATH
+from bot.web.paths import ALERTS_PREFIX, CHANGES_PATH, EVENTS_PATH, HEALTH_PATH, METRICS_PATH
 from bot.web.wsgi import StartResponse, WsgiApp
 
 log = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    413: "Content Too Large",
+    422: "Unprocessable Content",
+    503: "Service Unavailable",
+}
 
 
 def _body_refusal(environ: dict[str, Any]) -> tuple[str, str] | None:
@@ -87,14 +96,16 @@ class WebApp:
     def __init__(
         self,
         runtime: WebRuntime,
-        alerts: WebAlerts,
+        alerts: WebReceiver,
         metrics: MetricsEndpoint,
         pools: PoolFactory = thread_pool,
+        changes: WebReceiver | None = None,
     ) -> None:
         """Built by ``bot.ops.compose.build_web``. ``pools``: see ``bot.slack.handlers.app.build_app``."""
         self.runtime = runtime
         self._slack = SlackRequestHandler(build_app(runtime, pools=pools), path=EVENTS_PATH)
         self._alerts = alerts
+        self._changes = changes
         self._metrics = metrics
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -102,8 +113,11 @@ class WebApp:
             return self._health(start_response)
         if environ.get("PATH_INFO") == METRICS_PATH and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             return self._metrics(environ, start_response)
-        if str(environ.get("PATH_INFO", "")).startswith(ALERTS_PREFIX):
-            return self._alert(environ, start_response)
+        path = str(environ.get("PATH_INFO", ""))
+        if path.startswith(ALERTS_PREFIX):
+            return self._webhook(self._alerts, environ, start_response)
+        if self._changes is not None and (path == CHANGES_PATH or path.startswith(CHANGES_PATH + "/")):
+            return self._webhook(self._changes, environ, start_response)
         refusal = _body_refusal(environ) or _shape_refusal(environ)
         if refusal is not None:
             return _plain(start_response, *refusal)
@@ -116,7 +130,9 @@ class WebApp:
             log.warning("refused a request Bolt could not read: %s: %s", type(error).__name__, error)
             return _plain(start_response, "400 Bad Request", "not a Slack request")
 
-    def _alert(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    def _webhook(
+        self, receiver: WebReceiver, environ: dict[str, Any], start_response: StartResponse
+    ) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") != "POST":
             return _plain(start_response, "405 Method Not Allowed", "POST only")
         refusal = _body_refusal(environ)
@@ -129,7 +145,7 @@ class WebApp:
             for key, value in environ.items()
             if key.startswith("HTTP_")
         }
-        answer = self._alerts.receive(str(environ["PATH_INFO"]), headers, body)
+        answer = receiver.receive(str(environ["PATH_INFO"]), headers, body)
         return _plain(start_response, f"{answer.status} {_REASONS.get(answer.status, 'Error')}", answer.text)
 
     def _health(self, start_response: StartResponse) -> Iterable[bytes]:

@@ -111,3 +111,16 @@ def test_a_runner_key_cannot_write_another_targets_journal(redis_client: redis.R
     assert redis_client.exists(keys.changes("db-01")) == 0
     runner.append([_change(NOW)])
     assert len(_journal(redis_client, keys).between("web-03", 0, NOW)) == 1
+
+
+def test_changes_of_several_targets_land_in_one_transaction_with_the_callers_commands(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    journal = _journal(redis_client, keys)
+    mark = f"{keys.prefix}test:mark"
+    changes = [_change(NOW - 5, "a"), _change(NOW - 5, "a", target="db-01"), _change(NOW - 6, "b")]
+    assert journal.append(changes, then=lambda pipe: pipe.set(mark, "done")) == 3
+    assert redis_client.get(mark) == b"done"
+    assert journal.append(changes[:2], then=lambda pipe: pipe.delete(mark)) == 0  # stored before
+    assert redis_client.get(mark) is None
+    assert [c.what for c in journal.between("db-01", 0, NOW)] == ["a"]
