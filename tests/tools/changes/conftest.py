@@ -12,6 +12,7 @@ from tools.changes.content import Limits
 from tools.changes.host import HostPaths
 from tools.changes.record import Change
 from tools.changes.scanner import ChangeScanner, ScanReport
+from tools.changes.systemd import SystemdReader
 from tools.safety import Redactor
 
 BOOT = 1_764_000_000.0
@@ -28,6 +29,7 @@ class Host:
     units: dict[str, dict[str, str]] = field(default_factory=dict)
     watch: list[Path] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
+    reader: SystemdReader | None = None  # the systemd reader; None: ``units`` as systemctl would show them
 
     @property
     def paths(self) -> HostPaths:
@@ -56,7 +58,7 @@ class Host:
             redact=redactor.redact,
             paths=self.paths,
             watch=self.watch,
-            systemd=self.read_units,
+            systemd=self.reader or self.read_units,
             clock=lambda: self.now,
             limits=self.limits,
         )

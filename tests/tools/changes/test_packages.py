@@ -125,7 +125,9 @@ def test_hostile_log_lines_are_skipped_or_bounded(host: Host) -> None:
         "garbage <!channel> line\n"
         f"2026-12-03 10:01:02 upgrade {'<!channel>' * 15}:amd64 1 2\n"
         "2026-13-45 10:01:02 upgrade bad-date:amd64 1 2\n"
-        + "2026-12-03 10:01:03 install " + "x" * 10_000_000 + " <none> 1\n",
+        + "2026-12-03 10:01:03 install "
+        + "x" * 10_000_000
+        + " <none> 1\n",
     )
     report = host.scanner().scan()
     assert len(report.changes) == 1

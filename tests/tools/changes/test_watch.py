@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -37,7 +38,9 @@ def test_the_first_scan_is_a_baseline_not_a_flood_of_created_files(watched: Host
 
 def test_an_edit_is_a_diff_with_its_secrets_redacted_on_disk_and_in_the_diff(watched: Host) -> None:
     watched.scanner().scan()
-    watched.write(CONF, "listen: 8081\nworkers: 4\ndb_password=hunter3\ndsn: postgres://u:s3cr3t-from-env@db/x\n")
+    watched.write(
+        CONF, "listen: 8081\nworkers: 4\ndb_password=hunter3\ndsn: postgres://u:s3cr3t-from-env@db/x\n"
+    )
 
     report = watched.scanner().scan()  # a restarted runner: the baseline came from disk
 
@@ -189,9 +192,8 @@ def test_damaged_entries_in_a_valid_state_file_do_not_break_the_scan(watched: Ho
     watched.scanner().scan()
     path = str(watched.path(CONF))
     key = f"file:{path}"
-    (watched.state_dir / "watch.json").write_text(
-        '{"trees": {"%s": {"files": {"%s": [1, 2, "x", null, 5]}}}, "told": 7}' % (key, path)
-    )
+    damaged = {"trees": {key: {"files": {path: [1, 2, "x", None, 5]}}}, "told": 7}
+    (watched.state_dir / "watch.json").write_text(json.dumps(damaged))
     report = watched.scanner().scan()
     assert not [problem for problem in report.problems if "not scanned" in problem]
 
