@@ -81,6 +81,14 @@ class StateDir:
         self._make_dirs(directory.parent)
         directory.mkdir(mode=0o700, exist_ok=True)
 
+    def signature(self, name: str) -> tuple[int, int, int] | None:
+        """(inode, size, mtime_ns) of ``name``: each atomic write makes a new one; ``None``: missing."""
+        try:
+            info = os.stat(self.root / name)
+        except OSError:
+            return None
+        return info.st_ino, info.st_size, info.st_mtime_ns
+
     def remove(self, name: str) -> None:
         with contextlib.suppress(OSError):
             (self.root / name).unlink()

@@ -53,6 +53,14 @@ class WatchTree:
         return f"{self.kind}:{self.path}"
 
 
+@dataclass(frozen=True)
+class _Saved:
+    """The state of the last scan: per tree its files (``None``: not seen yet), and what was told."""
+
+    trees: dict[str, dict[str, Entry] | None]
+    told: frozenset[str]
+
+
 @dataclass
 class _Scan:
     """What one scan of the trees found."""
@@ -78,38 +86,59 @@ class WatchedFiles:
         self._store = store
         self._redact = redact
         self._limits = limits
+        self._cache: tuple[tuple[int, int, int] | None, _Saved] | None = None
 
     def scan(self, target: str, source: str, now: float) -> tuple[list[Change], list[str]]:
         """The changes since the last scan, and the problems not told before."""
-        state = self._store.read_json(STATE_FILE)
-        lost_key, self._store.fresh_key = self._store.fresh_key, False
-        fresh = state is None or lost_key or not isinstance(state.get("trees"), dict)
+        saved, damaged = self._load()
         problems: list[str] = []
-        if fresh and (state is not None or self._store.root.joinpath(STATE_FILE).exists()):
+        if damaged:
             problems.append(
                 "watched files: the saved state was unreadable: a fresh baseline, no changes this scan"
             )
-        known: dict[str, Any] = {} if fresh or state is None else state["trees"]
-        told = state.get("told") if state is not None and not fresh else None
-        told_before = {key for key in told if isinstance(key, str)} if isinstance(told, list) else set()
+        known = saved.trees if saved is not None else {}
+        told_before = set(saved.told) if saved is not None else set()
         scan = _Scan(target, source, now, told_before)
-        trees: dict[str, Any] = {}
-        dirty = fresh
+        trees: dict[str, dict[str, Entry] | None] = {}
+        dirty = saved is None
         for tree in self._trees:
-            previous = known.get(tree.key)
-            old_files = previous.get("files") if isinstance(previous, dict) else None
-            files, changed = self._scan_tree(tree, _entries(old_files), scan)
-            trees[tree.key] = {"files": files}
-            dirty = dirty or changed or previous is None
+            files, changed = self._scan_tree(tree, known.get(tree.key), scan)
+            trees[tree.key] = files
+            dirty = dirty or changed or known.get(tree.key) is None
         dirty = dirty or set(known) != set(trees) or set(scan.problems) != told_before
         if dirty:
-            self._store.write_json(STATE_FILE, {"trees": trees, "told": sorted(scan.problems)})
+            told = sorted(scan.problems)
+            saving = {"trees": {key: {"files": files} for key, files in trees.items()}, "told": told}
+            self._store.write_json(STATE_FILE, saving)
+            self._cache = (self._store.signature(STATE_FILE), _Saved(trees, frozenset(told)))
         problems += [message for key, message in scan.problems.items() if key not in told_before]
         if scan.dropped:
             problems.append(
                 f"watched files: {scan.dropped} more changes this scan than the {self._limits.max_changes} kept"
             )
         return scan.changes, problems
+
+    def _load(self) -> tuple[_Saved | None, bool]:
+        """The saved state (``None``: a baseline), and whether a saved one was unreadable. What
+        this scanner wrote last is kept in memory and used while the file is the one it wrote."""
+        lost_key, self._store.fresh_key = self._store.fresh_key, False
+        signature = self._store.signature(STATE_FILE)
+        if signature is None:
+            return None, False
+        if not lost_key and self._cache is not None and self._cache[0] == signature:
+            return self._cache[1], False
+        state = self._store.read_json(STATE_FILE)
+        trees = state.get("trees") if state is not None else None
+        if lost_key or state is None or not isinstance(trees, dict):
+            return None, True
+        told = state.get("told")
+        return _Saved(
+            {
+                key: _entries(value.get("files")) if isinstance(value, dict) else None
+                for key, value in trees.items()
+            },
+            frozenset(key for key in told if isinstance(key, str)) if isinstance(told, list) else frozenset(),
+        ), False
 
     def _scan_tree(
         self, tree: WatchTree, old: dict[str, Entry] | None, scan: _Scan
@@ -123,9 +152,10 @@ class WatchedFiles:
             entry = before.get(name)
             if entry is not None and _same_stat(entry, size, mtime, inode, is_link):
                 files[name] = entry
-                for key in (f"{kind}:{name}" for kind in _TOLD_PER_FILE):
-                    if key in scan.told_before:  # still so: stays told, not told again
-                        scan.problems[key] = ""
+                if scan.told_before:  # what was told of it still holds: told, not told again
+                    for key in (f"{kind}:{name}" for kind in _TOLD_PER_FILE):
+                        if key in scan.told_before:
+                            scan.problems[key] = ""
                 continue
             changed = True
             path = Path(name)
