@@ -443,4 +443,4 @@ def test_a_bad_watch_list_is_refused_naming_the_field(tmp_path: Path, watch: str
 
 def test_a_misspelt_watch_key_is_still_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, "targets:\n  - name: web-03\n    via: runner\n    wacth: [/etc/nginx]\n")
-    assert "wacth" in problems_of(path) and "watch" in problems_of(path)
+    assert "target web-03: wacth: unknown key (did you mean 'watch'?)" in problems_of(path)

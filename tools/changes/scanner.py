@@ -16,6 +16,9 @@ logs (and the units that are failed or were restarted after boot), never a "crea
 watched file. State survives a restart (files in ``state_dir``, written atomically); a state file
 that cannot be read is a fresh baseline for its collector, said in ``problems``. A collector that
 fails is a problem of that scan, never an exception out of ``scan()``.
+
+``redact`` is the runner's redactor (``OutputFilter.redactor.redact``: its configured secrets and
+patterns), not the whole output filter, which also cuts a text to the tool-output size.
 """
 
 from __future__ import annotations

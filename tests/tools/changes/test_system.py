@@ -174,3 +174,19 @@ def test_parse_timestamp_reads_systemds_forms() -> None:
     assert parse_timestamp("@1796292062") == 1_796_292_062.0
     assert parse_timestamp("n/a") is None
     assert parse_timestamp("") is None
+
+
+def test_every_state_file_damaged_is_a_fresh_baseline_not_a_crash(host: Host) -> None:
+    host.units["nginx.service"] = running(BOOT + 30)
+    host.write(NGINX_UNIT, "[Service]\n")
+    host.scanner().scan()
+    for path in host.state_dir.glob("*.json"):
+        path.write_bytes(b"\x00\xff[1, 2")
+    host.boot("44444444-4444-4444-4444-444444444444", host.now - 3600)
+
+    report = host.scanner().scan()
+
+    assert report.changes == []  # no previous boot id, units or files to compare with: a baseline
+    assert not [problem for problem in report.problems if "not scanned" in problem]
+    host.units["nginx.service"] = running(host.now - 5)
+    assert whats(host.scanner().scan()) == ["restart of nginx.service"]
