@@ -141,7 +141,13 @@ def _report(
         f"{len(changed_scans)} scans after {changed} files were edited, as many after no edit",
         ["scan", "wall p50 (ms)", "CPU p50 (ms)", "CPU max (ms)", f"CPU at a {INTERVAL_S:g} s interval"],
         [
-            ["baseline (first scan: every file read and snapshotted)", baseline[0], baseline[1], baseline[1], "-"],
+            [
+                "baseline (first scan: every file read and snapshotted)",
+                baseline[0],
+                baseline[1],
+                baseline[1],
+                "-",
+            ],
             [
                 f"{changed} files changed ({CHANGED_SHARE:.0%})",
                 median([scan[0] for scan in changed_scans]),

@@ -87,6 +87,8 @@ class WatchedFiles:
         self._redact = redact
         self._limits = limits
         self._cache: tuple[tuple[int, int, int] | None, _Saved] | None = None
+        own = os.stat(store.root)
+        self._own = (own.st_dev, own.st_ino)  # the state dir, if a watched tree holds it
 
     def scan(self, target: str, source: str, now: float) -> tuple[list[Change], list[str]]:
         """The changes since the last scan, and the problems not told before."""
@@ -212,7 +214,8 @@ class WatchedFiles:
                 except OSError:
                     continue
                 if stat.S_ISDIR(info.st_mode):
-                    below.append(entry.path)
+                    if (info.st_dev, info.st_ino) != self._own:  # never our own snapshots
+                        below.append(entry.path)
                 elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
                     if len(found) >= cap:
                         scan.problems[f"cap:{tree.path}"] = (

@@ -218,3 +218,14 @@ def test_state_files_are_private(watched: Host) -> None:
     for path in [watched.state_dir, *watched.state_dir.rglob("*")]:
         mode = path.stat().st_mode & 0o777
         assert mode & 0o077 == 0, (path, oct(mode))
+
+
+def test_a_watched_tree_holding_the_state_dir_does_not_watch_its_own_snapshots(host: Host) -> None:
+    host.state_dir = host.path("/var/lib/chatops-runner/changes/web-03")
+    host.write("/var/lib/app.conf", "a=1\n")
+    host.watch = [host.path("/var/lib")]
+    scanner = host.scanner()
+    scanner.scan()
+    host.write("/var/lib/app.conf", "a=2\n")
+    assert whats(scanner.scan()) == [f"edited {host.path('/var/lib/app.conf')}"]
+    assert scanner.scan().changes == []
