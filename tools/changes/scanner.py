@@ -17,6 +17,17 @@ watched file. State survives a restart (files in ``state_dir``, written atomical
 that cannot be read is a fresh baseline for its collector, said in ``problems``. A collector that
 fails is a problem of that scan, never an exception out of ``scan()``.
 
+A runner builds it from its settings and its inventory entry::
+
+    ChangeScanner(
+        target.name,
+        state_dir=settings.chatops_runner_state_dir / "changes" / target.name,
+        redact=output_filter.redactor.redact,
+        paths=HostPaths(dpkg_log=settings.chatops_dpkg_log, apt_history_log=settings.chatops_apt_history_log),
+        watch=target.watch,
+        systemd=systemctl_reader() if settings.chatops_service_backend == "systemd" else None,
+    )
+
 ``redact`` is the runner's redactor (``OutputFilter.redactor.redact``: its configured secrets and
 patterns), not the whole output filter, which also cuts a text to the tool-output size.
 """
@@ -73,6 +84,7 @@ class ChangeScanner:
         trees = [WatchTree(path, FILE) for path in watch]
         trees += [WatchTree(path, UNIT) for path in self._paths.unit_dirs]
         trees += [WatchTree(path, CRONTAB) for path in self._paths.crontabs]
+        self._failing: dict[str, str] = {}  # collector -> how it failed at the last scan
         self._watched = WatchedFiles(trees, self._store, redact, limits or Limits())
 
     def scan(self) -> ScanReport:
@@ -91,8 +103,12 @@ class ChangeScanner:
             try:
                 found, told = step()
             except Exception as error:  # a collector's bug or a host's surprise: told, never raised
-                problems.append(_bounded(f"{name}: not scanned: {type(error).__name__}: {error}"))
+                failure = _bounded(f"{name}: not scanned: {type(error).__name__}: {error}")
+                if self._failing.get(name) != failure:  # told once while it fails the same way
+                    problems.append(failure)
+                self._failing[name] = failure
                 continue
+            self._failing.pop(name, None)
             changes += found
             problems += (_bounded(problem) for problem in told)
         return ScanReport(sorted(changes, key=lambda change: change.at), problems)
