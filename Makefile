@@ -156,5 +156,6 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench.charts
 	$(BENCH_BIN)/python -m bench.runbooks
 	$(BENCH_BIN)/python -m bench.memory
+	$(BENCH_BIN)/python -m bench.changes
 	$(BENCH_BIN)/python -m bench.eval_suite
 	$(BENCH_BIN)/python -m bench.report

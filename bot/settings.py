@@ -224,6 +224,11 @@ class Settings(BaseSettings):
     chatops_ssh_key_file: Path | None = None
     chatops_ssh_known_hosts: Path | None = None
 
+    # Changes (tools/changes): what changed on a target, collected on the host by its runner
+    chatops_dpkg_log: Path = Path("/var/log/dpkg.log")  # and its rotations (.1, .2.gz...)
+    chatops_apt_history_log: Path = Path("/var/log/apt/history.log")  # who asked (Requested-By)
+    chatops_changes_scan_seconds: float = Field(default=60.0, gt=0)  # a runner's scan interval
+
     # Alerts (bot/alerts): webhooks from Alertmanager, Grafana and PagerDuty, routed to channels
     chatops_alerts_file: Path | None = None  # YAML alerts.routes (bot/alerts/routing.py)
     chatops_alerts_token: str = ""  # Bearer token Alertmanager and Grafana send; empty: refused

@@ -38,6 +38,7 @@ from tools.errors import InventoryError
 from tools.inventory_types import (
     LABEL_PATTERN,
     LABEL_RULE,
+    MAX_WATCH,
     NAME_PATTERN,
     NAME_RULE,
     VIAS,
@@ -51,6 +52,7 @@ from tools.inventory_types import (
     quoted,
     shown,
     via_problems,
+    watch_path_ok,
 )
 from tools.ssh import SshConfig
 
@@ -246,10 +248,17 @@ def _absolute(value: Path) -> Path:
     return value
 
 
+def _watch_path(value: Path) -> Path:
+    if not watch_path_ok(value):
+        raise ValueError("must be an absolute path without '..' (a file or a directory on the target)")
+    return value
+
+
 LabelText = Annotated[
     str, BeforeValidator(_scalar_text), AfterValidator(_matching(LABEL_PATTERN, LABEL_RULE))
 ]
 AbsolutePath = Annotated[Path, AfterValidator(_absolute)]
+WatchPath = Annotated[Path, AfterValidator(_watch_path)]
 UserName = Annotated[
     str, AfterValidator(_matching(_USER_PATTERN, "must be a user name: letters, digits, '_', '.', '-'"))
 ]
@@ -285,6 +294,7 @@ class _TargetSpec(_Spec):
     labels: dict[LabelText, LabelText] = Field(default_factory=dict)
     ssh: _SshSpec | None = None
     kubernetes: _KubeSpec | None = None
+    watch: list[WatchPath] = Field(default_factory=list, max_length=MAX_WATCH)
 
 
 _KNOWN_KEYS = sorted({*_TargetSpec.model_fields, *_SshSpec.model_fields, *_KubeSpec.model_fields})
@@ -293,7 +303,7 @@ _KNOWN_KEYS = sorted({*_TargetSpec.model_fields, *_SshSpec.model_fields, *_KubeS
 def _build(entry: _Entry, defaults: SshDefaults) -> tuple[Target | None, list[str]]:
     """The target of one raw entry, or the problems of each of its fields."""
     if not isinstance(entry.data, dict):
-        return None, [f"{entry.label}: must be a mapping (name, via, labels, ssh, kubernetes)"]
+        return None, [f"{entry.label}: must be a mapping (name, via, labels, ssh, kubernetes, watch)"]
     try:
         spec = _TargetSpec.model_validate(entry.data)
     except ValidationError as exc:
@@ -305,7 +315,7 @@ def _build(entry: _Entry, defaults: SshDefaults) -> tuple[Target | None, list[st
     if problems:
         return None, problems
     kube = KubeTarget(spec.kubernetes.context, spec.kubernetes.namespace) if spec.kubernetes else None
-    return Target(spec.name, spec.via, spec.labels, ssh, kube), []
+    return Target(spec.name, spec.via, spec.labels, ssh, kube, tuple(spec.watch)), []
 
 
 def _ssh_config(

@@ -15,6 +15,7 @@ Per host:
   ``ansible_ssh_private_key_file`` (or their older ``ansible_ssh_*`` spellings); whatever is
   missing is filled from the caller's SSH defaults by ``tools.inventory``.
 * ``kubernetes``: ``chatops_kubernetes_context`` and ``chatops_kubernetes_namespace``.
+* ``watch``: ``chatops_watch``, a list of absolute paths (the changes its runner records).
 * labels: ``<group>: "true"`` for every group the host is in, directly or through ``children``
   (``all`` and ``ungrouped`` excluded), then the scalar variables ``env``, ``role``, ``team`` and
   ``region`` (a variable wins over a group of the same name; non-scalar values are ignored, as
@@ -58,6 +59,7 @@ FIELD_NAMES: Mapping[str, str] = {
     "ssh.user": "ansible_user",
     "ssh.key_file": "ansible_ssh_private_key_file",
     "ssh.known_hosts": "known_hosts",
+    "watch": "chatops_watch",
     "kubernetes.context": "chatops_kubernetes_context",
     "kubernetes.namespace": "chatops_kubernetes_namespace",
 }
@@ -352,6 +354,8 @@ def _to_target(
     labels: dict[str, Any] = dict.fromkeys(groups, "true")
     labels.update({name: values[name] for name in LABEL_VARS if _is_scalar(values.get(name))})
     target: dict[str, Any] = {"name": host.lower(), "via": via, "labels": labels}
+    if values.get("chatops_watch") is not None:
+        target["watch"] = values["chatops_watch"]
     if via == "ssh":
         ssh = {
             "host": _first(values, HOST_VARS, host),

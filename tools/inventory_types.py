@@ -39,6 +39,8 @@ NAME_RULE = (
 )
 LABEL_RULE = "must be 1-63 letters, digits, '.', '_', '/' or '-', starting with a letter or digit"
 MAX_SELECTOR_LENGTH = 512
+MAX_WATCH = 64  # watched paths per target (each a file or a tree, itself capped in files)
+WATCH_RULE = f"must be a list of at most {MAX_WATCH} absolute paths (no '..')"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Target:
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     ssh: SshConfig | None = None
     kubernetes: KubeTarget | None = None
+    watch: tuple[Path, ...] = ()  # files and trees whose changes its runner records (tools.changes)
 
     def __post_init__(self) -> None:
         # A target built in code obeys the file's rules: its name becomes a queue name.
@@ -82,6 +85,8 @@ class Target:
         problems += [
             f"{where}: {message}" for where, message in via_problems(self.via, self.ssh, self.kubernetes)
         ]
+        if len(self.watch) > MAX_WATCH or not all(watch_path_ok(path) for path in self.watch):
+            problems.append(f"watch: {WATCH_RULE}")
         if problems:
             raise InventoryError(f"Target({self.name!r})", problems)
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
@@ -95,6 +100,12 @@ class Target:
     @property
     def production(self) -> bool:
         return self.labels.get("env") in PRODUCTION_ENVS
+
+
+def watch_path_ok(path: Path) -> bool:
+    """An absolute path without ``..`` or a NUL: what a ``watch`` entry may be."""
+    text = str(path)
+    return path.is_absolute() and ".." not in path.parts and "\x00" not in text and len(text) <= 4096
 
 
 def via_problems(via: str, ssh: object, kubernetes: object) -> list[tuple[str, str]]:

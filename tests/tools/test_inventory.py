@@ -410,3 +410,37 @@ def test_an_executable_file_is_refused_as_a_dynamic_inventory_script(tmp_path: P
     assert f"{path}: is executable: dynamic inventories (plugins, scripts) are not supported" in problems_of(
         path
     )
+
+
+def test_a_target_names_the_paths_its_runner_watches(tmp_path: Path) -> None:
+    inventory = load_inventory(
+        write(
+            tmp_path,
+            """\
+            targets:
+              - name: web-03
+                via: runner
+                watch: [/etc/nginx, /etc/myapp/config.yaml]
+            """,
+        )
+    )
+    assert inventory.targets[0].watch == (Path("/etc/nginx"), Path("/etc/myapp/config.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("watch", "expected"),
+    [
+        ("[etc/nginx]", "target web-03: watch.0: must be an absolute path without '..'"),
+        ("[/etc/../root/.ssh]", "target web-03: watch.0: must be an absolute path without '..'"),
+        ("/etc/nginx", "watch: Input should be a valid list"),
+        (f"[{', '.join(f'/etc/f{n}' for n in range(65))}]", "watch: List should have at most 64 items"),
+    ],
+)
+def test_a_bad_watch_list_is_refused_naming_the_field(tmp_path: Path, watch: str, expected: str) -> None:
+    path = write(tmp_path, f"targets:\n  - name: web-03\n    via: runner\n    watch: {watch}\n")
+    assert expected in problems_of(path)
+
+
+def test_a_misspelt_watch_key_is_still_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "targets:\n  - name: web-03\n    via: runner\n    wacth: [/etc/nginx]\n")
+    assert "target web-03: wacth: unknown key (did you mean 'watch'?)" in problems_of(path)

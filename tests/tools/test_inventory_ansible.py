@@ -400,3 +400,10 @@ def test_an_ini_file_with_groups_but_no_hosts_has_no_targets(tmp_path: Path) -> 
 def test_a_variable_named_like_a_group_wins_over_the_group_label(tmp_path: Path) -> None:
     text = "[env]\nweb1 env=prod\n"
     assert dict(target(load(tmp_path, text, "hosts.ini"), "web1").labels) == {"env": "prod"}
+
+
+def test_chatops_watch_names_the_paths_a_hosts_runner_watches(tmp_path: Path) -> None:
+    inventory = load(
+        tmp_path, "all:\n  hosts:\n    web1: {chatops_via: runner, chatops_watch: [/etc/nginx]}\n"
+    )
+    assert target(inventory, "web1").watch == (Path("/etc/nginx"),)

@@ -144,3 +144,10 @@ def test_a_target_built_in_code_obeys_the_files_rules(build: object, expected: s
 def test_an_inventory_built_in_code_refuses_two_targets_with_one_name() -> None:
     with pytest.raises(InventoryError, match="two targets share a name"):
         Inventory(targets=(Target("web-03", "runner"), Target("web-03", "local")))
+
+
+def test_a_target_built_in_code_obeys_the_watch_rules() -> None:
+    assert Target("web-03", "runner", watch=(Path("/etc/nginx"),)).watch == (Path("/etc/nginx"),)
+    for watch in [(Path("etc/nginx"),), (Path("/etc/../root"),), tuple(Path(f"/f{n}") for n in range(65))]:
+        with pytest.raises(InventoryError, match="watch: must be a list of at most 64 absolute paths"):
+            Target("web-03", "runner", watch=watch)
