@@ -238,6 +238,10 @@ class Settings(BaseSettings):
         "workspace"  # channel: no memory leaves its channel
     )
 
+    # Change journal (bot/changes, docs/CHANGES.md): what changed on each target, sealed per target
+    chatops_changes_days: int = Field(default=30, ge=1)  # retention of a target's journal
+    chatops_changes_scan_seconds: float = Field(default=60.0, gt=0)  # a runner's scan interval
+
     @field_validator("chatops_pagerduty_secret", mode="before")
     @classmethod
     def _alert_lists(cls, value: object) -> object:
