@@ -73,8 +73,9 @@ def describe(change: Change, *, diff_chars: int = DIFF_SHOWN) -> str:
     return "\n".join(lines)
 
 
-def root_line(change: Change) -> str:
-    """One change on an alert's root: ``10:42 UTC package: upgrade nginx ...`` (the caller makes it
-    inert); the date is left out, the window is two hours."""
+def root_line(change: Change) -> tuple[str, str]:
+    """One change on an alert's root: ours (``10:42 UTC package``: its time, the date left out as
+    the window is two hours, and its kind, one of ``KINDS``) and the host's or webhook's words
+    (``upgrade nginx ...``), which the caller shows inert."""
     when = time.strftime("%H:%M UTC", time.gmtime(change.at))
-    return f"{when} {change.kind}: {shorten(change.what, ROOT_WHAT_CHARS)}"
+    return f"{when} {change.kind}", shorten(change.what, ROOT_WHAT_CHARS)
