@@ -121,7 +121,10 @@ def test_an_alert_run_and_root_get_the_changes_before_it_and_none_after(
     assert "Changed before this alert:" in shown
     assert shown.index("09:50 UTC file:") < shown.index("08:30 UTC package: `upgrade nginx")  # newest first
     # The host's words are inline code: no emphasis, mention or link; Slack shows them as written.
-    assert "09:50 UTC file: `&lt;!channel&gt; *bold* edited /etc/nginx/nginx.conf &lt;https://evil.example" in shown
+    assert (
+        "09:50 UTC file: `&lt;!channel&gt; *bold* edited /etc/nginx/nginx.conf &lt;https://evil.example"
+        in shown
+    )
     for absent in ("AFTER the alert", "BEFORE the window", "ON ANOTHER TARGET", "FORGED"):
         assert absent not in shown, absent
     live = live_in_message(root)
