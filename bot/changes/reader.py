@@ -28,8 +28,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.tooling import Tool, ToolCategory
+from bot.changes.errors import NotATime
 from bot.changes.journal import DAY, ChangeJournal
-from bot.changes.text import DATA_NOTE, NotATime, describe, parse_when, utc
+from bot.changes.text import DATA_NOTE, describe, parse_when, utc
 from tools.base import FunctionTool, ToolContext, tool
 from tools.changes.record import Change
 from tools.errors import ToolCallError

@@ -15,6 +15,7 @@ import re
 import time
 from datetime import UTC, datetime
 
+from bot.changes.errors import NotATime
 from tools.changes.record import Change
 from tools.text import shorten
 
@@ -26,10 +27,6 @@ DIFF_SHOWN = 1_500  # of one change's diff, in an answer that lists several
 ROOT_WHAT_CHARS = 150
 _DURATION = re.compile(r"^\s*(\d{1,6})\s*([smhdw])\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-
-
-class NotATime(ValueError):
-    """A time a reader could not read (the message says what is accepted)."""
 
 
 def parse_when(text: str, now: float) -> float:
