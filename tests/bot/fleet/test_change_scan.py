@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import redis
-import yaml
 
 from bot.changes.journal import ChangeJournal
 from bot.fleet.change_scan import ChangeScanThread
@@ -18,10 +17,11 @@ from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.ops.compose import build_runner
 from bot.settings import Settings
+from tests.support.runners import runner_settings
 from tests.support.waiting import wait_for
 from tools.changes.record import Change
 
-SECRET = "s" * 32
+SECRET = "s" * 32  # runner_settings's
 
 
 def _journal(redis_client: redis.Redis, keys: Keys) -> ChangeJournal:
@@ -77,15 +77,13 @@ def test_a_change_of_another_target_is_not_stored(
 
 @pytest.fixture
 def settings(tmp_path: Path, redis_url: str, keys: Keys, queue_name: str) -> Settings:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(yaml.safe_dump({"targets": [{"name": "web-03", "via": "runner"}]}))
-    return Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        redis_url=redis_url,
-        chatops_redis_prefix=keys.prefix,
-        chatops_queue=queue_name,
-        chatops_inventory_file=inventory,
-        chatops_runner_secret=SECRET,
+    inventory = {"targets": [{"name": "web-03", "via": "runner"}]}
+    return runner_settings(
+        tmp_path,
+        redis_url,
+        keys.prefix,
+        queue_name,
+        inventory,
         chatops_runner_state_dir=tmp_path / "state",
         chatops_changes_scan_seconds=30,
     )
