@@ -60,7 +60,12 @@ def site(make_bot: Callable[..., SlackBot], tmp_path: Path) -> Site:
     return Site(changes_bot(make_bot, tmp_path, requests), requests)
 
 
-def changes_bot(make_bot: Callable[..., SlackBot], tmp_path: Path, requests: list[Request]) -> SlackBot:
+def changes_bot(
+    make_bot: Callable[..., SlackBot],
+    tmp_path: Path,
+    requests: list[Request],
+    channel_targets: dict[str, str] | None = None,
+) -> SlackBot:
     def answer(request: Request) -> str:
         requests.append(request)
         return "The nginx upgrade at 08:30 broke it."
@@ -69,7 +74,14 @@ def changes_bot(make_bot: Callable[..., SlackBot], tmp_path: Path, requests: lis
     routes.write_text(ROUTES)
     inventory = tmp_path / "inventory.yaml"
     inventory.write_text(
-        yaml.safe_dump({"targets": [{"name": "web-03", "via": "runner"}, {"name": "db-01", "via": "runner"}]})
+        yaml.safe_dump(
+            {
+                "targets": [
+                    {"name": "web-03", "via": "runner", "labels": {"env": "prod"}},
+                    {"name": "db-01", "via": "runner", "labels": {"env": "staging"}},
+                ]
+            }
+        )
     )
     bot = make_bot(
         models=[FunctionModel(answer)],
@@ -79,7 +91,12 @@ def changes_bot(make_bot: Callable[..., SlackBot], tmp_path: Path, requests: lis
         chatops_inventory_file=inventory,
         chatops_runner_secret=SECRET,
     )
-    fleet = Fleet(inventory=load_fleet_inventory(bot.settings), local_tools=[], routes={})
+    fleet = Fleet(
+        inventory=load_fleet_inventory(bot.settings),
+        local_tools=[],
+        routes={},
+        channel_targets=channel_targets or {},
+    )
     bot.changes = ChangeReader(journal(bot), fleet.targets_for)
     return bot
 
@@ -149,3 +166,15 @@ def test_the_root_shows_at_most_five_changes_newest_first(site: Site) -> None:
     listed = [i for i in range(8) if f"restarted worker-{i}" in shown]
     assert listed == [0, 1, 2, 3, 4]
     assert shown.index("worker-0") < shown.index("worker-4")
+
+
+def test_an_alert_in_a_channel_that_may_not_name_its_target_lists_no_change(
+    make_bot: Callable[..., SlackBot], tmp_path: Path
+) -> None:
+    """The alert channel's runs may name staging targets only: web-03's journal is not read for it."""
+    requests: list[Request] = []
+    site = Site(changes_bot(make_bot, tmp_path, requests, {ALERT_CHANNEL: "env=staging"}), requests)
+    journal(site.bot).append([Change("web-03", "package", STARTS - 600, "upgrade nginx")])
+    told, shown, _root = site.fire()
+    assert "upgrade nginx" not in told and "Changed on web-03" not in told
+    assert "Changed before this alert" not in shown and "upgrade nginx" not in shown
