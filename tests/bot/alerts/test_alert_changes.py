@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 
 from agent.scripted import FunctionModel
@@ -24,15 +25,21 @@ from bot.changes.journal import ChangeJournal
 from bot.changes.reader import ChangeReader
 from bot.fleet.routing import Fleet
 from bot.fleet.target_keys import target_key
+from bot.keys import Keys
 from bot.ops.fleet import load_fleet_inventory
+from bot.runs.runtime import Runtime
 from emulator.slack.live import live_in_message
 from tests.bot.alerts.conftest import ALERT_CHANNEL
 from tests.bot.alerts.test_alert_runbooks import ROUTES as RUNBOOK_ROUTES
 from tests.bot.alerts.test_alert_runbooks import first_message, send
 from tests.bot.alerts.test_alert_text_inert import TOKEN
+from tests.bot.alerts.test_threads import AGAIN, payload
+from tests.bot.alerts.test_threads import Site as ThreadsSite
+from tests.bot.alerts.test_threads import alert as thread_alert
 from tests.support.slack_bot import SlackBot
 from tests.support.waiting import wait_for
 from tools.changes.record import Change
+from tools.inventory import Inventory, Target
 
 SECRET = "alert-changes-secret-0123456789abcdef"
 ROUTES = RUNBOOK_ROUTES + "      target_label: instance\n"  # the alert names its host: its target
@@ -178,3 +185,48 @@ def test_an_alert_in_a_channel_that_may_not_name_its_target_lists_no_change(
     told, shown, _root = site.fire()
     assert "upgrade nginx" not in told and "Changed on web-03" not in told
     assert "Changed before this alert" not in shown and "upgrade nginx" not in shown
+
+
+class ThreadSite(ThreadsSite):
+    """The alert threads over real Redis and real jobs (``test_threads``), with a change journal."""
+
+    def runtime(self) -> Runtime:
+        runtime = super().runtime()
+        fleet = Fleet(inventory=INVENTORY, local_tools=[], routes={})
+        runtime.changes = ChangeReader(self.journal(), fleet.targets_for)
+        return runtime
+
+    def journal(self) -> ChangeJournal:
+        return ChangeJournal(
+            self.client, self.keys, partial(target_key, SECRET.encode()), clock=lambda: STARTS
+        )
+
+
+INVENTORY = Inventory(targets=(Target(name="web-03", via="runner"),))
+
+
+def test_a_group_firing_again_shows_the_changes_before_its_new_start(
+    redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Path
+) -> None:
+    site = ThreadSite(redis_client, keys, queue_name, tmp_path)
+    site.journal().append(
+        [
+            Change("web-03", "package", STARTS - 1800, "upgrade nginx (before the first firing)"),
+            Change("web-03", "deploy", STARTS + 2700, "deploy api 1.4.2 (between the firings)"),
+        ]
+    )
+    site.send(payload("Flappy", thread_alert("Flappy", "f1")))
+    site.work()
+    (root,) = site.alerts.of("post_alert")
+    assert [what for _, what in root.changes] == ["upgrade nginx (before the first firing)"]
+    site.send(payload("Flappy", thread_alert("Flappy", "f1", "resolved"), status="resolved"))
+    site.work()
+    site.send(payload("Flappy", thread_alert("Flappy", "f1", starts_at=AGAIN)))  # 11:00, an hour later
+    site.work()
+    _ts, again = site.alerts.of("update_alert")[-1]
+    assert [what for _, what in again.changes] == [
+        "deploy api 1.4.2 (between the firings)",
+        "upgrade nginx (before the first firing)",
+    ]
+    group = site.group("Flappy")
+    assert group is not None and "deploy api 1.4.2 (between the firings)" in group.brief
