@@ -224,10 +224,12 @@ class Settings(BaseSettings):
     chatops_ssh_key_file: Path | None = None
     chatops_ssh_known_hosts: Path | None = None
 
-    # Changes (tools/changes): what changed on a target, collected on the host by its runner
+    # Changes (tools/changes, bot/changes, docs/CHANGES.md): what changed on a target, sealed per target
+    chatops_changes_days: int = Field(default=30, ge=1)  # retention of a target's journal
     chatops_dpkg_log: Path = Path("/var/log/dpkg.log")  # and its rotations (.1, .2.gz...)
     chatops_apt_history_log: Path = Path("/var/log/apt/history.log")  # who asked (Requested-By)
     chatops_changes_scan_seconds: float = Field(default=60.0, gt=0)  # a runner's scan interval
+    chatops_changes_root: Path = Path("/")  # the host's / as the runner sees it (/host in a container)
 
     # Alerts (bot/alerts): webhooks from Alertmanager, Grafana and PagerDuty, routed to channels
     chatops_alerts_file: Path | None = None  # YAML alerts.routes (bot/alerts/routing.py)

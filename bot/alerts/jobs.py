@@ -73,6 +73,7 @@ def threads_for(runtime: Runtime, alerts: AlertSeam) -> AlertThreads:
         runtime.clock,
         runbooks=runtime.runbooks,
         memory=runtime.memory,
+        changes=runtime.changes,
     )
 
 

@@ -8,13 +8,11 @@ alert thread not to open.
 
 from __future__ import annotations
 
-import logging
 import time
 
+from bot.alerts.lookup import alert_labels, looked_up
 from bot.alerts.store import RoutedNotification
 from bot.memory.similar import IncidentMemory, Similar, describe
-
-log = logging.getLogger(__name__)
 
 MAX_SHOWN = 3
 SIMILAR_NOTE = (
@@ -28,20 +26,20 @@ def alert_similar(memory: IncidentMemory | None, routed: RoutedNotification) -> 
     if memory is None:
         return []
     notification = routed.notification
-    first = notification.alerts[0] if notification.alerts else None
-    labels = {**(first.labels if first else {}), **notification.group_labels, **notification.common_labels}
-    try:
-        return memory.similar(
+    labels = alert_labels(notification)
+    return looked_up(
+        "memory",
+        routed,
+        lambda: memory.similar(
             routed.channel,
             query=notification.title,
             alert_name=labels.get("alertname", ""),
             labels=labels,
             targets=(routed.target,) if routed.target else (),
             limit=MAX_SHOWN,
-        )
-    except Exception:
-        log.exception("alert %s: the memory lookup failed", notification.title)
-        return []
+        ),
+        [],
+    )
 
 
 def similar_lines(found: list[Similar]) -> list[str]:

@@ -22,14 +22,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot.alerts.changes import alert_changes, change_lines, change_note
 from bot.alerts.payloads import Alert, Notification
 from bot.alerts.runbooks import alert_runbook, runbook_lines
 from bot.alerts.similar import alert_similar, similar_lines, similar_note
 from bot.alerts.store import AlertStore, Group, RoutedNotification, group_id
+from bot.changes.reader import ChangeReader
 from bot.errors import AlertGroupBusyError
-from bot.memory.similar import IncidentMemory
+from bot.memory.similar import IncidentMemory, Similar
 from bot.runs.presenter import AlertPresenter, AlertView
 from bot.runs.service import RunService
+from tools.changes.record import Change
 from tools.runbooks import AlertRunbook, RunbookLibrary
 
 REOPEN_SECONDS = 3600.0
@@ -48,6 +51,7 @@ class AlertThreads:
     lock_wait_seconds: float = 3.0  # how long a click waits for a notification job to finish
     runbooks: RunbookLibrary | None = None  # the runbook an alert's run starts from (``bot.alerts.runbooks``)
     memory: IncidentMemory | None = None  # past incidents an alert's run starts from (``bot.alerts.similar``)
+    changes: ChangeReader | None = None  # what changed on its target before it (``bot.alerts.changes``)
 
     def handle(self, routed: RoutedNotification) -> str:
         """Apply one notification to its group's thread; what it did (for the job's result)."""
@@ -75,12 +79,15 @@ class AlertThreads:
         group.fingerprints = fingerprints(notification)
         group.resolved_fingerprints = ended_fingerprints(notification)
         group.notifications, group.last_notified_at, group.status = 1, self.clock(), "firing"
-        found = alert_runbook(self.runbooks, routed)
-        similar = alert_similar(self.memory, routed)
-        group.brief = alert_message(routed, found, similar_lines(similar))
+        found, similar, changed = self._looked_up(routed)
+        group.brief = alert_message(routed, found, [*similar_lines(similar), *change_lines(routed, changed)])
         group.source_url = source_url(routed)
         auto = self._admitted(routed, group)
-        shown = replace(view(routed, group, button=not auto), runbook=found.title if found else "")
+        shown = replace(
+            view(routed, group, button=not auto),
+            runbook=found.title if found else "",
+            changes=change_note(changed),
+        )
         group.view = shown.encode()
         root = self.presenter.post_alert(routed.channel, shown)
         group.root_ts = root or f"alert-{group.id}"  # a headless presenter: the thread is ours alone
@@ -152,10 +159,12 @@ class AlertThreads:
         group.status, group.resolved_at = "firing", 0.0
         group.fingerprints = list(dict.fromkeys([*group.fingerprints, *fingerprints(routed.notification)]))
         group.resolved_fingerprints = ended_fingerprints(routed.notification)
-        group.brief = alert_message(
-            routed, alert_runbook(self.runbooks, routed), similar_lines(alert_similar(self.memory, routed))
-        )
+        found, similar, changed = self._looked_up(routed)
+        group.brief = alert_message(routed, found, [*similar_lines(similar), *change_lines(routed, changed)])
         group.source_url = source_url(routed)
+        last = AlertView.decode(group.view)
+        if last is not None:  # this firing's changes on the root, not the last one's
+            group.view = replace(last, changes=change_note(changed)).encode()
         self._tell(routed, group, "The alert is firing again:\n" + listed(routed.notification.alerts))
         over = self.service.active_run(group.channel, group.root_ts) is None
         if over:
@@ -167,6 +176,16 @@ class AlertThreads:
         self._redraw(routed, group, same_investigation=not over)
         self.store.save(group)
         return "reopened"
+
+    def _looked_up(
+        self, routed: RoutedNotification
+    ) -> tuple[AlertRunbook | None, list[Similar], list[Change]]:
+        """What the alert's run starts from: its runbook, past incidents, recent changes."""
+        return (
+            alert_runbook(self.runbooks, routed),
+            alert_similar(self.memory, routed),
+            alert_changes(self.changes, routed),
+        )
 
     # -- the run -----------------------------------------------------------------------------------
 
@@ -260,7 +279,9 @@ class AlertThreads:
         shown = view(routed, group, button=button)
         if last is not None:
             clicker = last.investigated_by if same_investigation and not button else ""
-            shown = replace(shown, answer=last.answer, investigated_by=clicker, runbook=last.runbook)
+            shown = replace(
+                shown, answer=last.answer, investigated_by=clicker, runbook=last.runbook, changes=last.changes
+            )
         group.view = shown.encode()
         self.presenter.update_alert(group.channel, group.root_ts, shown)
 
@@ -293,7 +314,8 @@ def alert_message(
     routed: RoutedNotification, runbook: AlertRunbook | None = None, similar: Sequence[str] = ()
 ) -> str:
     """The run's first message: what fired, where, the labels and links, the runbook's outline,
-    similar past incidents (``bot.alerts.similar``), and what to do."""
+    what the other look-ups found (``similar``: past incidents, ``bot.alerts.similar``, and recent
+    changes, ``bot.alerts.changes``), and what to do."""
     notification = routed.notification
     sender = SENDERS.get(notification.source, notification.source)
     lines = [f"Alert from {sender} ({notification.status}): {notification.title}"]

@@ -97,8 +97,12 @@ class Fleet:
         factory = self.routes.get(target.via)
         return factory(tool, target) if factory is not None else None
 
+    def targets_for(self, channel: str) -> tuple[list[Target], str | None]:
+        """The targets a run in ``channel`` may name, and its default target (if any); also what
+        the readers of the change journal check a target against (``bot.changes.reader``)."""
+        return self._channel_targets(channel)
+
     def _channel_targets(self, channel: str) -> tuple[list[Target], str | None]:
-        """The targets a run in ``channel`` may name, and its default target (if any)."""
         everything = list(self.inventory)
         rule = self.channel_targets.get(channel)
         if not rule:

@@ -24,7 +24,9 @@ from rq.worker import SimpleWorker
 
 from agent.redis_util import redis_clock
 from agent.tooling import ToolCategory
+from bot.changes.journal import ChangeJournal
 from bot.errors import BotConfigurationError
+from bot.fleet.change_scan import ChangeScanThread, Scan
 from bot.fleet.dispatch import RUNNER_FUNCTION
 from bot.fleet.executions import Executions
 from bot.fleet.grant_ledger import GrantLedger
@@ -38,6 +40,9 @@ from bot.keys import Keys
 from tools.targets import local_executor
 
 log = logging.getLogger(__name__)
+_SCAN_STOP_SECONDS = (
+    10.0  # a scan under way when the runner stops: waited for this long, then left (a daemon thread)
+)
 
 
 class RunnerJob(AllowListedJob):
@@ -48,11 +53,20 @@ class RunnerJob(AllowListedJob):
 
 
 class RunnerWorker(AllowListedWorker, SimpleWorker):
-    """Binds the runner's context around every job; beats its heartbeat from its own thread."""
+    """Binds the runner's context around every job; beats its heartbeat from its own thread, and
+    scans its host for changes from another (``change_scan``, when it was given a scan)."""
 
-    def __init__(self, *args: Any, context: RunnerContext, heartbeat: HeartbeatThread, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        context: RunnerContext,
+        heartbeat: HeartbeatThread,
+        change_scan: ChangeScanThread | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, job_class=RunnerJob, bind=partial(bound, context), **kwargs)
         self.fleet_heartbeat = heartbeat
+        self.change_scan = change_scan
 
     def clean_group_registries(self) -> None:
         """RQ's groups are shared by every queue, out of a runner's Redis user's reach
@@ -60,10 +74,14 @@ class RunnerWorker(AllowListedWorker, SimpleWorker):
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         self.fleet_heartbeat.start()
+        if self.change_scan is not None:
+            self.change_scan.start()
         try:
             return bool(super().work(*args, **kwargs))
         finally:
             self.fleet_heartbeat.stop()
+            if self.change_scan is not None:
+                self.change_scan.stop(timeout=_SCAN_STOP_SECONDS)
 
 
 def build_runner(
@@ -82,9 +100,16 @@ def build_runner(
     replica_wait_ms: int = 500,
     policy: Callable[[str, ToolCategory], PolicyNeed] | None = None,
     key: bytes = b"",
+    scan: Scan | None = None,
+    scan_seconds: float = 60.0,
+    changes_days: int = 30,
 ) -> RunnerWorker:
     """A runner worker for ``target`` with ``tools`` (its own registry, by name); ``state_dir``:
-    ``CHATOPS_RUNNER_STATE_DIR``, where it records the grants it spent (``grants/{target}``)."""
+    ``CHATOPS_RUNNER_STATE_DIR``, where it records the grants it spent (``grants/{target}``).
+
+    ``scan``: what changed on the host since the last scan (``tools.changes``' collectors), called
+    at start and every ``scan_seconds`` (``CHATOPS_CHANGES_SCAN_SECONDS``) and stored in the
+    target's change journal, kept ``changes_days`` (``CHATOPS_CHANGES_DAYS``); ``None``: no scan."""
     if not secret and not key:
         raise BotConfigurationError(
             "a runner needs its key (CHATOPS_RUNNER_KEY) or CHATOPS_RUNNER_SECRET to verify jobs and approvals"
@@ -110,4 +135,22 @@ def build_runner(
     queue = Queue(target_queue_name(queue_base, target), connection=connection, serializer=JSONSerializer)
     # Its worker's keys start with its queue's prefix: its Redis user reaches no other (``runner_acl``).
     worker = runner_worker_name(queue.name, name)
-    return RunnerWorker([queue], connection=connection, name=worker, context=context, heartbeat=heartbeat)
+    change_scan = None
+    if scan is not None:
+        journal = ChangeJournal(connection, keys, partial(_own_key, target, own), days=changes_days)
+        change_scan = ChangeScanThread(scan, journal, target, scan_seconds)
+    return RunnerWorker(
+        [queue],
+        connection=connection,
+        name=worker,
+        context=context,
+        heartbeat=heartbeat,
+        change_scan=change_scan,
+    )
+
+
+def _own_key(own_target: str, own: bytes, target: str) -> bytes:
+    """A runner holds its own target's key, and no other: it seals its own journal only."""
+    if target != own_target:
+        raise BotConfigurationError(f"the runner of {own_target} holds no key for {target}")
+    return own

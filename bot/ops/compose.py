@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -29,9 +30,13 @@ import redis
 from agent.tooling import Tool
 from bot.alerts.jobs import AlertJobs
 from bot.alerts.presenter import LoggingAlertPresenter
+from bot.changes.journal import ChangeJournal
+from bot.changes.reader import ChangeReader, TargetsFor
 from bot.errors import BotConfigurationError
+from bot.fleet.change_scan import Scan
 from bot.fleet.runner import RunnerWorker
 from bot.fleet.runner import build_runner as runner_worker
+from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.memory.similar import IncidentMemory
 from bot.memory.store import IncidentStore
@@ -51,6 +56,7 @@ from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker
 from bot.settings import Settings
 from tools.inventory import Inventory
+from tools.inventory_types import Target
 from tools.runbooks import RunbookLibrary
 
 if TYPE_CHECKING:
@@ -124,6 +130,7 @@ def default_runtime(
         runbooks=runbooks,
         memory=incident_memory(settings, client, keys),
         channel_facts=channel_facts(settings),
+        changes=change_reader(settings, client, keys, fleet.targets_for),
     )
 
 
@@ -133,6 +140,20 @@ def incident_memory(settings: Settings, client: redis.Redis, keys: Keys) -> Inci
         return None
     store = IncidentStore(client, keys, retention_days=settings.chatops_memory_days)
     return IncidentMemory(store, scope=settings.chatops_memory_scope)
+
+
+def change_reader(
+    settings: Settings, client: redis.Redis, keys: Keys, targets_for: TargetsFor
+) -> ChangeReader:
+    """The change journal's readers (``recent_changes``, alert runs), checking every entry's seal
+    with its target's key; without ``CHATOPS_RUNNER_SECRET`` there is no journal (nothing could
+    seal or check it) and ``recent_changes`` says so (``chatops doctor`` too)."""
+    from agent.redis_util import redis_clock
+
+    secret = settings.chatops_runner_secret.encode()
+    days = settings.chatops_changes_days
+    journal = ChangeJournal(client, keys, partial(target_key, secret), days=days) if secret else None
+    return ChangeReader(journal, targets_for, days=days, clock=redis_clock(client))
 
 
 def channel_facts(settings: Settings) -> ChannelFacts | None:
@@ -308,10 +329,33 @@ def build_worker(
 # -- the runner --------------------------------------------------------------------------------------
 
 
+def runner_host_scan(settings: Settings, target: Target, redact: Callable[[str], str]) -> Scan:
+    """The runner's scan of its host (``bot.fleet.host_scan``) from its settings and inventory entry."""
+    from bot.fleet.host_scan import host_paths, host_scan
+    from tools.changes.systemd import systemctl_reader
+
+    root = settings.chatops_changes_root
+    return host_scan(
+        target.name,
+        paths=host_paths(root, settings.chatops_dpkg_log, settings.chatops_apt_history_log),
+        watch=target.watch,
+        state_dir=settings.chatops_runner_state_dir,
+        redact=redact,
+        systemd=systemctl_reader() if settings.chatops_service_backend == "systemd" else None,
+    )
+
+
 def build_runner(
-    settings: Settings, connection: redis.Redis, target_name: str, name: str | None = None
+    settings: Settings,
+    connection: redis.Redis,
+    target_name: str,
+    name: str | None = None,
+    *,
+    scan: Scan | None = None,
 ) -> RunnerWorker:
-    """``chatops runner --target NAME``: its own registry, for that target's queue only."""
+    """``chatops runner --target NAME``: its own registry, for that target's queue only. ``scan``:
+    what changed on its host, stored in its target's change journal at start and every
+    ``CHATOPS_CHANGES_SCAN_SECONDS``; ``None``: the host's own (``runner_host_scan``)."""
     from tools.config import ToolsConfig
     from tools.registry import build_registry
     from tools.safety import OutputFilter
@@ -326,6 +370,8 @@ def build_runner(
         raise BotConfigurationError(f"target {target_name} is reached via {target.via}, not by a runner")
     registry = build_registry(ToolsConfig.from_settings(settings))
     output_filter: Any = OutputFilter.from_settings(settings, extra_secrets=registry.secret_values)
+    if scan is None:
+        scan = runner_host_scan(settings, target, output_filter.redactor.redact)
     return runner_worker(
         connection=connection,
         keys=Keys(settings.chatops_redis_prefix),
@@ -341,4 +387,7 @@ def build_runner(
         replicas=1 if settings.redis_sentinels else 0,  # behind sentinels: WAIT 1 on a changing call's mark
         replica_wait_ms=REPLICA_WAIT_MS,
         policy=runner_policy(settings, target),
+        scan=scan,
+        scan_seconds=settings.chatops_changes_scan_seconds,
+        changes_days=settings.chatops_changes_days,
     )

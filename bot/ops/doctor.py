@@ -55,6 +55,7 @@ from bot.models import client_options, model_keys
 from bot.observability.logs import redactor_for
 from bot.ops.compose import load_runtime_factory
 from bot.ops.doctor_approvers import check_approvers
+from bot.ops.doctor_changes import check_changes
 from bot.ops.doctor_check import TIMEOUT, Check, Outcome
 from bot.ops.doctor_mcp import check_mcp
 from bot.ops.doctor_runbooks import check_runbooks
@@ -391,6 +392,7 @@ def run_checks(
         *([("runbooks", lambda: check_runbooks(settings))] if settings.chatops_runbooks_dir else []),
         *([("policy", lambda: _check_policy(settings))] if settings.chatops_policy_file else []),
         ("approve", lambda: check_approvers(settings)),
+        ("changes", lambda: check_changes(settings)),
     ]
     results = []
     for number, (name, check) in enumerate(steps, 1):

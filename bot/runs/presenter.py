@@ -247,6 +247,9 @@ class AlertView:
     runbook: str = (
         ""  # the title of the runbook the run was given (tools.runbooks): the team's text, untrusted
     )
+    # "Changed before this alert:" lines, newest first (bot.alerts.changes): (time and kind, what), the
+    # what a host's or a webhook's text, untrusted
+    changes: tuple[tuple[str, str], ...] = ()
 
     def encode(self) -> str:
         return json.dumps(asdict(self))
@@ -257,6 +260,7 @@ class AlertView:
             data = json.loads(text)
             data["labels"] = tuple(tuple(pair) for pair in data.get("labels", ()))
             data["links"] = tuple(tuple(pair) for pair in data.get("links", ()))
+            data["changes"] = tuple((str(head), str(what)) for head, what in data.get("changes", ()))
             return cls(**data)
         except (ValueError, TypeError):
             return None

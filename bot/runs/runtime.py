@@ -28,6 +28,7 @@ from rq import Queue
 
 from agent.chat import ChatModel
 from agent.tooling import Tool
+from bot.changes.reader import ChangeReader
 from bot.errors import BotConfigurationError
 from bot.keys import Keys
 from bot.memory.similar import IncidentMemory, memory_tools
@@ -99,6 +100,7 @@ class Runtime:
     runbooks: RunbookLibrary | None = None  # the alerts' runbooks (tools.runbooks); None: none looked up
     memory: IncidentMemory | None = None  # past incidents (bot.memory); None: none kept, no tool
     channel_facts: ChannelFacts | None = None  # is a channel private, a thread's link; None: all private
+    changes: ChangeReader | None = None  # the change journal's readers (bot.changes); None: no tool
 
     def redis_queue(self) -> Queue:
         """The runs' RQ queue on this runtime's connection."""
@@ -108,10 +110,13 @@ class Runtime:
         """The tools this build has for a run in ``channel`` (``bot.fleet.routing``: its targets),
         before the policy."""
         listed = self.tools if self.channel_tools is None else self.channel_tools(channel)
-        if self.memory is None:
+        # similar_incidents and recent_changes are bound to the run's channel here, in code: the
+        # boundary of bot.memory, and the channel's targets (bot.changes.reader).
+        memory = memory_tools(self.memory, channel) if self.memory is not None else []
+        changes = self.changes.tools(channel) if self.changes is not None else []
+        if not (memory or changes):
             return listed
-        # similar_incidents is bound to the run's channel here, in code: the boundary of bot.memory.
-        return [*listed, *memory_tools(self.memory, channel)]
+        return [*listed, *memory, *changes]
 
     def run_tools(self, channel: str, requester: str, recorded: Sequence[OfferedTool] | None) -> RunTools:
         """The tools one segment of a run offers: the list its first segment recorded, as far as

@@ -7,7 +7,8 @@ runner secret, and the demo's tool catalog (``emulator.demo.catalog``). ``bot_en
 ``chatops web`` and ``chatops worker``, Slack, the model, the run settings and the demo's
 Prometheus (``CHATOPS_PROMETHEUS_URL``: ``prometheus_query`` / ``prometheus_range`` run on the
 worker, whose egress reaches exactly that address), and no host: they run no host tool themselves. ``runner_env`` makes one host's
-runner: its log directory, its ``systemctl`` first on ``PATH``, and no Slack or model credential:
+runner: its log directory, its ``systemctl`` first on ``PATH``, its host's root for the change scan
+(``CHATOPS_CHANGES_ROOT``), and no Slack or model credential:
 every Slack and LLM setting and anything else named like a credential (``*_TOKEN``,
 ``*_API_KEY``, ``*SECRET*`` ...) is dropped, but the runner secret it needs to verify approvals.
 """
@@ -103,6 +104,9 @@ def runner_env(common: Mapping[str, str], host: DemoHost) -> dict[str, str]:
     }
     env["CHATOPS_LOG_DIRS"] = str(host.log_dir)
     env["CHATOPS_SERVICE_BACKEND"] = "systemd"
-    env["CHATOPS_RUNNER_STATE_DIR"] = str(host.root / "var" / "lib" / "chatops-runner")  # its spent grants
+    env["CHATOPS_RUNNER_STATE_DIR"] = str(
+        host.root / "var" / "lib" / "chatops-runner"
+    )  # grants, change scans
+    env["CHATOPS_CHANGES_ROOT"] = str(host.root)  # its change scan reads the simulated host, never this one
     env["PATH"] = os.pathsep.join([str(host.bin_dir), common.get("PATH", os.defpath)])
     return env

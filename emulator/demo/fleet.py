@@ -29,6 +29,7 @@ from rq import Queue, Worker
 from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.runner_acl import target_queue_name
 from bot.keys import Keys
+from emulator.demo.changes import WATCHED
 from emulator.demo.host import HOSTS, DemoHost, build_host
 
 
@@ -50,8 +51,17 @@ def build_hosts(directory: Path, now: float | None = None) -> list[DemoHost]:
 
 
 def write_inventory(path: Path, hosts: Sequence[DemoHost]) -> Path:
-    """The inventory (``CHATOPS_INVENTORY_FILE``): each host a runner target with its labels."""
-    targets = [{"name": host.name, "via": "runner", "labels": dict(host.labels)} for host in hosts]
+    """The inventory (``CHATOPS_INVENTORY_FILE``): each host a runner target with its labels and the
+    configuration its runner watches (``emulator.demo.changes.WATCHED``, paths on the host)."""
+    targets = [
+        {
+            "name": host.name,
+            "via": "runner",
+            "labels": dict(host.labels),
+            "watch": list(WATCHED.get(host.name, ())),
+        }
+        for host in hosts
+    ]
     path.write_text(
         "# The chatops demo's inventory (python -m emulator.demo.main): each simulated host has a runner.\n"
         + yaml.safe_dump({"targets": targets}, sort_keys=False)

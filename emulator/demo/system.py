@@ -28,6 +28,7 @@ import calendar
 import json
 import os
 import time
+import uuid
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -203,7 +204,7 @@ MACHINES: Mapping[str, Machine] = {
 MACHINE_FILE = "etc/machine.json"
 """Under a host's root: its machine, written by whoever built the host (the eval's fault injector);
 without it the host is one of the demo's ``MACHINES`` by its name."""
-HARNESS_PATHS = ("run", "etc/hostname", MACHINE_FILE, "etc/chatops-eval", "var/lib/chatops-runner")
+HARNESS_PATHS = ("run", "proc", "etc/hostname", MACHINE_FILE, "etc/chatops-eval", "var/lib/chatops-runner")
 """Under a host's root: the simulation's own files, on no disk of the host."""
 
 
@@ -402,3 +403,8 @@ def write_boot_time(root: Path, boot: float) -> None:
     """When the host booted (its ``uptime``)."""
     (root / "run").mkdir(parents=True, exist_ok=True)
     (root / "run" / "boot_time").write_text(f"{boot:.0f}\n")
+    # Where a runner's change scan reads the boot (its id, and btime): a reboot is a new id.
+    random_dir = root / "proc" / "sys" / "kernel" / "random"
+    random_dir.mkdir(parents=True, exist_ok=True)
+    (random_dir / "boot_id").write_text(f"{uuid.UUID(int=int(boot))}\n")
+    (root / "proc" / "stat").write_text(f"btime {boot:.0f}\n")

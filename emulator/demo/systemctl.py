@@ -155,7 +155,15 @@ def systemctl_main(argv: Sequence[str], root: str) -> int:
     properties = [p for a in args if a.startswith("--property=") for p in a.split("=", 1)[1].split(",") if p]
     args = [a for a in args if not a.startswith("--property=")]
     if not args:
-        print("systemctl (simulated by the chatops demo): show, status, is-active, restart, start, stop")
+        print(
+            "systemctl (simulated by the chatops demo): show, status, is-active, restart, start, stop, list-units"
+        )
+        return 0
+    if args[0] == "list-units":  # what the runner's change scan asks: every service, one per line
+        for name, listed in sorted(_load_units(state_dir).items()):
+            print(
+                f"{name} loaded {listed['ActiveState']} {listed['SubState']} {listed.get('Description', '')}"
+            )
         return 0
     verb, names = args[0], [_unit_name(n) for n in args[1:]]
     if verb not in ("show", "status", "is-active", "restart", "start", "stop"):

@@ -85,7 +85,7 @@ def demo_script() -> ScenarioSet:
 
 
 def test_the_demo_set_picks_a_scenario_by_the_first_user_message(demo_script: ScenarioSet) -> None:
-    names = ["unknown-target", "db-load", "high-cpu", "restart-api", "disk-full"]
+    names = ["unknown-target", "what-changed", "db-load", "high-cpu", "restart-api", "disk-full"]
     assert [s.name for s in demo_script.scenarios] == names
     for text, name in [
         ("@ops the api on web-03 is burning CPU, restart it", "high-cpu"),
@@ -93,6 +93,8 @@ def test_the_demo_set_picks_a_scenario_by_the_first_user_message(demo_script: Sc
         ("@ops restart the api on web-03", "restart-api"),
         ("@ops check db-01's load", "db-load"),  # "load" is a high-cpu word: the host decides first
         ("@ops what about WEB-99?", "unknown-target"),
+        ("@ops what changed on web-03 today?", "what-changed"),
+        ("@ops did anything change on db-01?", "db-load"),  # db-01's changes: not this script's
         ("the disk on web-03 is full", "disk-full"),
         ("hello", "fallback"),  # nothing it knows: the honest list, not an incident
     ]:
@@ -105,7 +107,13 @@ def test_the_demo_set_picks_a_scenario_by_the_first_user_message(demo_script: Sc
 def test_every_scripted_call_names_its_target_and_stays_in_that_hosts_folders(
     demo_script: ScenarioSet,
 ) -> None:
-    expected = {"disk-full": "web-03", "high-cpu": "web-03", "restart-api": "web-03", "db-load": "db-01"}
+    expected = {
+        "disk-full": "web-03",
+        "high-cpu": "web-03",
+        "restart-api": "web-03",
+        "db-load": "db-01",
+        "what-changed": "web-03",
+    }
     for scenario in demo_script.scenarios:
         replies = [*scenario.turns, *(rule.reply for rule in scenario.rules)]
         calls = [call for reply in replies for call in reply.get("tool_calls") or []]

@@ -13,17 +13,36 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from bot.fleet.heartbeats import Heartbeats
+from bot.settings import Settings
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "test-runner-secret-0123456789abcdef"
 HEARTBEAT_SECONDS = 0.5
+
+
+def runner_settings(
+    tmp_path: Path, redis_url: str, prefix: str, queue: str, inventory: Mapping[str, object], **extra: object
+) -> Settings:
+    """Settings of a runner built in the test's process (``bot.ops.compose.build_runner``): the
+    test's Redis, prefix and queue, ``inventory`` written under ``tmp_path``, a secret, ``extra``."""
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(inventory))
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        redis_url=redis_url,
+        chatops_redis_prefix=prefix,
+        chatops_queue=queue,
+        chatops_inventory_file=path,
+        **{"chatops_runner_secret": "s" * 32, **extra},  # type: ignore[arg-type]
+    )
 
 
 def catalog(root: Path) -> dict[str, object]:

@@ -19,6 +19,7 @@ from agent.redis_util import as_text
 from agent.tooling import Tool, ToolCategory, ToolResult
 from agent.types import RunStatus
 from bot.alerts.jobs import AlertJobs
+from bot.changes.reader import ChangeReader
 from bot.keys import Keys
 from bot.memory.similar import IncidentMemory
 from bot.ops.compose_web import web_app, web_runtime
@@ -89,6 +90,8 @@ class SlackBot:
     # The worker's incident memory (``Runtime.memory``) and what it knows of channels.
     memory: IncidentMemory | None = None
     channel_facts: ChannelFacts | None = None
+    # The worker's change journal readers (``Runtime.changes``: recent_changes, alert runs' changes).
+    changes: ChangeReader | None = None
 
     @property
     def keys(self) -> Keys:
@@ -130,6 +133,7 @@ class SlackBot:
             runbooks=self.runbooks,
             memory=self.memory,
             channel_facts=self.channel_facts,
+            changes=self.changes,
             policy=worker_policy(  # CHATOPS_POLICY_FILE
                 self.settings, self.redis, self.keys, cache_seconds=self.tuning.approver_cache_seconds
             ),

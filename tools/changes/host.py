@@ -29,6 +29,20 @@ class HostPaths:
     proc_stat: Path = Path("/proc/stat")
     unit_dirs: tuple[Path, ...] = UNIT_DIRS
     crontabs: tuple[Path, ...] = CRONTABS
+    root: Path = Path("/")  # where the host's / is seen (``/host`` in a container mounting it there)
+
+    def inside(self, path: Path) -> Path:
+        """The host's absolute ``path`` as this process reads it (under ``root``)."""
+        return self.root / path.relative_to("/") if path.is_absolute() else self.root / path
+
+    def shown(self, path: Path | str) -> str:
+        """A path read under ``root`` as the host names it (``/etc/nginx/nginx.conf``), never the
+        runner's mount point or a demo's folder; a path outside ``root`` as it is."""
+        try:
+            relative = Path(path).relative_to(self.root)
+        except ValueError:
+            return str(path)
+        return "/" + str(relative) if str(relative) != "." else "/"
 
     @classmethod
     def under(cls, root: Path) -> HostPaths:
@@ -45,6 +59,7 @@ class HostPaths:
             proc_stat=inside(default.proc_stat),
             unit_dirs=tuple(map(inside, default.unit_dirs)),
             crontabs=tuple(map(inside, default.crontabs)),
+            root=root,
         )
 
 

@@ -85,7 +85,7 @@ class ChangeScanner:
         trees += [WatchTree(path, UNIT) for path in self._paths.unit_dirs]
         trees += [WatchTree(path, CRONTAB) for path in self._paths.crontabs]
         self._failing: dict[str, str] = {}  # collector -> how it failed at the last scan
-        self._watched = WatchedFiles(trees, self._store, redact, limits or Limits())
+        self._watched = WatchedFiles(trees, self._store, redact, limits or Limits(), self._paths.shown)
 
     def scan(self) -> ScanReport:
         """What changed since the last scan (the baseline's history on the first)."""

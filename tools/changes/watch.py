@@ -81,8 +81,10 @@ class WatchedFiles:
         store: StateDir,
         redact: Callable[[str], str],
         limits: Limits,
+        shown: Callable[[Path | str], str] = str,
     ) -> None:
         self._trees = _distinct(trees)
+        self._shown = shown  # a path as the host names it (``HostPaths.shown``)
         self._store = store
         self._redact = redact
         self._limits = limits
@@ -190,7 +192,9 @@ class WatchedFiles:
         except FileNotFoundError:
             return found, False
         except OSError as error:
-            scan.problems[f"list:{tree.path}"] = f"{shown_path(tree.path)}: cannot read it: {error.strerror}"
+            scan.problems[f"list:{tree.path}"] = (
+                f"{shown_path(self._shown(tree.path))}: cannot read it: {error.strerror}"
+            )
             return found, False
         if not stat.S_ISDIR(top.st_mode):
             if stat.S_ISREG(top.st_mode) or stat.S_ISLNK(top.st_mode):
@@ -204,7 +208,7 @@ class WatchedFiles:
                     entries = sorted(listing, key=lambda entry: entry.name)
             except OSError as error:
                 scan.problems[f"list:{directory}"] = (
-                    f"{shown_path(directory)}: cannot list it: {error.strerror}"
+                    f"{shown_path(self._shown(directory))}: cannot list it: {error.strerror}"
                 )
                 continue
             below = []
@@ -219,7 +223,7 @@ class WatchedFiles:
                 elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
                     if len(found) >= cap:
                         scan.problems[f"cap:{tree.path}"] = (
-                            f"{shown_path(tree.path)}: more than {cap} files: only the first {cap} are watched"
+                            f"{shown_path(self._shown(tree.path))}: more than {cap} files: only the first {cap} are watched"
                         )
                         return found, True
                     found[entry.path] = _signature(info)
@@ -229,15 +233,15 @@ class WatchedFiles:
     def _tell(self, tree: WatchTree, path: Path, content: Content, scan: _Scan) -> None:
         if content.type == UNREADABLE:
             scan.problems[f"unreadable:{path}"] = (
-                f"{shown_path(path)}: cannot read it ({content.error}): not watched"
+                f"{shown_path(self._shown(path))}: cannot read it ({content.error}): not watched"
             )
         elif content.type == LINK and tree.kind == FILE and leads_out(path, tree.path):
             scan.problems[f"link:{path}"] = (
-                f"{shown_path(path)}: a symbolic link out of the watched tree: not followed (its target is watched as a name)"
+                f"{shown_path(self._shown(path))}: a symbolic link out of the watched tree: not followed (its target is watched as a name)"
             )
         elif content.type == HUGE:
             scan.problems[f"huge:{path}"] = (
-                f"{shown_path(path)}: larger than {self._limits.max_text_bytes} bytes: watched by size and digest only"
+                f"{shown_path(self._shown(path))}: larger than {self._limits.max_text_bytes} bytes: watched by size and digest only"
             )
 
     def _keep(self, tree: WatchTree, name: str, content: Content) -> None:
@@ -274,7 +278,7 @@ class WatchedFiles:
         old_lines, new_lines = old.splitlines(), new.splitlines()
         if max(len(old_lines), len(new_lines)) > self._limits.max_diff_lines:
             return f"[not diffed: more than {self._limits.max_diff_lines} lines]"
-        shown = shown_path(name)
+        shown = shown_path(self._shown(name))
         before = f"a{shown}" if entry is not None else "/dev/null"
         after = f"b{shown}" if content is not None else "/dev/null"
         return "\n".join(difflib.unified_diff(old_lines, new_lines, before, after, lineterm=""))
@@ -283,7 +287,7 @@ class WatchedFiles:
         if len(scan.changes) >= self._limits.max_changes:
             scan.dropped += 1
             return
-        what = f"{_PREFIX[tree.kind]}{verb} {shown_path(name)}{note}"
+        what = f"{_PREFIX[tree.kind]}{verb} {shown_path(self._shown(name))}{note}"
         change = Change(scan.target, tree.kind, scan.now, what, diff=diff, source=scan.source, seen=True)
         scan.changes.append(change.bounded())
 

@@ -26,10 +26,12 @@ from bot.slack.rendering.blockkit import (
     section,
 )
 from bot.slack.rendering.citations import without_citations
-from bot.slack.rendering.mrkdwn import escape, inert, link, mention, to_mrkdwn
+from bot.slack.rendering.mrkdwn import escape, inert, inline_code, link, mention, to_mrkdwn
 
 _LABELS_SHOWN = 12
 _RUNBOOK_TITLE_CHARS = 200
+_CHANGES_SHOWN = 5
+_CHANGE_CHARS = 200
 Block = dict[str, Any]
 
 
@@ -81,6 +83,12 @@ def alert_blocks(view: AlertView) -> list[Block]:
         blocks.append(context(inert(shown) + more))
     if view.summary:
         blocks.append(section(inert(view.summary)))
+    if view.changes:  # (bot.alerts.changes) our time and kind; the host's or webhook's words as inline code
+        shown = "\n".join(
+            f"{escape(head)}: {inline_code(what, _CHANGE_CHARS)}"
+            for head, what in view.changes[:_CHANGES_SHOWN]
+        )
+        blocks.append(section(f"*Changed before this alert:*\n{shown}"))
     if view.links:
         blocks.append(context(" · ".join(f"{escape(what)}: {link(url)}" for what, url in view.links[:4])))
     if view.answer:

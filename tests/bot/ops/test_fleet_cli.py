@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import redis
-import yaml
 
 from bot.errors import BotConfigurationError
 from bot.fleet.heartbeats import Heartbeats
@@ -16,6 +15,7 @@ from bot.ops.cli import build_parser
 from bot.ops.compose import build_runner
 from bot.ops.fleet_cli import run_targets
 from bot.settings import Settings
+from tests.support.runners import runner_settings
 
 INVENTORY = {
     "targets": [
@@ -28,16 +28,7 @@ INVENTORY = {
 
 @pytest.fixture
 def settings(tmp_path: Path, redis_url: str, keys: Keys, queue_name: str) -> Settings:
-    inventory = tmp_path / "inventory.yaml"
-    inventory.write_text(yaml.safe_dump(INVENTORY))
-    return Settings(
-        _env_file=None,  # type: ignore[call-arg]
-        redis_url=redis_url,
-        chatops_redis_prefix=keys.prefix,
-        chatops_queue=queue_name,
-        chatops_inventory_file=inventory,
-        chatops_runner_secret="s" * 32,
-    )
+    return runner_settings(tmp_path, redis_url, keys.prefix, queue_name, INVENTORY)
 
 
 def test_targets_lists_the_inventory_with_each_runners_last_heartbeat(

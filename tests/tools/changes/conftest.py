@@ -35,6 +35,10 @@ class Host:
     def paths(self) -> HostPaths:
         return HostPaths.under(self.root)
 
+    def named(self, path: Path | str) -> str:
+        """How the host names one of its files (what a change says): ``/etc/...``, not the root's."""
+        return self.paths.shown(path)
+
     def path(self, absolute: str) -> Path:
         """The simulated host's ``absolute`` path."""
         return self.root / absolute.lstrip("/")
