@@ -33,9 +33,8 @@ from bot.errors import BotConfigurationError
 from bot.fleet.runner import RunnerWorker
 from bot.fleet.runner import build_runner as runner_worker
 from bot.keys import Keys
-from bot.memory.similar import IncidentMemory
-from bot.memory.store import IncidentStore
 from bot.observability.metrics import RunMetrics
+from bot.ops.compose_memory import incident_memory
 from bot.ops.fleet import load_fleet_inventory, runner_key, runner_policy
 from bot.ops.sweep import recovery_sweep
 from bot.redis_connection import open_redis
@@ -125,14 +124,6 @@ def default_runtime(
         memory=incident_memory(settings, client, keys),
         channel_facts=channel_facts(settings),
     )
-
-
-def incident_memory(settings: Settings, client: redis.Redis, keys: Keys) -> IncidentMemory | None:
-    """Past incidents (``bot.memory``), kept ``CHATOPS_MEMORY_DAYS`` (0: none, and no tool)."""
-    if settings.chatops_memory_days <= 0:
-        return None
-    store = IncidentStore(client, keys, retention_days=settings.chatops_memory_days)
-    return IncidentMemory(store, scope=settings.chatops_memory_scope)
 
 
 def channel_facts(settings: Settings) -> ChannelFacts | None:
