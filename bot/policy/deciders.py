@@ -226,18 +226,25 @@ class Deciders(Generic[P]):
             return account_verdict(self.identity, user, named=named)
         if requirement is None:
             return Verdict(False, f"{MAY_DECLINE} {judged.refusal}")
+        return self._may_approve_any(requirement, user, approval.category, MAY_DECLINE)
+
+    def _may_approve_any(
+        self, requirement: Requirement, user: str, category: ToolCategory, refusal: str
+    ) -> Verdict:
+        """Whether ``user`` is one who may approve under ``requirement``, whoever asked and whoever
+        is involved (saying no, forgetting); refused with ``refusal`` first."""
         verdict = may_approve(
             requirement,
             user,
             requester="",
             involved=(),
-            category=approval.category,
+            category=category,
             identity=self.identity,
             break_glass=self._holds_glass(user),
         )
         if verdict.allowed or TRY_AGAIN in verdict.reason:
             return verdict
-        return Verdict(False, f"{MAY_DECLINE} {verdict.reason}")
+        return Verdict(False, f"{refusal} {verdict.reason}")
 
     def _judged(self, approval: P) -> _Judged:
         """The requirement for a decision on ``approval`` through its own card, from the policy as it
@@ -313,19 +320,7 @@ class Deciders(Generic[P]):
             None,
         )
         own = Policy(rules=(rule,) if rule is not None else (), default_approvers=policy.default_approvers)
-        requirement = own.decide(subject).requirement
-        verdict = may_approve(
-            requirement,
-            user,
-            requester="",
-            involved=(),
-            category=ToolCategory.MUTATING,
-            identity=self.identity,
-            break_glass=False,
-        )
-        if verdict.allowed or TRY_AGAIN in verdict.reason:
-            return verdict
-        return Verdict(False, f"{MAY_FORGET} {verdict.reason}")
+        return self._may_approve_any(own.decide(subject).requirement, user, ToolCategory.MUTATING, MAY_FORGET)
 
     def _break_glass(self, user: str) -> Verdict:
         try:

@@ -14,7 +14,6 @@ run does not get it.
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,9 @@ from bot.slack.rendering.similar import ACTION_FORGET_INCIDENT
 from emulator.slack import SlackEmulator
 from tests.bot.alerts.test_alert_runbooks import ROUTES, send
 from tests.bot.alerts.test_alert_text_inert import TOKEN
+from tests.bot.slack.test_findings_clicks import forged
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_fixtures import control, make_bot
-from tests.support.slack_http import signed_post
 from tests.support.slack_workspace import BOT_USER, suite_workspace
 from tests.support.waiting import wait_for
 
@@ -181,14 +180,6 @@ def test_scope_channel_keeps_a_public_channels_incident_in_its_channel(
     assert all(public_run not in r for r in model.tool_results("TOOLCHECK elsewhere"))
     _, _ = mention_in(bot, PUBLIC, f"{ASK} TOOLCHECK here")
     assert public_run in model.first_of("TOOLCHECK here")
-
-
-def forged(bot: SlackBot, payload: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> None:
-    """A real click's payload, changed, signed and sent again."""
-    copy = json.loads(json.dumps(payload))
-    change(copy)
-    body = urllib.parse.urlencode({"payload": json.dumps(copy)}).encode()
-    assert signed_post(bot.events_url, body, content_type="application/x-www-form-urlencoded").status == 200
 
 
 def memory_keys(bot: SlackBot) -> list[str]:
