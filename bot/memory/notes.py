@@ -61,7 +61,7 @@ def similar_for_run(
 
 def named_targets(text: str, names: Iterable[str]) -> tuple[str, ...]:
     """The inventory targets a request names as words ("web-03 is out of disk": ``web-03``)."""
-    said = set(_NAME.findall(text))
+    said = {word.rstrip("._-") for word in _NAME.findall(text)}  # "... on web-03." names web-03
     return tuple(name for name in names if name in said)
 
 
