@@ -55,6 +55,16 @@ The alerts' (``bot.alerts.store``, their one owner):
   stored, then ``done`` for the sender's retry window (PX; ``bot.alerts.replay``): a replay does nothing;
   the deploy markers' webhooks claim theirs here too (``bot.web.change_receiver``)
 
+The incident memory's (``bot.memory.store``, their one owner; docs/MEMORY.md):
+
+* ``{p}memory:incident:{id}``  string: one finished run's incident, JSON, redacted (EX the retention)
+* ``{p}memory:time``        sorted set: every incident by end time (list, forget --before, pruning)
+* ``{p}memory:ix:{digest}`` sorted sets: one index per scope and term (EXPIRE the retention)
+* ``{p}memory:feedback:{id}``  string: 👍 / 👎 on the run's answer (``up`` / ``down``), given before or
+  after the incident was stored; the record carries it (EX the retention)
+* ``{p}memory:note:{channel}:{ts}``  set: the incidents the bot's "Similar:" note at that message
+  shows, which its Forget buttons may forget (EX the retention)
+
 Multi-key scripts touch keys of one run plus shared keys, so chatops needs a single Redis
 primary (as RQ does); it does not use cluster hash tags.
 """
@@ -84,6 +94,12 @@ class Keys(MemoryKeys):
 
     def memory_index_pattern(self) -> str:
         return f"{self.prefix}memory:ix:*"
+
+    def memory_feedback(self, incident_id: str) -> str:
+        return f"{self.prefix}memory:feedback:{key_part(incident_id, 'incident id')}"
+
+    def memory_note(self, channel: str, ts: str) -> str:
+        return f"{self.prefix}memory:note:{key_part(channel, 'channel')}:{key_part(ts, 'message ts')}"
 
     # -- one run, beyond its memory ---------------------------------------------------------------
 

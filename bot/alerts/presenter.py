@@ -11,9 +11,11 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.memory.similar import Similar
 from bot.runs.presenter import AlertView
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,9 @@ class InMemoryAlertPresenter:
 
     def post_alert_note(self, channel: str, thread_ts: str, text: str) -> str | None:
         return self._record("post_alert_note", channel, (thread_ts, text))
+
+    def post_similar_note(self, channel: str, thread_ts: str, found: Sequence[Similar]) -> str | None:
+        return self._record("post_similar_note", channel, (thread_ts, tuple(found)))
 
 
 class LoggingAlertPresenter:

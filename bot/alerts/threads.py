@@ -25,10 +25,11 @@ from typing import Any
 from bot.alerts.changes import alert_changes, change_lines, change_note
 from bot.alerts.payloads import Alert, Notification
 from bot.alerts.runbooks import alert_runbook, runbook_lines
-from bot.alerts.similar import alert_similar, similar_lines, similar_note
+from bot.alerts.similar import alert_similar
 from bot.alerts.store import AlertStore, Group, RoutedNotification, group_id
 from bot.changes.reader import ChangeReader
 from bot.errors import AlertGroupBusyError
+from bot.memory.notes import similar_lines, similar_note
 from bot.memory.similar import IncidentMemory, Similar
 from bot.runs.presenter import AlertPresenter, AlertView
 from bot.runs.service import RunService
@@ -92,11 +93,22 @@ class AlertThreads:
         root = self.presenter.post_alert(routed.channel, shown)
         group.root_ts = root or f"alert-{group.id}"  # a headless presenter: the thread is ours alone
         if similar and root:
-            self.presenter.post_alert_note(routed.channel, root, similar_note(similar))
+            self._similar_note(routed.channel, root, similar)
         if auto:
             self._investigate(group, requester=SENDERS.get(notification.source, "alert"))
         self.store.save(group)
         return "opened" if auto else "held"
+
+    def _similar_note(self, channel: str, root: str, similar: list[Similar]) -> None:
+        """The thread's "Similar:" note: with Forget buttons where the presenter has them (Slack's),
+        recorded so that a click on one may forget its incident (``bot.memory.store``)."""
+        post = getattr(self.presenter, "post_similar_note", None)  # a custom presenter may not have it
+        if not callable(post):
+            self.presenter.post_alert_note(channel, root, similar_note(similar))
+            return
+        ts = post(channel, root, similar)
+        if ts and self.memory is not None:
+            self.memory.store.remember_note(channel, str(ts), [s.incident.id for s in similar])
 
     def _join(self, routed: RoutedNotification, group: Group) -> str:
         """A firing notification of an open group: alerts that joined it, fired again or ended

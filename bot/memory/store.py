@@ -18,6 +18,15 @@ many incidents are stored; RediSearch would do the text better but is not on eve
 runs on. The scope is part of the index key, so a private channel's incidents are never even read
 for another channel's run, and every record read back is checked against the scope again.
 
+* ``memory:feedback:{id}`` (string, ``EX`` the retention): 👍 / 👎 on the run's answer (``up`` /
+  ``down``; a ``down`` is never replaced). A click may come before the run's end stores its incident
+  or after: each of ``save`` and ``set_feedback`` writes under ``WATCH`` of what the other writes
+  (optimistic locking, retried), so whichever comes second carries the feedback into the record and
+  neither can overwrite the other's write with a stale read.
+* ``memory:note:{channel}:{ts}`` (set, ``EX`` the retention): the incidents the bot's "Similar:"
+  note at that message shows; a Forget click is honoured only for an incident named here for the
+  very message clicked (``bot.slack.handlers.forget_clicks``).
+
 Retention: the record's TTL; an index entry older than the retention is removed from each index a
 query reads (``ZREMRANGEBYSCORE``) and from ``memory:time`` at every write; an index nobody writes
 to expires with its TTL. ``forget`` removes the record, its ``memory:time`` entry and its entry in
@@ -103,20 +112,33 @@ class IncidentStore:
     # -- writing ----------------------------------------------------------------------------------
 
     def save(self, incident: Incident) -> None:
-        """Store (or replace) one incident and index it; drop what the retention has expired."""
-        old = self.get(incident.id)
-        pipe = self._redis.pipeline(transaction=True)
-        if old is not None:  # a report step run again: its old terms may differ
-            for key in set(self._indexes_of(old)) - set(self._indexes_of(incident)):
-                pipe.zrem(key, incident.id)
-        pipe.set(self._keys.memory_incident(incident.id), incident.to_json(), ex=self._ttl)
-        pipe.zadd(self._keys.memory_time(), {incident.id: incident.at})
-        cutoff = f"({self.cutoff()}"
-        for key in self._indexes_of(incident):
-            pipe.zremrangebyscore(key, "-inf", cutoff)  # what the retention expired in this index
-            pipe.zadd(key, {incident.id: incident.at})
-            pipe.expire(key, self._ttl)
-        pipe.execute()
+        """Store (or replace) one incident and index it, carrying the feedback given on its run so
+        far (atomically: see the module); drop what the retention has expired."""
+        record, pending = self._keys.memory_incident(incident.id), self._keys.memory_feedback(incident.id)
+        with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(record, pending)  # type: ignore[no-untyped-call]
+                    old = _parse(pipe.get(record))
+                    feedback = _merged(incident.feedback, _text(pipe.get(pending) or b""))
+                    if old is not None:
+                        feedback = _merged(feedback, old.feedback)
+                    stored = replace(incident, feedback=feedback)
+                    pipe.multi()
+                    if old is not None:  # a report step run again: its old terms may differ
+                        for key in set(self._indexes_of(old)) - set(self._indexes_of(stored)):
+                            pipe.zrem(key, stored.id)
+                    pipe.set(record, stored.to_json(), ex=self._ttl)
+                    pipe.zadd(self._keys.memory_time(), {stored.id: stored.at})
+                    cutoff = f"({self.cutoff()}"
+                    for key in self._indexes_of(stored):
+                        pipe.zremrangebyscore(key, "-inf", cutoff)  # what the retention expired here
+                        pipe.zadd(key, {stored.id: stored.at})
+                        pipe.expire(key, self._ttl)
+                    pipe.execute()
+                    break
+                except redis.WatchError:
+                    continue  # a feedback click (or another save) came in between: read again
         self._prune()
 
     def import_new(self, incidents: Sequence[Incident]) -> None:
@@ -132,19 +154,31 @@ class IncidentStore:
         pipe.execute()
 
     def set_feedback(self, incident_id: str, value: str) -> bool:
-        """👍 / 👎 on the run's answer (``up`` / ``down``), kept with the incident; a 👎 stays."""
-        incident = self.get(incident_id)
-        if incident is None:
-            return False
-        if incident.feedback == "down":
-            return True
-        ttl = self._redis.ttl(self._keys.memory_incident(incident_id))
-        self._redis.set(
-            self._keys.memory_incident(incident_id),
-            replace(incident, feedback=value).to_json(),
-            ex=ttl if isinstance(ttl, int) and ttl > 0 else self._ttl,
-        )
-        return True
+        """👍 / 👎 on the run's answer (``up`` / ``down``; a 👎 stays), kept for the run whether or
+        not its incident is stored yet: in the record if it is, else carried by ``save`` when it
+        is (atomically: see the module). True: the incident was stored and now carries it."""
+        if value not in ("up", "down"):
+            raise ValueError(f"feedback is up or down, not {value!r}")
+        record, pending = self._keys.memory_incident(incident_id), self._keys.memory_feedback(incident_id)
+        with self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(record, pending)  # type: ignore[no-untyped-call]
+                    feedback = _merged(value, _text(pipe.get(pending) or b""))
+                    raw = pipe.get(record)
+                    incident = _parse(raw)
+                    ttl = pipe.ttl(record)
+                    pipe.multi()
+                    pipe.set(pending, feedback, ex=self._ttl)
+                    if incident is not None and incident.feedback != _merged(feedback, incident.feedback):
+                        kept = replace(incident, feedback=_merged(feedback, incident.feedback))
+                        pipe.set(
+                            record, kept.to_json(), ex=ttl if isinstance(ttl, int) and ttl > 0 else self._ttl
+                        )
+                    pipe.execute()
+                    return incident is not None
+                except redis.WatchError:
+                    continue  # the run's incident was stored (or another click counted) meanwhile
 
     def _prune(self) -> None:
         expired = self._redis.zrangebyscore(
@@ -169,6 +203,7 @@ class IncidentStore:
         pipe = self._redis.pipeline(transaction=True)
         pipe.delete(key)
         pipe.zrem(self._keys.memory_time(), incident_id)
+        pipe.delete(self._keys.memory_feedback(incident_id))
         for index in indexes:
             pipe.zrem(index, incident_id)
         results = pipe.execute()
@@ -178,6 +213,25 @@ class IncidentStore:
         """Forget every incident that ended before ``at`` (seconds since the epoch)."""
         ids = [_text(i) for i in self._redis.zrangebyscore(self._keys.memory_time(), "-inf", f"({at}")]
         return sum(1 for incident_id in ids if self.forget(incident_id))
+
+    def remember_note(self, channel: str, ts: str, incident_ids: Sequence[str]) -> None:
+        """The bot's "Similar:" note at (``channel``, ``ts``) shows these incidents."""
+        if not incident_ids:
+            return
+        key = self._keys.memory_note(channel, ts)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.sadd(key, *incident_ids)
+        pipe.expire(key, self._ttl)
+        pipe.execute()
+
+    def on_note(self, channel: str, ts: str, incident_id: str) -> bool:
+        """Whether the bot's note at (``channel``, ``ts``) shows ``incident_id`` (still)."""
+        return bool(self._redis.sismember(self._keys.memory_note(channel, ts), incident_id))
+
+    def forget_from_note(self, channel: str, ts: str, incident_id: str) -> bool:
+        """Take ``incident_id`` off the note at (``channel``, ``ts``); True only for the one call
+        that found it there (a second click, or a forged one, finds nothing)."""
+        return bool(self._redis.srem(self._keys.memory_note(channel, ts), incident_id))
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -236,6 +290,13 @@ class IncidentStore:
             if incident is not None and incident.id == incident_id:
                 found.append((incident, len(shared.get(incident_id, ()))))
         return found
+
+
+def _merged(one: str, other: str) -> str:
+    """Two feedbacks as one: a 👎 stays, a 👍 only over none."""
+    if "down" in (one, other):
+        return "down"
+    return "up" if "up" in (one, other) else ""
 
 
 def _text(value: object) -> str:

@@ -88,6 +88,7 @@ class AuditKind(StrEnum):
     ANSWER_FEEDBACK = "answer_feedback"  # a feedback button under a streamed answer (``user``, ``value``)
     RUNNER_REFUSED = "runner_refused"  # a runner refused a job nobody may send it (``target``, ``problem``)
     FINDINGS_UPDATED = "findings_updated"  # update_findings, as shown (``findings``: JSON, ``version``)
+    INCIDENT_FORGOTTEN = "incident_forgotten"  # a Forget click on a "Similar:" note (``user``, ``channel``)
 
 
 @dataclass(frozen=True)

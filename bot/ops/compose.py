@@ -38,9 +38,8 @@ from bot.fleet.runner import RunnerWorker
 from bot.fleet.runner import build_runner as runner_worker
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
-from bot.memory.similar import IncidentMemory
-from bot.memory.store import IncidentStore
 from bot.observability.metrics import RunMetrics
+from bot.ops.compose_memory import incident_memory
 from bot.ops.fleet import load_fleet_inventory, runner_key, runner_policy
 from bot.ops.sweep import recovery_sweep
 from bot.redis_connection import open_redis
@@ -132,14 +131,6 @@ def default_runtime(
         channel_facts=channel_facts(settings),
         changes=change_reader(settings, client, keys, fleet.targets_for),
     )
-
-
-def incident_memory(settings: Settings, client: redis.Redis, keys: Keys) -> IncidentMemory | None:
-    """Past incidents (``bot.memory``), kept ``CHATOPS_MEMORY_DAYS`` (0: none, and no tool)."""
-    if settings.chatops_memory_days <= 0:
-        return None
-    store = IncidentStore(client, keys, retention_days=settings.chatops_memory_days)
-    return IncidentMemory(store, scope=settings.chatops_memory_scope)
 
 
 def change_reader(

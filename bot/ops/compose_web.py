@@ -25,6 +25,7 @@ from bot.observability.logs import redactor_for
 from bot.observability.metrics import RunMetrics
 from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
 from bot.ops.compose_changes import web_changes
+from bot.ops.compose_memory import incident_memory
 from bot.ops.fleet import load_fleet_inventory
 from bot.policy.break_glass import BreakGlassLog
 from bot.policy.deciders import Deciders
@@ -131,6 +132,7 @@ def _web_process(
         replication=Replication.from_settings(client, keys, settings, timeout_ms=tuning.replica_wait_ms),
         courtesy=CourtesyBudget(retry_after),
         metrics=RunMetrics.for_redis(client, keys, enabled=settings.chatops_metrics_enabled),
+        memory=incident_memory(settings, client, keys),
     )
 
 

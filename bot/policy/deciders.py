@@ -21,6 +21,10 @@ BREAK_GLASS    whom the policy file's ``break_glass:`` names
 STEER          (Refute / Focus on the Findings message: a reply in one click) a person whose
                thread reply reaches the run: a full member, a guest, a Slack Connect user; never
                a bot or app, a deactivated or unknown account, a lookup that failed
+FORGET         (a past incident's Forget button, ``bot.slack.handlers.forget_clicks``) who may
+               approve a mutating call in that channel: the policy file's first ``approve:`` rule
+               that matches the channel alone (no tool, label or target condition of its own),
+               else ``CHATOPS_APPROVERS`` (empty: every full member)
 =============  ==============================================================================
 
 Always, first: only a full member of the bot's own workspace decides. Who is who comes from an
@@ -64,6 +68,8 @@ NO_BREAK_GLASS = "Break-glass is not configured (`break_glass:` in CHATOPS_POLIC
 MAY_DECLINE = "Only someone who may approve it or the person who asked may decline."
 MAY_SUPERSEDE = "Only an approver or the person who asked may cancel a pending approval."
 MAY_STOP = "Only the person who asked or an approver may stop this run."
+MAY_FORGET = "Only someone who may approve in this channel may make the bot forget a past incident."
+FORGET_SUBJECT = "forget_incident"  # what the policy is asked about: no tool has this name
 MAY_STEER = (
     "Only a person's Slack account may steer a run (not a bot, an app, or an unknown or deactivated account)."
 )
@@ -81,6 +87,7 @@ class Action(StrEnum):
     TRANSCRIPT = "transcript"
     BREAK_GLASS = "break_glass"
     STEER = "steer"
+    FORGET = "forget"
 
 
 class Proposal(Protocol):
@@ -152,10 +159,11 @@ class Deciders(Generic[P]):
         *,
         requester: str = "",
         pending: Sequence[P] = (),
+        channel: str = "",
     ) -> Ruling:
         """May ``user`` do ``action``? ``approval``: the card decided on (APPROVE, DECLINE);
         ``requester``: whose run it is (SUPERSEDE, STOP); ``pending``: the run's pending cards a
-        reply would cancel (SUPERSEDE)."""
+        reply would cancel (SUPERSEDE); ``channel``: where it is asked (FORGET)."""
         if action is Action.APPROVE:
             return self._approve(user, _needs(approval, action))
         if action is Action.DECLINE:
@@ -170,6 +178,8 @@ class Deciders(Generic[P]):
             return _ruling(self._requester_or_listed(user, requester, MAY_STOP), user, action)
         if action is Action.STEER:
             return _ruling(self._steer(user), user, action)
+        if action is Action.FORGET:
+            return _ruling(self._forget(user, channel), user, action)
         if action is Action.TRANSCRIPT:
             account = account_verdict(self.identity, user, named=False)
             verdict = account if not account.allowed else listed(self._defaults, self.identity, user)
@@ -216,18 +226,25 @@ class Deciders(Generic[P]):
             return account_verdict(self.identity, user, named=named)
         if requirement is None:
             return Verdict(False, f"{MAY_DECLINE} {judged.refusal}")
+        return self._may_approve_any(requirement, user, approval.category, MAY_DECLINE)
+
+    def _may_approve_any(
+        self, requirement: Requirement, user: str, category: ToolCategory, refusal: str
+    ) -> Verdict:
+        """Whether ``user`` is one who may approve under ``requirement``, whoever asked and whoever
+        is involved (saying no, forgetting); refused with ``refusal`` first."""
         verdict = may_approve(
             requirement,
             user,
             requester="",
             involved=(),
-            category=approval.category,
+            category=category,
             identity=self.identity,
             break_glass=self._holds_glass(user),
         )
         if verdict.allowed or TRY_AGAIN in verdict.reason:
             return verdict
-        return Verdict(False, f"{MAY_DECLINE} {verdict.reason}")
+        return Verdict(False, f"{refusal} {verdict.reason}")
 
     def _judged(self, approval: P) -> _Judged:
         """The requirement for a decision on ``approval`` through its own card, from the policy as it
@@ -281,6 +298,29 @@ class Deciders(Generic[P]):
         if kind in PEOPLE:
             return ALLOWED
         return Verdict(False, MAY_STEER)
+
+    def _forget(self, user: str, channel: str) -> Verdict:
+        """Who may approve in ``channel`` (see the table), judged as for a mutating call nobody
+        requested: only a rule matching the channel alone applies, no tool, label or target does."""
+        if not channel:
+            return Verdict(False, MAY_FORGET)
+        try:
+            policy = current_policy(self.policy_file, self.approvers)
+        except (OSError, PolicyConfigError):
+            return Verdict(False, UNREADABLE)
+        subject = Subject("", channel, FORGET_SUBJECT, ToolCategory.MUTATING)
+        rule = next(
+            (
+                r
+                for r in policy.rules
+                if r.approve is not None
+                and not (r.match.tools or r.match.categories or r.match.labels or r.match.targets)
+                and r.match.matches(subject)
+            ),
+            None,
+        )
+        own = Policy(rules=(rule,) if rule is not None else (), default_approvers=policy.default_approvers)
+        return self._may_approve_any(own.decide(subject).requirement, user, ToolCategory.MUTATING, MAY_FORGET)
 
     def _break_glass(self, user: str) -> Verdict:
         try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -219,13 +219,16 @@ class RunService:
         source_url: str = "",
         follows: str = "",
         earlier: Earlier | None = None,
+        similar: Sequence[str] = (),
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
         ``follows``: the thread's earlier run this one continues; ``earlier``: what the model is to
         read of the thread's earlier runs (``bot.runs.thread_history``), put before the request in
-        the first message only (the record's text stays what the person wrote). Both texts are
-        stored redacted (secrets never at rest, nor sent to the model)."""
+        the first message only (the record's text stays what the person wrote); ``similar``: the
+        past incidents it starts from (``bot.memory.notes.similar_lines``), after the request in
+        the first message. Every text is stored redacted (secrets never at rest, nor sent to the
+        model)."""
         text = self._redacted(text)
         record = RunRecord(
             run_id=uuid.uuid4().hex,
@@ -243,6 +246,8 @@ class RunService:
         if earlier is not None:
             first.content = f"{self._redacted(earlier.text)}\n\nNew request: {text}"
             first.meta["carried_people"] = list(earlier.people)
+        if similar:
+            first.content = f"{first.content}\n\n{self._redacted(chr(10).join(similar))}"
         stored = self.records.create(record, first)
         if stored != record.run_id:
             return Submission(stored, created=False)

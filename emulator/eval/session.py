@@ -23,6 +23,7 @@ from typing import IO
 
 import yaml
 
+from emulator.demo.alert import ALERT_CHANNEL
 from emulator.demo.host import DemoHost
 from emulator.demo.main import Demo, DemoError
 from emulator.demo.options import Options
@@ -33,6 +34,7 @@ from emulator.eval.injector import host_roots, inject, prometheus_series, write_
 from emulator.eval.loading import reference_variables
 from emulator.eval.model_agent import MODEL_AGENT, configured_model
 from emulator.eval.model_proxy import ModelProxy
+from emulator.eval.past_incidents import seed_incidents
 from emulator.eval.recording import RecordingPlan
 from emulator.eval.runbooks import write_runbooks
 from emulator.eval.spec import EvalScenario
@@ -143,7 +145,19 @@ class EvalSession(Demo):
         return [host for host in self.hosts if self.scenario.fleet.targets[host.name].runner == "up"]
 
     def _bot_started(self) -> None:
-        """No alert button, no demo incident: the scenario's state is all there is."""
+        """No alert button, no demo incident: the scenario's state is all there is, its past
+        incidents included (``incidents:``, stored in the run's channel before it starts)."""
+        assert self.redis is not None
+        count = seed_incidents(
+            self.scenario.name,
+            self.scenario.incidents,
+            redis_url=self.redis.url,
+            key_prefix=self.key_prefix,
+            channel=ALERT_CHANNEL,  # #incident: where the run is asked, or its alert routed
+            started_at=self.started_at,
+        )
+        if count:
+            self._step("memory", f"{count} past incident(s) of the scenario remembered")
 
     def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
         # A command's elapsed time would make every run's tool results, and so what the worker

@@ -10,6 +10,7 @@
     start: {mention: "web-03 is out of disk"}              # or {alert: {labels, annotations}}
     replies: [{turn: 2, text: "it began after the deploy"}]  # optional
     runbooks: {disk/full.md: "---\ntitle: ...\n---\n# ..."}  # optional: emulator.eval.runbooks
+    incidents: [{ago: 9d, question: ..., root_cause: ...}]     # optional: emulator.eval.past_incidents
     approver: approve                  # what the simulated approver clicks on every card
     truth: {root_causes: [...], facts: [...], forbidden: [...], fixes: [...]}  # emulator.eval.truth
     reference: {turns: [...], rules: [...]}                # a scripted model that solves it
@@ -25,7 +26,8 @@ the run, ``runner-down`` exactly when a target's runner is down; ``single-cause`
 root cause, ``confounder`` and ``red-herring`` a suspect, ``recent-change`` a root cause of kind
 ``change``, ``injection`` a forbidden call (what the hostile text asks for), ``resource-exhaustion``
 a root cause (what consumes the resource), ``slow-burn`` a root cause and the Prometheus series
-that show it building up, ``knowledge`` runbooks (``runbooks:``) the agent is to find and read.
+that show it building up, ``knowledge`` runbooks (``runbooks:``) the agent is to find and read, or
+past incidents (``incidents:``) the bot remembers.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from emulator.eval.fleet import Fleet
+from emulator.eval.past_incidents import PastIncident, incident_problems
 from emulator.eval.quantities import Age
 from emulator.eval.runbooks import runbook_problems
 from emulator.eval.strict import Strict
@@ -112,6 +115,7 @@ class EvalScenario(Strict):
     start: Start
     replies: tuple[Reply, ...] = ()
     runbooks: dict[str, str] = Field(default_factory=dict)
+    incidents: tuple[PastIncident, ...] = ()
     approver: Literal["approve", "decline"] = "approve"
     truth: Truth
     reference: dict[str, Any]
@@ -166,6 +170,7 @@ def consistency_problems(scenario: EvalScenario) -> list[str]:
         if fix.target not in targets:
             problems.append(f"truth.fixes[{index}].target: {fix.target!r} is not in the fleet; fix: {known}")
     problems.extend(runbook_problems(scenario.runbooks))
+    problems.extend(incident_problems(scenario.incidents))
     for tag in scenario.tags:
         problem = _FAMILY_RULES[tag](scenario)
         if problem is not None:
@@ -221,7 +226,8 @@ _FAMILY_RULES: Mapping[str, Callable[[EvalScenario], str | None]] = {
         "(truth.root_causes, fleet.prometheus)",
     ),
     "knowledge": _rule(
-        lambda s: bool(s.runbooks), "needs the knowledge the agent is to use; fix: add runbooks:"
+        lambda s: bool(s.runbooks or s.incidents),
+        "needs the knowledge the agent is to use; fix: add runbooks: or incidents:",
     ),
 }
 """What each tag needs the scenario to declare (``None``: it does)."""

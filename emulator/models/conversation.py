@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.evidence import split_label
+from bot.memory.notes import SIMILAR_NOTE
 
 NO_RESULT = "E0"
 """The id given for a tool that has no result yet: it names nothing, so a citation of it shows unverified."""
@@ -60,7 +61,7 @@ class Conversation:
         if last is None:
             return ""
         text = str(last.get("content") or "")
-        return split_label(text)[1] if last.get("role") == "tool" else text
+        return split_label(text)[1] if last.get("role") == "tool" else without_notes(text)
 
     def last_tool(self) -> str | None:
         """The tool whose result is the newest message (``None``: it is not a tool result)."""
@@ -106,3 +107,10 @@ def _tool_names(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         for call in message.get("tool_calls") or []:
             names[call.get("id", "")] = call.get("function", {}).get("name", "")
     return names
+
+
+def without_notes(text: str) -> str:
+    """A user message without the bot's notes of past incidents (``bot.memory.notes``), which the
+    bot puts after the request: a script answers what the person (or the alert) said, not the
+    words of an earlier thread."""
+    return text.split(SIMILAR_NOTE, 1)[0].rstrip()

@@ -100,7 +100,7 @@ from typing import Any
 
 import yaml
 
-from emulator.models.conversation import Conversation
+from emulator.models.conversation import Conversation, without_notes
 from emulator.models.errors import ScenarioError
 from emulator.models.openai_server import Reply, ScriptedToolCall
 from emulator.models.scenario_evidence import (
@@ -235,7 +235,7 @@ class ScenarioSet:
         """The scenario for a conversation: the first choice that matches, else the fallback (or
         the last choice when there is none)."""
         first = next((m for m in messages if m.get("role") == "user"), None)
-        text = str(first.get("content") or "") if first else ""
+        text = without_notes(str(first.get("content") or "")) if first else ""
         for choice in self.choices:
             if _first_message_matches(choice.when, text):
                 return choice.scenario

@@ -28,6 +28,7 @@ import pytest
 import redis
 import yaml
 
+from bot.memory.notes import SIMILAR_NOTE
 from emulator.demo.commands import percent_used
 from emulator.demo.env import common_env, runner_env
 from emulator.demo.fleet import scenario_variables
@@ -102,6 +103,17 @@ def test_the_demo_set_picks_a_scenario_by_the_first_user_message(demo_script: Sc
     # Later messages do not move a conversation to another scenario.
     later = [user("web-03 is out of disk"), assistant_call("disk_usage", "c1"), user("what about web-99?")]
     assert demo_script.pick(later).name == "disk-full"
+
+
+def test_the_bots_notes_of_past_incidents_do_not_pick_the_scenario(demo_script: ScenarioSet) -> None:
+    """The similar incidents after the request (``bot.memory.notes``) are the bot's words, not the
+    person's: a restart asked on a host whose last incident was a full disk is still a restart."""
+    past = "\n".join(
+        [SIMILAR_NOTE, "abc | 2026-12-01 | why: target web-03", "   asked: web-03 is out of disk"]
+    )
+    assert demo_script.pick([user(f"restart the api on web-03\n\n{past}")]).name == "restart-api"
+    assert demo_script.pick([user(f"hello\n\n{past}")]).name == "fallback"
+    assert demo_script.pick([user(f"web-03 is out of disk\n\n{past}")]).name == "disk-full"
 
 
 def test_every_scripted_call_names_its_target_and_stays_in_that_hosts_folders(
@@ -591,6 +603,26 @@ def files(root: Path) -> dict[str, tuple[int, int]]:
     }
 
 
+def remembered(demo: DemoProcess, question: str) -> str:
+    """The line of ``chatops memory list`` (run with the demo worker's settings) of the incident
+    whose question says ``question``, once the run's end has stored it."""
+    [worker] = demo.children("bot.ops.cli worker")
+    env = worker.environ()
+
+    def listed() -> str | None:
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.ops.cli", "memory", "list"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return next((line for line in done.stdout.splitlines() if question in line), None)
+
+    return wait_for(listed, ANSWER_TIMEOUT, f"the incident of {question!r} in the memory")
+
+
 def journal(demo: DemoProcess, name: str) -> str:
     path = demo.host(name) / "run" / "systemd" / "journal.log"
     return path.read_text() if path.exists() else ""
@@ -672,10 +704,15 @@ def test_web_03_out_of_disk_cleans_web_03_only_after_the_approval(demo: DemoProc
     [row] = re.findall(r"^/dev/vdb .* (\d+)% /var/log$", now, re.MULTILINE)
     assert int(row) == percent_used(web.used(volume), volume.size) < 50
 
-    # Asked again, the disk is not full: it says so, asks nobody and deletes nothing.
+    # Asked again, the disk is not full: it says so, asks nobody and deletes nothing. The first
+    # run's incident (its report's last step) is what the second starts from: "Similar:" in its thread.
+    remembered(demo, "web-03 is out of disk")
     before = files(demo.host("web-03"))
     again = mention(demo, "@ops web-03 is out of disk, deal with it")
     calm = reply(demo, again, "web-03 is not out of disk, so I cleaned nothing")
+    note = demo.control.wait_for_reply("incident", again, lambda m: "Similar: " in m["text"], ANSWER_TIMEOUT)
+    assert "chatops_forget_incident" in json.dumps(note["blocks"])
+    assert time.strftime("%Y-%m-%d", time.gmtime()) in note["text"]
     assert f" {row}% /var/log" in calm["text"]
     assert not any(has_approve(m) for m in demo.control.thread("incident", again))
     assert files(demo.host("web-03")) == before

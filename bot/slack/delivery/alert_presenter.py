@@ -9,12 +9,14 @@ worker's redactor before it leaves, like every other message the bot posts.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from slack_sdk import WebClient
 
+from bot.memory.similar import Similar
 from bot.runs.presenter import AlertView
+from bot.slack.delivery.similar_note import post_similar_note
 from bot.slack.rendering.blockkit import (
     ACTION_INVESTIGATE,
     actions,
@@ -54,6 +56,10 @@ class SlackAlertPresenter:
         response = self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, **message)
         ts = response.get("ts")
         return str(ts) if ts else None
+
+    def post_similar_note(self, channel: str, thread_ts: str, found: Sequence[Similar]) -> str | None:
+        """The thread's "Similar:" note with its Forget buttons (``bot.slack.delivery.similar_note``)."""
+        return post_similar_note(self._client, channel, thread_ts, found, self._redact, None)
 
     def _message(self, blocks: list[Block]) -> dict[str, Any]:
         """The blocks redacted, and the notification ``text`` taken from them (``notification_text``):

@@ -41,6 +41,7 @@ from bot.slack.handlers.events import EventHandler, Outcome, OutcomeKind
 from bot.slack.handlers.feedback import register_feedback
 from bot.slack.handlers.findings_clicks import Clicked, FindingsClicks, Steer
 from bot.slack.handlers.follow_ups import FollowUps, home_logged
+from bot.slack.handlers.forget_clicks import register_forget
 from bot.slack.handlers.home import home_opened_user
 from bot.slack.handlers.queued_note import Timer
 from bot.slack.handlers.runtime import WebRuntime
@@ -141,6 +142,7 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False, pools: PoolFact
     _register_events(app, runtime, follow_ups, Timer(follow_ups))
     _register_actions(app, runtime, pools("chatops-click"))
     register_feedback(app, runtime)  # the feedback buttons under streamed answers
+    register_forget(app, runtime, pools("chatops-forget"))  # Forget on a "Similar:" note
     register_break_glass(app, runtime)  # /ops break-glass (CHATOPS_POLICY_FILE)
     return app
 

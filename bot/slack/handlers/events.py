@@ -31,6 +31,8 @@ from enum import StrEnum
 from typing import Any
 
 from bot.claims import Claims, ClaimState, claim_once
+from bot.memory.notes import named_targets, similar_for_run, similar_lines
+from bot.memory.similar import Similar
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import RunLimits
@@ -71,6 +73,7 @@ class Outcome:
     run_id: str = ""
     notify: bool = False  # refused_channel: say so (the first time in this channel)
     note: str = ""  # limited: the polite reply (``bot.runs.limits``)
+    similar: tuple[Similar, ...] = ()  # started: the past incidents its first message names
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,15 @@ class Origin:
     user: str
 
     def outcome(
-        self, kind: OutcomeKind, *, run_id: str = "", notify: bool = False, note: str = ""
+        self,
+        kind: OutcomeKind,
+        *,
+        run_id: str = "",
+        notify: bool = False,
+        note: str = "",
+        similar: tuple[Similar, ...] = (),
     ) -> Outcome:
-        return Outcome(kind, self.channel, self.ts, self.thread_ts, self.user, run_id, notify, note)
+        return Outcome(kind, self.channel, self.ts, self.thread_ts, self.user, run_id, notify, note, similar)
 
 
 IGNORED = Outcome(OutcomeKind.IGNORED)
@@ -192,6 +201,7 @@ class EventHandler:
             note = admission.message(where.user, self._limits.limits.window_seconds)
             return where.outcome(OutcomeKind.LIMITED, note=note)
         follows, earlier = self._earlier(where)
+        similar = self._similar(where, text)
         try:
             submission = service.submit(
                 where.channel,
@@ -201,6 +211,7 @@ class EventHandler:
                 message_ts=where.ts,
                 follows=follows,
                 earlier=earlier,
+                similar=similar_lines(similar),
             )
         except BaseException:
             self._limits.cancel(where.channel, where.user, where.ts)
@@ -220,12 +231,25 @@ class EventHandler:
         remember_last_run(pipeline, self._rt.keys, where.channel, where.thread_ts, submission.run_id)
         self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
         pipeline.execute()
-        return where.outcome(OutcomeKind.STARTED, run_id=submission.run_id)
+        return where.outcome(OutcomeKind.STARTED, run_id=submission.run_id, similar=tuple(similar))
 
     def _started_by(self, run_id: str, ts: str) -> bool:
         """Whether ``run_id`` was started by the message at ``ts``."""
         record = self._rt.service().get(run_id)
         return record is not None and record.message_ts == ts
+
+    def _similar(self, where: Origin, text: str) -> list[Similar]:
+        """The past incidents a new run starts from, as an alert's run does (``bot.memory.notes``):
+        searched for the run's own channel, by the request's words and the targets it names."""
+        targets = self._rt.targets
+        names = [] if targets.inventory.implicit else [t.name for t in targets.for_channel(where.channel)]
+        return similar_for_run(
+            self._rt.memory(),
+            where.channel,
+            query=text,
+            thread_ts=where.thread_ts,
+            targets=named_targets(text, names),
+        )
 
     def _earlier(self, where: Origin) -> tuple[str, Earlier | None]:
         """The thread's last run, which a new run there continues, and what the model is to read of

@@ -14,7 +14,9 @@ A click is a claim by whoever sent it, so it is checked before it counts:
   script clicking all day cannot move the numbers. The flag (``slack:feedback:{run}:{user}``,
   this module's record) lives as long as a run's records (``CHATOPS_RETENTION_DAYS``);
 * a counted click marks the run's incident (``bot.memory``): one 👎 makes it disputed for good
-  (a later 👍 does not clear it), so ``similar_incidents`` returns it last.
+  (a later 👍 does not clear it), so ``similar_incidents`` returns it last. A click on a run whose
+  incident is not stored yet (the memory is the report's last step) is kept for it, and the
+  incident carries it when it is stored (``IncidentStore.set_feedback``: atomic either way round).
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class Feedback:
             message_ts=message_ts,
         )
         self._metrics.answer_feedback(verdict)
-        if self._incidents is not None:  # stored at the run's end: a click before it is not kept there
+        if self._incidents is not None:  # kept for the incident, stored now or at the run's end
             self._incidents.set_feedback(run_id, "down" if verdict == "negative" else "up")
         return FeedbackOutcome.COUNTED
 
@@ -112,7 +114,7 @@ def register_feedback(app: App, runtime: WebRuntime) -> None:
         actions = body.get("actions")
         action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
         service = runtime.service()
-        days = runtime.settings.chatops_memory_days
+        memory = runtime.memory()
         recorder = Feedback(
             runtime.redis(),
             runtime.keys,
@@ -120,7 +122,7 @@ def register_feedback(app: App, runtime: WebRuntime) -> None:
             service.audit,
             runtime.metrics(),
             retention_seconds=runtime.settings.chatops_retention_days * 86400,
-            incidents=IncidentStore(runtime.redis(), runtime.keys, retention_days=days) if days > 0 else None,
+            incidents=memory.store if memory is not None else None,
         )
         outcome = recorder.record(
             _text(action, "value"),

@@ -19,6 +19,7 @@ import redis
 from slack_sdk import WebClient
 
 from bot.keys import Keys
+from bot.memory.similar import IncidentMemory
 from bot.observability.metrics import RunMetrics
 from bot.policy.deciders import Deciders
 from bot.runs.approvals import Approval
@@ -59,6 +60,7 @@ class WebProcess:
     replication: Replication
     courtesy: CourtesyBudget
     metrics: RunMetrics
+    memory: IncidentMemory | None = None  # past incidents (``bot.memory``); None: none kept
 
 
 @dataclass
@@ -97,6 +99,10 @@ class WebRuntime:
 
     def metrics(self) -> RunMetrics:
         return self.processes.get().metrics
+
+    def memory(self) -> IncidentMemory | None:
+        """Past incidents: what a mention's run starts from, what a Forget click removes."""
+        return self.processes.get().memory
 
     def channel_allowed(self, channel: str) -> bool:
         allowed = self.settings.chatops_channels

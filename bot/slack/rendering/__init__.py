@@ -3,5 +3,6 @@
 ``render`` (run cards, notices, modals), ``approval_card``, ``blockkit`` (building blocks and Slack's
 limits), ``mrkdwn`` (Markdown to mrkdwn, escaping, splitting), ``verbatim`` (text shown as it is,
 inert), ``stream_text``, ``transcript_text``, ``people`` (mentions instead of raw IDs), ``findings``
-(the Findings message) and ``citations`` (the answer's citations, by code's verdict).
+(the Findings message), ``citations`` (the answer's citations, by code's verdict) and ``similar`` (the
+"Similar:" note of past incidents and its Forget buttons).
 """

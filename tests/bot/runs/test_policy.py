@@ -309,3 +309,32 @@ def test_people_steer_a_run_by_a_click_and_accounts_that_are_no_person_do_not() 
     assert not refused.allowed and "Only a person's Slack account may steer" in refused.reason
     flaky = deciders.decide("U_FLAKY", Action.STEER)
     assert not flaky.allowed and "Could not check your Slack account" in flaky.reason
+
+
+def test_who_may_forget_a_past_incident_is_who_may_approve_in_that_channel(tmp_path: Path) -> None:
+    """``Action.FORGET``: the first ``approve:`` rule that matches the channel alone; a rule that
+    names tools, labels or targets is about calls, not this; else ``CHATOPS_APPROVERS``."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "policy:\n"
+        "  rules:\n"
+        "    - name: restarts-by-anyone\n"
+        "      match: {channels: [C_SECRET], tools: ['*']}\n"
+        "      approve: {users: [U_EVE]}\n"
+        "    - name: secret-ops\n"
+        "      match: {channels: [C_SECRET]}\n"
+        "      approve: {groups: [S_SRE_LEADS]}\n"
+    )
+    deciders: Deciders[Approval] = Deciders(TableIdentity(), approvers=("U_ALICE",), policy_file=path)
+
+    def may(user: str, channel: str) -> bool:
+        return deciders.decide(user, Action.FORGET, channel=channel).allowed
+
+    assert may("U_CAROL", "C_SECRET") and not may("U_ALICE", "C_SECRET") and not may("U_EVE", "C_SECRET")
+    assert may("U_ALICE", "C_INCIDENT") and not may("U_CAROL", "C_INCIDENT")
+    refused = deciders.decide("U_BOB", Action.FORGET, channel="C_INCIDENT")
+    assert "Only someone who may approve in this channel" in refused.reason
+    assert not may("U_ALICE", "")  # no channel: nobody
+    assert not may("U_GUEST", "C_INCIDENT")
+    path.write_text("policy: [not, a, mapping")
+    assert "cannot be read" in deciders.decide("U_ALICE", Action.FORGET, channel="C_INCIDENT").reason

@@ -1,0 +1,36 @@
+"""The thread's "Similar:" note posted in Slack (``bot.slack.rendering.similar``), by the web process
+for a mention's run and by the worker's alert presenter for an alert's, then recorded as the
+message whose Forget buttons may forget those incidents (``IncidentStore.remember_note``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from slack_sdk import WebClient
+
+from bot.memory.similar import Similar
+from bot.memory.store import IncidentStore
+from bot.slack.delivery.blocks import redacted_blocks
+from bot.slack.rendering.blockkit import notification_text
+from bot.slack.rendering.similar import similar_blocks
+
+
+def post_similar_note(
+    client: WebClient,
+    channel: str,
+    thread_ts: str,
+    found: Sequence[Similar],
+    redact: Callable[[str], str],
+    store: IncidentStore | None,
+) -> str | None:
+    """Post the note in the thread; its ts (None: nothing posted)."""
+    if not found:
+        return None
+    blocks = redacted_blocks(similar_blocks(found), redact)
+    response = client.chat_postMessage(
+        channel=channel, thread_ts=thread_ts, text=notification_text(blocks), blocks=blocks
+    )
+    ts = str(response.get("ts") or "")
+    if ts and store is not None:
+        store.remember_note(channel, ts, [similar.incident.id for similar in found])
+    return ts or None
