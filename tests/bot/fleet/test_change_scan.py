@@ -102,5 +102,34 @@ def test_the_runner_scans_when_given_a_scan_and_stops_it_with_itself(
     assert not runner.change_scan.running
 
 
-def test_chatops_runner_without_a_scan_scans_nothing(settings: Settings, redis_client: redis.Redis) -> None:
-    assert build_runner(settings, redis_client, "web-03").change_scan is None
+def test_chatops_runner_scans_its_own_host_under_its_root_and_names_paths_as_the_host_does(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, keys: Keys, queue_name: str
+) -> None:
+    root = tmp_path / "host"  # the host's / as a containerised runner sees it (CHATOPS_CHANGES_ROOT)
+    (root / "var/log").mkdir(parents=True)
+    (root / "var/log/dpkg.log").write_text("2026-12-03 10:01:02 upgrade nginx:amd64 1.24.0-1 1.24.0-2\n")
+    site = root / "etc/nginx/sites-enabled/shop"
+    site.parent.mkdir(parents=True)
+    site.write_text("client_max_body_size 25m;\npassword=hunter2\n")
+    inventory = {"targets": [{"name": "web-03", "via": "runner", "watch": ["/etc/nginx"]}]}
+    settings = runner_settings(
+        tmp_path,
+        redis_url,
+        keys.prefix,
+        queue_name,
+        inventory,
+        chatops_runner_state_dir=tmp_path / "state",
+        chatops_changes_root=root,
+        chatops_service_backend="kubernetes",  # no systemctl on this machine's behalf
+    )
+    runner = build_runner(settings, redis_client, "web-03")
+    assert runner.change_scan is not None
+    assert runner.change_scan.scan_once() == 1  # the baseline: the package history, no "created" flood
+    site.write_text("client_max_body_size 1m;\npassword=hunter3\n")
+    assert runner.change_scan.scan_once() == 1
+    package, edit = _journal(redis_client, keys).between("web-03", 0, 2e9)
+    assert package.what == "upgrade nginx 1.24.0-1 -> 1.24.0-2"
+    assert edit.what == "edited /etc/nginx/sites-enabled/shop" and str(tmp_path) not in edit.diff
+    assert "+client_max_body_size 1m;" in edit.diff and "hunter" not in edit.diff
+    kept = [p.read_bytes() for p in (tmp_path / "state").rglob("*") if p.is_file()]
+    assert kept and not any(b"hunter" in data for data in kept)  # redacted before anything is stored
