@@ -23,6 +23,14 @@ class ControlApiError(RuntimeError):
         self.body = body
 
 
+def settled(message: dict[str, Any]) -> bool:
+    """Whether ``message`` (as the control API shows it) is as it will stay: posted, or a stream no
+    longer added to (``chat.stopStream`` completed it, or Slack closed it idle). A message still
+    ``streaming`` shows what came so far: more text, tasks and its final blocks may follow."""
+    stream = message.get("stream")
+    return not stream or stream.get("state") != "streaming"
+
+
 class SlackEmulatorClient:
     """Talks to a running emulator's ``/control`` API (in this process or another)."""
 
@@ -241,9 +249,10 @@ class SlackEmulatorClient:
     def wait_for_reply(
         self, channel: str, thread_ts: str, predicate: Callable[[dict[str, Any]], bool], timeout: float = 5.0
     ) -> dict[str, Any]:
-        """The first reply in a thread matching ``predicate``, waiting for it to appear."""
+        """The first reply in a thread matching ``predicate``, waiting for it to appear and to be
+        ``settled``: a reply the bot still streams is what came so far, not its answer yet."""
 
         def probe() -> dict[str, Any] | None:
-            return next((m for m in self.thread(channel, thread_ts)[1:] if predicate(m)), None)
+            return next((m for m in self.thread(channel, thread_ts)[1:] if settled(m) and predicate(m)), None)
 
         return self.wait_for(probe, timeout)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from agent.types import Decision, DecisionStatus, Message, RunState, RunStatus, 
 from emulator.demo.catalog import write_catalog
 from emulator.demo.fleet import build_hosts, scenario_variables
 from emulator.demo.host import DemoHost
-from emulator.demo.incident import POSTGRES_LOG, Incident
+from emulator.demo.incident import POSTGRES_LOG, Incident, incident_lines, statement_line
 from emulator.demo.prometheus import PrometheusAPI
 from emulator.models.openai_server import OpenAIServer
 from emulator.models.scenario import ScenarioSet, load_script
@@ -174,6 +175,30 @@ def test_db_01_busy_once_its_incident_started_root_cause_found(
     assert not unverified(state)
     assert answer.startswith("db-01 is busy, and it is postgresql") and len(state.citations) == 6
     assert "31877 postgres" in answer
+
+
+def test_db_01_read_a_minute_into_its_incident_still_cites_when_the_report_started(
+    script: ScenarioSet, hosts: dict[str, DemoHost], prometheus: PrometheusAPI, tmp_path: Path
+) -> None:
+    """The end of db-01's log that the answer shows (its last 12 lines) holds the report's statement
+    only for about 20 s after the press: the incident adds a line every 2 s or so. A run that reads
+    it later, as on a busy machine, cites the statement from the report's own lines (``tail_log``
+    filtered on ``reporting@orders``), verified. Later is made here, not waited for: the incident
+    started a minute ago and the log holds that minute's lines."""
+    db = hosts["db-01"]
+    started = time.time() - 60
+    incident = Incident(db.root, clock=lambda: started, interval=3600)
+    assert incident.start()
+    incident.stop()  # its writer: the minute's lines are written here at once
+    with (db.root / POSTGRES_LOG).open("a") as log:
+        log.writelines(f"{line}\n" for line in incident_lines(started, started, started + 60))
+    alert = "Alert from Alertmanager (firing): PostgresHighLoad\nTarget: db-01 (from the inventory)"
+    state, answer = run(script, host_tools(db, tmp_path), alert, prometheus)
+    assert answer.startswith("db-01 is busy, and it is postgresql") and not unverified(state)
+    end_of_log = answer.split("**The end of its log:**", 1)[1].split("What shows it:", 1)[0]
+    assert "reporting@orders LOG:  statement" not in end_of_log  # scrolled out of the last 12 lines
+    [cited] = [c for c in state.citations if c.quote and "statement: SELECT c.region" in c.quote]
+    assert (cited.tool, cited.quote, cited.verified) == ("tail_log", statement_line(started), True)
 
 
 def test_web_03_two_hypotheses_one_refuted_and_a_cited_answer(

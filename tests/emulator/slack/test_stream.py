@@ -159,6 +159,37 @@ def test_feedback_buttons_are_clicked_like_slack_sends_them(
     assert control.click(ts, "U_BOB", value="bad:1")["payload"]["actions"][0]["value"] == "bad:1"
 
 
+def test_a_reply_is_waited_for_until_its_stream_is_stopped(
+    web: WebClient, control: SlackEmulatorClient
+) -> None:
+    """``wait_for_reply`` answers a streamed reply once it is stopped, never mid-stream (its text is
+    what came so far: an answer's first line, not its quotes yet). Each wait below looks once
+    (``timeout=0``): the stream is held at each step by this test, not by a clock."""
+    thread = thread_of(control)
+    first = "db-01 is busy, and it is postgresql\n"
+    quote = "reporting@orders LOG:  statement: SELECT c.region\n"
+
+    def answer(message: dict[str, Any]) -> bool:
+        return str(message["text"]).startswith("db-01 is busy")
+
+    ts = start(web, thread, markdown_text=first)
+    assert streamed(control, thread, ts)["text"] == first  # it matches, but more is coming
+    with pytest.raises(TimeoutError):
+        control.wait_for_reply(CHANNEL, thread, answer, timeout=0)
+    web.chat_appendStream(channel=CHANNEL, ts=ts, markdown_text=quote)
+    with pytest.raises(TimeoutError):
+        control.wait_for_reply(CHANNEL, thread, answer, timeout=0)
+    buttons = [{"type": "context_actions", "elements": [_feedback()]}]
+    web.chat_stopStream(channel=CHANNEL, ts=ts, markdown_text="I changed nothing.", blocks=buttons)
+    found = control.wait_for_reply(CHANNEL, thread, answer, timeout=0)
+    assert found["ts"] == ts and found["text"] == first + quote + "I changed nothing."
+    assert found["stream"]["state"] == "completed" and found["blocks"][-1] == buttons[0]
+    # A posted reply is as it will stay (no stream): found at the first look.
+    posted = web.chat_postMessage(channel=CHANNEL, thread_ts=thread, text="db-01 is busy, posted")["ts"]
+    later = control.wait_for_reply(CHANNEL, thread, lambda m: m["text"] == "db-01 is busy, posted", 0)
+    assert later["ts"] == posted and later["stream"] is None
+
+
 def test_set_status_keeps_its_loading_messages(web: WebClient, control: SlackEmulatorClient) -> None:
     thread = thread_of(control)
     web.assistant_threads_setStatus(
