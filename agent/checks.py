@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.tooling import Tool, ToolResult
+from agent.types import CheckMeta, Message, MessageMeta
 from agent.verification import PlannedCall
 
 RunCall = Callable[[Tool, str, float], ToolResult]
@@ -128,6 +129,22 @@ def run_check(
         pause = min(pause * 2, MAX_PAUSE_SECONDS)
     timed_out = attempts == 0 or cut_off
     return CheckOutcome(call, False, timed_out, output, attempts, clock() - started, seconds, before)
+
+
+def with_check(message: Message, outcome: CheckOutcome, ref: str | None, text: str) -> Message:
+    """The change's result ``message`` with its check's ``text`` after it, labelled ``[ref]``
+    (``meta["check"]`` says where it starts, for the evidence index)."""
+    head = f"{message.content or ''}\n\n"
+    label = f"[{ref}] " if ref is not None else ""
+    check: CheckMeta = {
+        "evidence": ref or "",
+        "tool": outcome.call.tool,
+        "arguments": outcome.call.arguments,
+        "at": len(head) + len(label),
+        "passed": outcome.passed,
+    }
+    meta: MessageMeta = {**message.meta, "check": check}
+    return message.model_copy(update={"content": head + label + text, "meta": meta})
 
 
 def _strip_target(output: str) -> str:

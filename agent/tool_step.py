@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from agent.arguments import CONFIRMED_BY, confirmed_by
-from agent.checks import CheckOutcome, read_before, run_check
+from agent.checks import CheckOutcome, read_before, run_check, with_check
 from agent.config import ConfirmRequest
 from agent.context import RunContext
 from agent.events import CheckEnded, ToolEnd, ToolStart
@@ -42,7 +42,7 @@ from agent.tooling import (
     describe_call,
     enforces_own_timeout,
 )
-from agent.types import CheckMeta, Decision, DecisionStatus, DryRun, Message, MessageMeta, ToolCall
+from agent.types import Decision, DecisionStatus, DryRun, Message, MessageMeta, ToolCall
 from agent.verification import Verification, same_as_approved
 
 OUTCOME_UNKNOWN_PREFIX = "Error: outcome unknown"  # a change that may or may not have happened
@@ -513,20 +513,8 @@ class ToolStep:
 
     def _with_check(self, message: Message, outcome: CheckOutcome) -> Message:
         """The change's result with its check after it, under the check's own evidence id."""
-        content = message.content or ""
         ref = self._ctx.next_evidence_ref() if self._ctx.config.evidence else None
-        head = f"{content}\n\n"
-        label = f"[{ref}] " if ref is not None else ""
-        check: CheckMeta = {
-            "evidence": ref or "",
-            "tool": outcome.call.tool,
-            "arguments": outcome.call.arguments,
-            "at": len(head) + len(label),
-            "passed": outcome.passed,
-        }
-        meta: MessageMeta = {**message.meta, "check": check}
-        text = head + label + self._filtered(outcome.text())
-        return message.model_copy(update={"content": text, "meta": meta})
+        return with_check(message, outcome, ref, self._filtered(outcome.text()))
 
     def _close(self, calls: list[ToolCall], reason: str) -> None:
         """Give every call that will not run a result, so the history stays valid to send."""

@@ -163,7 +163,7 @@ def test_a_check_changed_in_redis_after_the_approval_is_not_run(
     is not the approved one, runs neither and says so."""
     model = RestartModel()
     bot = restart_bot(make_bot, fake_systemctl, model, 5)
-    ts, run_id, card = approve_restart(bot)
+    ts, run_id, _ = approve_restart(bot)
     (approval,) = bot.service.approvals.for_run(run_id)
     forged = Verification(check=PlannedCall("service_status", '{"service":"postgres"}'))
     bot.redis.hset(bot.keys.approval(approval.id), "verify", forged.to_json())
