@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.tooling import call_verification
+from agent.tooling import ToolResult, call_verification
 from agent.verification import Verification, same_as_approved
 from tools import build_registry
 from tools.builtin.kubernetes import kubernetes_tools
 from tools.builtin.services import make_backend, service_tools
 from tools.config import ToolsConfig
 from tools.errors import CatalogError
+from tools.inventory_types import Target
 from tools.registry import check_declarations
+from tools.targets import TargetedTool
 
 POOL_TOOLS = """
 tools:
@@ -155,3 +157,36 @@ def test_a_read_only_tool_declares_no_check(tmp_path: Path) -> None:
         'run: [/usr/local/bin/pool, status, "{pool}"]\n    check: {tool: pool_status}',
     )
     assert "only a mutating or destructive tool declares check" in _load_error(tmp_path, text)
+
+
+class RunnerProxy:
+    """A runner's side of a target's route: it knows the tool's shape, not its declaration."""
+
+    def __init__(self, base: object) -> None:
+        self.base = base
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("verification_of", "declared"):
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def execute(self, arguments: str, *, timeout: float) -> ToolResult:
+        self.calls.append(arguments)
+        return ToolResult("api.service: active (running)")
+
+
+def test_a_checks_call_names_the_actions_target_and_is_routed_to_that_targets_runner() -> None:
+    status, restart = service_tools(make_backend("systemd", {}))
+    web, db = Target("web-03", "runner"), Target("db-01", "runner")
+    status_routes = {"web-03": (web, RunnerProxy(status)), "db-01": (db, RunnerProxy(status))}
+    routed_status = TargetedTool(status, status_routes)  # type: ignore[arg-type]
+    routed_restart = TargetedTool(
+        restart, {"web-03": (web, RunnerProxy(restart)), "db-01": (db, RunnerProxy(restart))}
+    )  # type: ignore[arg-type]
+    found = call_verification(routed_restart, '{"target": "web-03", "service": "api"}')
+    assert found is not None and found.check is not None
+    assert json.loads(found.check.arguments) == {"service": "api", "target": "web-03"}
+    routed_status.execute(found.check.arguments, timeout=5)
+    assert [json.loads(c) for c in status_routes["web-03"][1].calls] == [{"service": "api"}]
+    assert status_routes["db-01"][1].calls == []
