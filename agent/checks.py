@@ -119,7 +119,9 @@ def run_check(
         attempts += 1
         result = run(tool, call.arguments, left)
         output = _strip_target(result.output)
-        if call.passed(output, result.is_error, action_started):
+        if call.passed(
+            output, result.is_error, action_started, before.output if before is not None else None
+        ):
             return CheckOutcome(call, True, False, output, attempts, clock() - started, seconds, before)
         remaining = seconds - (clock() - started)
         cut_off = remaining <= max(0.05, left * 0.05)  # it used what was left: it did not finish

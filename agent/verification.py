@@ -43,8 +43,9 @@ class PlannedCall:
     expect_absent: str | None = None
     """A check passes only if its output does not contain this text (a rollout still in progress)."""
     active_since_action: bool = False
-    """A check passes only if its output says ``active (...)`` ``since`` a time not before the
-    action started (a systemd unit restarted by it, not one still up from before)."""
+    """A check passes only if its output says ``active (...)`` ``since`` a time later than the one
+    the before-read said (the host's own clock on both sides: a systemd unit restarted by the
+    action, not one still up from before), or, without one, not before the action started."""
 
     def shown(self) -> str:
         """As the card and the thread show it: ``tool {"arg": "value"}`` (plus what passes)."""
@@ -57,8 +58,9 @@ class PlannedCall:
             text += "\n  passes when the unit is active since after the action started"
         return text
 
-    def passed(self, output: str, is_error: bool, action_started: float) -> bool:
-        """Whether one run of this check, with ``output``, says the action worked."""
+    def passed(self, output: str, is_error: bool, action_started: float, before: str | None = None) -> bool:
+        """Whether one run of this check, with ``output``, says the action worked (``before``: what
+        the before-read printed, if there was one)."""
         if is_error or output.startswith("Error"):
             return False
         if self.expect is not None and self.expect not in output:
@@ -66,7 +68,7 @@ class PlannedCall:
         if self.expect_absent is not None and self.expect_absent in output:
             return False
         if self.active_since_action:
-            return _active_since(output, action_started)
+            return _active_since(output, action_started, _since(before) if before else None)
         return True
 
     def as_dict(self) -> dict[str, Any]:
@@ -184,12 +186,18 @@ def _text(value: object) -> str | None:
     return value
 
 
-def _active_since(output: str, action_started: float) -> bool:
-    if not _ACTIVE.search(output):
+def _active_since(output: str, action_started: float, before: float | None) -> bool:
+    since = _since(output)
+    if not _ACTIVE.search(output) or since is None:
         return False
-    match = _SINCE.search(output)
-    if match is None:
-        return False
-    since = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
+    if before is not None:
+        return since > before  # the host's clock on both sides: no skew with the worker's
     # systemd shows whole seconds: a start in the same second as the action counts as after it.
     return since >= int(action_started)
+
+
+def _since(output: str) -> float | None:
+    match = _SINCE.search(output)
+    if match is None:
+        return None
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()

@@ -86,6 +86,13 @@ def test_a_systemd_restart_checks_the_unit_is_active_since_the_restart() -> None
     assert not check.passed(
         "api.service: activating (start), since Thu 2026-12-03 22:00:01 UTC", False, started
     )
+    # With the before-read, the host's own clock decides, whatever the worker's says.
+    was = "api.service: active (running), since Thu 2026-12-03 20:00:00 UTC"
+    assert check.passed(
+        "api.service: active (running), since Thu 2026-12-03 20:00:01 UTC", False, started, was
+    )
+    assert not check.passed(was, False, 0, was)  # still up from before: not restarted
+    assert found.before is not None and found.before.tool == "service_status"
 
 
 def test_a_kubernetes_restart_checks_its_rollout_and_scale_undoes_to_the_count_read_before() -> None:

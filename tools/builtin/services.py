@@ -32,7 +32,7 @@ from tools.config import KUBE_NAMESPACE
 from tools.errors import ToolCallError, ToolConfigError
 from tools.placement import SERVICE
 from tools.process import DEFAULT_MAX_OUTPUT_BYTES, CommandResult, run_command
-from tools.verification import Check, Declared, NoUndo
+from tools.verification import Before, Check, Declared, NoUndo
 
 _SERVICE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9@._:/-]{0,252}$"
 _SYSTEMD_PROPERTIES = (
@@ -359,7 +359,9 @@ def restart_verification(backend: str) -> Declared:
     no_undo = NoUndo("a restart cannot be taken back; if it made things worse, restart again or roll back")
     status = {"service": "{args.service}"}
     if backend == "systemd":
-        return Declared(check=Check("service_status", status, active_since_action=True), undo=no_undo)
+        # Read first: the check compares two of the host's own timestamps, never the worker's clock.
+        check = Check("service_status", status, active_since_action=True)
+        return Declared(before=Before("service_status", status), check=check, undo=no_undo)
     if backend == "kubernetes":
         return Declared(
             check=Check("service_status", status, expect_absent="rollout in progress"), undo=no_undo
