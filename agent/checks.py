@@ -112,8 +112,9 @@ def run_check(
     unit came up after it. An attempt still running when the budget ran out (it is given only
     what is left) did not finish: the outcome says so rather than "failed"."""
     started = clock()
-    if tool is None:
-        return CheckOutcome(call, False, False, f"no tool {call.tool} in this run", 0, 0.0, seconds, before)
+    if tool is None:  # the run does not offer it (an access policy took it away): nothing ran
+        refused = f"{call.tool} is not offered in this run; verify by hand"
+        return CheckOutcome(call, False, False, "", 0, 0.0, seconds, before, refused)
     attempts, pause, output, cut_off = 0, FIRST_PAUSE_SECONDS, "", False
     while (left := seconds - (clock() - started)) > 0:
         attempts += 1

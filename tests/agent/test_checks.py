@@ -78,3 +78,10 @@ def test_a_before_read_that_is_no_json_object_gives_no_fields() -> None:
     assert read_before(CHECK, TOOL, answers(clock, ('{"replicas": 2}', False)), 5).fields == {"replicas": 2}
     assert read_before(CHECK, TOOL, answers(clock, ("[1, 2]", False)), 5).fields is None
     assert read_before(CHECK, None, answers(clock, ("{}", False)), 5).fields is None
+
+
+def test_a_check_whose_tool_the_run_does_not_offer_is_not_run_and_says_so() -> None:
+    clock = Clock()
+    outcome = run_check(CHECK, None, answers(clock, ("{}", False)), seconds=5, action_started=0, clock=clock)
+    assert outcome.refused is not None and outcome.attempts == 0
+    assert outcome.headline() == "Check not run: pool_status is not offered in this run; verify by hand"
