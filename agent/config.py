@@ -14,6 +14,7 @@ from agent.memory import Memory
 from agent.recovery import RecoveryPolicy, RecoveryStrategy
 from agent.tooling import CallTarget, Tool, ToolCategory
 from agent.types import Decision, Limits, Message, RunState, ToolCall
+from agent.verification import Verification
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class ConfirmRequest:
     reason: str | None = None
     target: CallTarget | None = None
     rationale: str | None = None
+    verification: Verification | None = None
+    """The call's declared check, before-read and undo (``agent.verification``): shown on the card
+    and bound by the approval like the arguments."""
 
 
 ConfirmCallback = Callable[[ConfirmRequest], Decision]
@@ -103,3 +107,5 @@ class RunConfig:
     recover_tool_calls: bool = True
     clock: Callable[[], float] = time.time
     evidence: bool = False
+    check_seconds: float = 60.0
+    """How long an approved change's declared check may keep trying (``CHATOPS_CHECK_SECONDS``)."""

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agent.findings import Findings
 from agent.series import SeriesSet
 from agent.tooling import ToolCategory
 from agent.types import Message, RunResult, ToolCall
+
+if TYPE_CHECKING:
+    from agent.checks import CheckOutcome
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,15 @@ class ToolEnd:
 
 
 @dataclass(frozen=True)
+class CheckEnded:
+    """An approved change's check ran (or could not): after the change's ``ToolEnd``."""
+
+    call: ToolCall
+    outcome: CheckOutcome
+    evidence: str | None = None
+
+
+@dataclass(frozen=True)
 class FindingsUpdated:
     """``update_findings`` recorded new findings (as shown: verified by code); already stored."""
 
@@ -83,6 +96,7 @@ Event = (
     | TextDelta
     | ToolStart
     | ToolEnd
+    | CheckEnded
     | FindingsUpdated
     | Condensed
     | CondenseFailed

@@ -122,18 +122,40 @@ class EvidenceIndex:
             return
         call_id = message.tool_call_id or ""
         tool, arguments = self._calls.get(call_id, (message.meta.get("tool", ""), ""))
+        content = message.content or ""
+        check = message.meta.get("check")
+        if check is not None and check.get("evidence"):
+            # The change's own output ends where its check's "\n\n[E<n>] " begins.
+            content = content[: max(0, check["at"] - len(check["evidence"]) - 5)]
         source = Source(
             ref=ref,
-            output=message.content or "",
+            output=content,
             tool=tool,
             call_id=call_id,
             arguments=arguments,
             citable=not message.meta.get("refused") and tool != FINDINGS_TOOL,
             target=message.meta.get("target"),
         )
+        self._index(source)
+        if check is not None and check.get("evidence"):
+            # An approved change's check, in the change's message under its own id (``agent.checks``).
+            self._index(
+                Source(
+                    ref=check["evidence"],
+                    output=(message.content or "")[check["at"] :],
+                    tool=check["tool"],
+                    call_id=call_id,
+                    arguments=check["arguments"],
+                    citable=True,
+                    target=source.target,
+                )
+            )
+
+    def _index(self, source: Source) -> None:
+        ref = source.ref
         self._sources[ref] = source
         if source.citable:
-            self._checked.append(Checked(ref=ref, tool=tool, target=source.target))
+            self._checked.append(Checked(ref=ref, tool=source.tool, target=source.target))
             if len(self._checked) > 1 and _number(self._checked[-2].ref) > _number(ref):
                 self._checked.sort(key=lambda c: _number(c.ref))  # never seen: ids reach the history in order
 

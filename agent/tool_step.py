@@ -21,9 +21,10 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from agent.arguments import CONFIRMED_BY, confirmed_by
+from agent.checks import CheckOutcome, read_before, run_check, with_check
 from agent.config import ConfirmRequest
 from agent.context import RunContext
-from agent.events import ToolEnd, ToolStart
+from agent.events import CheckEnded, ToolEnd, ToolStart
 from agent.history import NOT_RUN, answered_in_last_turn
 from agent.loop_detection import LOOP_WARNING, LoopVerdict
 from agent.series import SeriesSet
@@ -37,10 +38,12 @@ from agent.tooling import (
     call_category,
     call_refusal,
     call_target,
+    call_verification,
     describe_call,
     enforces_own_timeout,
 )
-from agent.types import DecisionStatus, DryRun, Message, MessageMeta, ToolCall
+from agent.types import Decision, DecisionStatus, DryRun, Message, MessageMeta, ToolCall
+from agent.verification import Verification, same_as_approved
 
 OUTCOME_UNKNOWN_PREFIX = "Error: outcome unknown"  # a change that may or may not have happened
 OUTCOME_UNKNOWN = (
@@ -109,6 +112,7 @@ class CallResult(NamedTuple):  # a tuple: built once per call, several times che
     result: ToolResult
     duration: float
     executed: bool
+    checked: CheckOutcome | None = None  # an approved change's check, run right after it
 
 
 class ToolStep:
@@ -237,6 +241,7 @@ class ToolStep:
             reason=kind.reason,
             target=call_target(tool, call.arguments),
             rationale=self._rationale(call),
+            verification=self._verification(tool, call),
         )
         decision = confirm(request)
         if decision.status is DecisionStatus.PENDING:
@@ -255,7 +260,69 @@ class ToolStep:
         executed = json.dumps({**arguments, APPROVAL_GRANT: decision.grant}) if decision.grant else None
         self._ctx.state.executing_call_id = call.id
         self._ctx.save_state()  # the "executing" mark is durable before the side effect starts
-        return self._execute(approved, tool, category, executed)
+        return self._execute_verified(approved, tool, category, executed, decision)
+
+    def _verification(self, tool: Tool, call: ToolCall) -> Verification | None:
+        try:
+            return call_verification(tool, call.arguments)
+        except Exception:  # a broken declaration must not stop the run: the card shows no check
+            return None
+
+    def _execute_verified(
+        self, call: ToolCall, tool: Tool, category: ToolCategory, arguments: str | None, decision: Decision
+    ) -> CallResult:
+        """The approved call, its before-read just before it and its check right after it: only
+        the ones derived now from the approved call that are exactly what the approval showed
+        (``decision.verify``; ``None`` from a confirm callback that shows none: the derived ones)."""
+        verification = self._verification(tool, call)
+        refused = None
+        if decision.verify is not None and not same_as_approved(verification, decision.verify):
+            refused = "it is not the check the approval showed, so it was not run; verify by hand"
+        before = None
+        if verification is not None and verification.before is not None and refused is None:
+            planned = verification.before
+            before = read_before(
+                planned, self._tool_by_name(planned.tool), self._run_read, self._check_seconds()
+            )
+        started = self._ctx.config.clock()
+        done = self._execute(call, tool, category, arguments)
+        if verification is None or verification.check is None:
+            return done
+        check = verification.check
+        if refused is not None:
+            outcome = CheckOutcome(check, False, False, "", 0, 0.0, self._check_seconds(), before, refused)
+            return done._replace(checked=outcome)
+        if done.result.is_error:
+            return done  # the change failed: nothing to verify, the model reads why
+        outcome = run_check(
+            check,
+            self._tool_by_name(check.tool),
+            self._run_read,
+            seconds=self._check_seconds(),
+            action_started=started,
+            before=before,
+        )
+        return done._replace(checked=outcome)
+
+    def _check_seconds(self) -> float:
+        return max(0.001, min(self._ctx.config.check_seconds, self._ctx.remaining_seconds()))
+
+    def _tool_by_name(self, name: str) -> Tool | None:
+        return self._ctx.tools.get(name)
+
+    def _run_read(self, tool: Tool, arguments: str, timeout: float) -> ToolResult:
+        """A declared read-only call (a check, a before-read), as any read-only call runs: refused
+        where a read-only call of the model's would be, on the target's route, within ``timeout``."""
+        if call_category(tool, arguments).category is not ToolCategory.READ_ONLY:
+            return ToolResult("Error: this call would need approval; a check only reads", is_error=True)
+        refusal = call_refusal(tool, arguments)
+        if refusal is not None:
+            return ToolResult(refusal, is_error=True)
+        limit = max(0.001, min(tool.timeout, timeout))
+        if enforces_own_timeout(tool):
+            return self._inline(tool, arguments, limit)
+        future = self._pool.submit(tool.execute, arguments, timeout=limit)
+        return self._wait(tool, future, limit + TIMEOUT_GRACE_SECONDS, limit)
 
     def _rationale(self, call: ToolCall) -> str | None:
         """The text of the assistant message that asked for ``call`` (``None`` when it said nothing)."""
@@ -389,7 +456,10 @@ class ToolStep:
             if item.executed and item.call.name not in state.tools_used:
                 state.tools_used.append(item.call.name)
             ref = self._ctx.next_evidence_ref() if evidence else None
-            messages.append(self._result_message(item, text, ref))
+            message = self._result_message(item, text, ref)
+            if item.checked is not None:
+                message = self._with_check(message, item.checked)
+            messages.append(message)
         if state.executing_call_id is not None:
             state.executing_call_id = None
         # Not waited for: the answer is read at the next write or read of the run (see Memory.append).
@@ -413,6 +483,9 @@ class ToolStep:
                     series,
                 )
             )
+            checked = message.meta.get("check")
+            if item.checked is not None:
+                self._ctx.emit(CheckEnded(item.call, item.checked, checked["evidence"] if checked else None))
         for event in stored:  # what update_findings recorded, now stored with its result
             self._ctx.emit(event)
         return stop
@@ -437,6 +510,11 @@ class ToolStep:
         if ref is not None:
             meta["evidence"] = ref
         return Message.tool_result(item.call.id, text, meta)
+
+    def _with_check(self, message: Message, outcome: CheckOutcome) -> Message:
+        """The change's result with its check after it, under the check's own evidence id."""
+        ref = self._ctx.next_evidence_ref() if self._ctx.config.evidence else None
+        return with_check(message, outcome, ref, self._filtered(outcome.text()))
 
     def _close(self, calls: list[ToolCall], reason: str) -> None:
         """Give every call that will not run a result, so the history stays valid to send."""

@@ -7,12 +7,14 @@ grant check, a runner's proxy): it forwards everything, each wrapper overrides w
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from agent.series import SeriesSet
 from agent.types import ToolDef
+from agent.verification import Verification
 
 
 class ToolCategory(StrEnum):
@@ -200,13 +202,31 @@ def describe_call(tool: Tool, arguments: str) -> str | None:
     return text if isinstance(text, str) and text else None
 
 
+def call_verification(tool: Tool, arguments: str) -> Verification | None:
+    """The check, before-read and undo this call declares (``agent.verification``), on the call's
+    own target; ``None`` when it declares none or the arguments do not derive one.
+
+    Optional for a tool (``verification_of(arguments) -> Verification | None``)."""
+    verification_of = getattr(tool, "verification_of", None)
+    if verification_of is None:
+        return None
+    found = verification_of(arguments)
+    if not isinstance(found, Verification):
+        return None
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return found
+    return found.on_target(parsed) if isinstance(parsed, dict) else found
+
+
 class WrapperTool:
     """A tool that is another tool with some of its parts changed: everything is forwarded to
     ``inner``, so a wrapper overrides only what it changes (pydantic-ai's ``WrapperToolset``, for
     one tool).
 
     Forwarded: the ``Tool`` protocol, every optional part the loop reads (``category_for``,
-    ``refusal``, ``target_of``, ``describe``, ``enforces_timeout``), each through the reader above
+    ``refusal``, ``target_of``, ``describe``, ``verification_of``, ``enforces_timeout``), each through the reader above
     so a missing part means what it means for any tool, and by name every other attribute of
     ``inner`` (parts other layers define: where a tool runs, an MCP tool's server).
 
@@ -263,3 +283,11 @@ class WrapperTool:
 
     def describe(self, arguments: str) -> str | None:
         return describe_call(self.inner, self.inner_arguments(arguments))
+
+    def verification_of(self, arguments: str) -> Verification | None:
+        # The inner tool derives from its own arguments; the target is put on by ``call_verification``.
+        verification_of = getattr(self.inner, "verification_of", None)
+        if verification_of is None:
+            return None
+        found = verification_of(self.inner_arguments(arguments))
+        return found if isinstance(found, Verification) else None

@@ -111,6 +111,20 @@ class MessageMeta(TypedDict, total=False):
     confirmed_by: str | None
     evidence: str
     """The result's evidence id (``E3``), put before its text on the wire (``agent.evidence``)."""
+    check: CheckMeta
+    """An approved change's check, run right after it (``agent.checks``): its own evidence id, in
+    the same message from ``at`` on (one result per call)."""
+
+
+class CheckMeta(TypedDict):
+    """Where a change's check is in its result message, and what it was."""
+
+    evidence: str
+    tool: str
+    arguments: str
+    at: int
+    """Where the check's text starts in the message's content."""
+    passed: bool
 
 
 class Message(BaseModel):
@@ -260,14 +274,21 @@ class Decision(BaseModel):
     reason: str | None = None
     plan: str | None = None  # approved destructive calls: the plan the approver saw, to execute exactly
     grant: str | None = None  # the approval's signed grant, which a runner verifies before acting
+    verify: str | None = (
+        None  # the check and undo as approved (``Verification.to_json``): the loop runs only it
+    )
 
     @property
     def approved(self) -> bool:
         return self.status is DecisionStatus.APPROVED
 
     @classmethod
-    def approve(cls, confirmed_by: str, plan: str | None = None, grant: str | None = None) -> Decision:
-        return cls(status=DecisionStatus.APPROVED, confirmed_by=confirmed_by, plan=plan, grant=grant)
+    def approve(
+        cls, confirmed_by: str, plan: str | None = None, grant: str | None = None, verify: str | None = None
+    ) -> Decision:
+        return cls(
+            status=DecisionStatus.APPROVED, confirmed_by=confirmed_by, plan=plan, grant=grant, verify=verify
+        )
 
     @classmethod
     def used(cls) -> Decision:

@@ -34,7 +34,7 @@ import time
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,8 +43,12 @@ from agent.arguments import checked_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVED_PLAN, CallCategory, ToolCategory, ToolResult
 from agent.types import ToolDef
+from agent.verification import Verification
 from tools.errors import ToolArgumentError, ToolCallError, ToolConfigError
 from tools.placement import Placement
+
+if TYPE_CHECKING:
+    from tools.verification import Declared
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +130,7 @@ class FunctionTool(Generic[ArgsT]):
         categorize: CategorizeFunction[ArgsT] | None = None,
         enforces_timeout: bool = False,
         placement: Placement | None = None,
+        verification: Declared | None = None,
     ) -> None:
         self.name = name or func.__name__
         if not _TOOL_NAME_RE.fullmatch(self.name):
@@ -148,6 +153,7 @@ class FunctionTool(Generic[ArgsT]):
         self._timeout = float(timeout)
         self._enforces_timeout = enforces_timeout
         self._placement = placement
+        self._declared = verification
         text = description if description is not None else _docstring_summary(func)
         if not text:
             raise ToolConfigError(f"tool {self.name}: a description (or docstring) is required")
@@ -182,6 +188,22 @@ class FunctionTool(Generic[ArgsT]):
         """Where it runs (``tools.placement``), as whoever defines it declares; ``None``: undeclared,
         which the registry refuses."""
         return self._placement
+
+    @property
+    def declared(self) -> Declared | None:
+        """Its declared check, before-read and undo (``tools.verification``), if any."""
+        return self._declared
+
+    def verification_of(self, arguments: str) -> Verification | None:
+        """The check, before-read and undo of this call (``agent.tooling.call_verification``);
+        ``None`` without a declaration or for arguments that do not validate."""
+        if self._declared is None:
+            return None
+        try:
+            args, _, _ = self._parse(arguments)
+        except ToolCallError:
+            return None
+        return self._declared.derive(args.model_dump())
 
     def category_for(self, arguments: str) -> CallCategory:
         """This call's category (``agent.tooling.call_category``): the tool's, unless ``categorize``

@@ -23,12 +23,13 @@ from tools.builtin import builtin_tools
 from tools.catalog import load_catalog
 from tools.catalog.loader import Catalog
 from tools.config import ToolsConfig, ToolSettings
-from tools.errors import DuplicateToolError, ToolConfigError
+from tools.errors import CatalogError, DuplicateToolError, ToolConfigError
 from tools.inventory import Target
 from tools.mcp.listing import McpToolset
 from tools.placement import require_placement
 from tools.safety import OutputFilter, OutputSettings
 from tools.ssh import SshRunner
+from tools.verification import Declared, declaration_problems
 
 if TYPE_CHECKING:
     from tools.mcp.pool import Pool
@@ -150,7 +151,32 @@ def build_registry(
             for mcp_tool in registry.mcp.tools:
                 registry.register(mcp_tool)
             registry.secret_values.extend(registry.mcp.secret_values)
+    check_declarations(registry.tools(), registry.catalog)
     return registry
+
+
+def check_declarations(tools: Iterable[Tool], catalog: Catalog | None = None) -> None:
+    """Every declared check, before-read and undo names a tool that is there, of the right kind,
+    with arguments it has, from the action's parameters (``tools.verification``). A catalog
+    tool's mistake is a ``CatalogError`` naming its file, tool and field; a built-in's, a
+    ``ToolConfigError``."""
+    offered = list(tools)
+    by_name = {tool.definition.name: tool for tool in offered}
+    catalog_names = set(catalog.specs) if catalog is not None else set()
+    catalog_problems: list[str] = []
+    for tool in offered:
+        declared = getattr(tool, "declared", None)
+        if not isinstance(declared, Declared):
+            continue
+        name = tool.definition.name
+        params = set(tool.definition.parameters.get("properties", {}))
+        for field_name, message in declaration_problems(declared, tool, params, by_name):
+            if catalog is not None and name in catalog_names:
+                catalog_problems.append(f"tool {name!r}, field {field_name!r}: {message}")
+            else:
+                raise ToolConfigError(f"built-in tool {name}, {field_name}: {message}")
+    if catalog_problems and catalog is not None:
+        raise CatalogError(str(catalog.path), catalog_problems)
 
 
 def build_registry_from_settings(

@@ -47,6 +47,7 @@ from agent.tooling import (
     enforces_own_timeout,
 )
 from agent.types import ToolDef
+from agent.verification import Verification
 from tools.base import error_result
 from tools.errors import ToolConfigError
 from tools.inventory import Target
@@ -155,6 +156,17 @@ class TargetedTool(WrapperTool):
         if isinstance(resolved, str):
             return resolved
         return call_refusal(resolved.route, resolved.arguments)
+
+    def verification_of(self, arguments: str) -> Verification | None:
+        """The base tool's declaration (a runner's proxy has none), its calls on the call's target."""
+        resolved = self._resolve(arguments)
+        if isinstance(resolved, str):
+            return None
+        verification_of = getattr(self.inner, "verification_of", None)
+        found = verification_of(arguments_without(arguments, (TARGET_ARGUMENT,))) if verification_of else None
+        if not isinstance(found, Verification):
+            return None
+        return found.on_target({TARGET_ARGUMENT: resolved.target.name})
 
     def target_of(self, arguments: str) -> CallTarget | None:
         resolved = self._resolve(arguments)

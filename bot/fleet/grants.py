@@ -59,6 +59,7 @@ class Grant:
     approvals_needed: int = 1
     policy_rule: str = ""
     break_glass: bool = False
+    verify_sha256: str = ""  # the SHA-256 of the check and undo the card showed ("" = none declared)
 
     @property
     def approvers(self) -> frozenset[str]:
@@ -99,6 +100,7 @@ _POLICY_DEFAULTS: dict[str, object] = {
     "approvals_needed": 1,
     "policy_rule": "",
     "break_glass": False,
+    "verify_sha256": "",
 }
 
 
@@ -168,6 +170,7 @@ class GrantSigner:
         approvals_needed: int = 1,
         policy_rule: str = "",
         break_glass: bool = False,
+        verify: str = "",
     ) -> str:
         grant = Grant(
             approval_id=approval_id,
@@ -182,6 +185,7 @@ class GrantSigner:
             approvals_needed=approvals_needed,
             policy_rule=policy_rule,
             break_glass=break_glass,
+            verify_sha256=sha256_text(verify) if verify else "",
         )
         return Grant(**{**asdict(grant), "mac": self._mac(grant)}).encode()
 

@@ -110,6 +110,7 @@ class ApprovalGate:
             target=request.target,
             policy=self.seal(request) if self.seal is not None else "",
             rationale=request.rationale,
+            verify=request.verification.to_json() if request.verification is not None else "",
         )
 
     def _create(self, request: ConfirmRequest) -> Approval:
@@ -156,4 +157,9 @@ class ApprovalGate:
                 self.durability.wait()
             except DurabilityError as error:
                 return Decision.decline(f"not run: the approval could not be made durable ({error})")
-        return Decision.approve(approval.decided_by, plan=approval.plan or None, grant=approval.grant or None)
+        return Decision.approve(
+            approval.decided_by,
+            plan=approval.plan or None,
+            grant=approval.grant or None,
+            verify=approval.verify,
+        )

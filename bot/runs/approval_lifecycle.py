@@ -178,6 +178,7 @@ class ApprovalLifecycle:
             approvals_needed=requirement.approvals if requirement else 1,
             policy_rule=requirement.rule if requirement else "",
             break_glass=break_glass,
+            verify=approval.verify,
         )
         self.approvals.set_grant(approval.id, grant)
 

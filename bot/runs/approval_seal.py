@@ -50,6 +50,7 @@ SEALED_FIELDS = frozenset(
         "command",
         "why",
         "rationale",
+        "verify",
     }
 )
 TAMPERED = (

@@ -173,6 +173,7 @@ class Approval(BaseModel):
     command: str = ""  # the exact command or request, as the tool describes it
     why: str = ""  # why a person is asked when the tool alone would not ask (an unlisted egress host)
     rationale: str = ""  # the model's own words with the call (untrusted; shown inert, cut to a line)
+    verify: str = ""  # its check, before-read and undo as derived when proposed (agent.verification), sealed
     involved: list[str] = Field(default_factory=list)  # whose messages the run had read (requester first)
     consumed_at: float | None = None  # when the one execution it authorises started
     target: str = ""  # the inventory target the call acts on ("" without an inventory)
@@ -223,7 +224,9 @@ class Approval(BaseModel):
         if self.status is ApprovalStatus.APPROVED:
             if call.name != self.tool or call.arguments_sha256() != self.args_sha256:
                 return Decision.decline(CHANGED_REASON)
-            return Decision.approve(self.decided_by, plan=self.plan or None, grant=self.grant or None)
+            return Decision.approve(
+                self.decided_by, plan=self.plan or None, grant=self.grant or None, verify=self.verify
+            )
         return Decision.decline(self.reason or f"{self.status.value} by {self.decided_by}")
 
 
@@ -312,6 +315,7 @@ class Approvals:
         target: CallTarget | None = None,
         policy: str = "",
         rationale: str | None = None,
+        verify: str = "",
     ) -> Approval:
         """The record an execution would get, not stored yet (the card can be checked on it first)."""
         people = (requester, *involved) if requester else involved
@@ -338,6 +342,7 @@ class Approvals:
             target_via=target.via if target else "",
             target_labels=",".join(f"{key}={value}" for key, value in target.labels) if target else "",
             policy=policy,
+            verify=verify,
         )
 
     def store(self, draft: Approval, timeout_seconds: float) -> tuple[Approval, bool]:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from agent.checks import CheckOutcome
 from agent.events import ToolEnd, ToolStart
 from agent.findings import Citation, Findings
 from agent.tool_step import DECLINED, OUTCOME_UNKNOWN_PREFIX
@@ -184,6 +185,11 @@ class Presenter(Protocol):
 
     def post_notice(self, run: RunRef, text: str) -> None:
         """A line of the bot's own in the thread (the text is the bot's, not the model's)."""
+        ...
+
+    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
+        """How an approved change's check ended ("Verified: ...", "Check failed: ..."); its call
+        and output are a tool's text, shown inert."""
         ...
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
@@ -382,6 +388,9 @@ class InMemoryPresenter:
     def post_notice(self, run: RunRef, text: str) -> None:
         self._record("post_notice", run, text)
 
+    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
+        self._record("post_check", run, outcome)
+
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         self._record("show_decision", run, approval)
 
@@ -423,6 +432,9 @@ class LoggingPresenter:
 
     def post_notice(self, run: RunRef, text: str) -> None:
         log.info("run %s: %s", run.run_id, text)
+
+    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
+        log.info("run %s: %s", run.run_id, outcome.headline())
 
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
         log.info(

@@ -16,7 +16,7 @@ from typing import TypeVar
 from agent.arguments import confirmed_by
 from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
-from agent.events import Event, FindingsUpdated, IterationStarted, ToolEnd, ToolStart
+from agent.events import CheckEnded, Event, FindingsUpdated, IterationStarted, ToolEnd, ToolStart
 from agent.redis_memory import RedisMemory
 from agent.run import Run
 from agent.tooling import Tool
@@ -79,6 +79,8 @@ class JobEvents:
             self.metrics.tool_finished(event)
             self._update()
             self._chart(event)
+        elif isinstance(event, CheckEnded):
+            present(self.presenter.post_check, self.run, event.outcome, event.evidence)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings
             self.audit.record(
@@ -307,6 +309,7 @@ class RunJob:
             redact=rt.redact,
             clock=rt.clock,
             max_parallel_tools=rt.options.max_parallel_tools,
+            check_seconds=rt.options.check_seconds,
             evidence=True,  # evidence ids, update_findings, checked citations (agent.evidence)
         )
 

@@ -84,6 +84,7 @@ class RunOptions:
     max_mutating_actions: int = DEFAULTS.chatops_max_mutating_actions  # per run (``bot.runs.limits``)
     redactor: Redactor | None = None  # what the audit stream stores passes through it (known secrets)
     max_parallel_tools: int = MAX_PARALLEL_TOOLS  # read-only calls of one turn at once
+    check_seconds: float = DEFAULTS.chatops_check_seconds  # an approved change's check (``agent.checks``)
     runner_secret: str = ""  # ``CHATOPS_RUNNER_SECRET``: sign a grant at each approval (``bot.fleet.grants``)
 
     @classmethod
@@ -102,6 +103,7 @@ class RunOptions:
             max_mutating_actions=settings.chatops_max_mutating_actions,
             redactor=redactor_for(settings),
             runner_secret=settings.chatops_runner_secret,
+            check_seconds=settings.chatops_check_seconds,
         )
 
     @property

@@ -737,6 +737,8 @@ def test_restart_the_api_on_web_03_shows_the_target_and_prod_on_the_card(demo: D
     ]
     assert target == "*Target*\n`web-03` via runner\nenv=prod, role=web\n:red_circle: *PRODUCTION*"
     assert "on web-03: systemctl restart --no-ask-password api" in json.dumps(card["blocks"])
+    shown = json.dumps(card["blocks"])  # issue 34: how it will be checked, and that it has no undo
+    assert "*Then checks*" in shown and '"target\\":\\"web-03\\"' in shown and "*No undo*" in shown
     assert "restart api.service" not in journal(demo, "web-03")  # not before the Approve
 
     assert demo.control.click(card["ts"], "bob", action_id="chatops_approve")["ok"]
@@ -746,6 +748,9 @@ def test_restart_the_api_on_web_03_shows_the_target_and_prod_on_the_card(demo: D
     assert f"main PID {pid_after}" in answer["text"]
     assert "web-03 systemctl" in journal(demo, "web-03") and "restart api.service" in journal(demo, "web-03")
     assert journal(demo, "db-01") == ""  # db-01's systemctl was never called
+    # The check ran on web-03, through its runner, right after the restart (issue 34).
+    verified = reply(demo, ts, ":white_check_mark: *Verified:* `service_status")
+    assert "web-03" in verified["text"] and f"main PID {pid_after}" in verified["text"]
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from tools.errors import ToolCallError
 from tools.paths import AllowedDirs
 from tools.placement import HOST
 from tools.text import human_bytes, table
+from tools.verification import Declared, NoUndo
 
 # Rotated or compressed logs: app.log.1, app.log.2.gz, syslog-20250101, x.old, x.bak, x.xz ...
 _ROTATED_NAME = re.compile(
@@ -122,6 +123,7 @@ def cleanup_tools(log_dirs: AllowedDirs, plan_ttl_seconds: float) -> list[Functi
             preview=dry_run,
             command=lambda args: "delete exactly the files the dry run below lists, each only if unchanged",
             placement=HOST,
+            verification=Declared(undo=NoUndo("deleted files are gone; nothing keeps a copy of them")),
         )
     ]
 

@@ -23,6 +23,7 @@ are refused before kubectl runs.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -38,6 +39,7 @@ from tools.builtin.services import KUBE_WORKLOAD_KINDS, KubernetesBackend, descr
 from tools.errors import ToolCallError
 from tools.placement import Placement
 from tools.text import shorten
+from tools.verification import Before, Check, Declared, Undo
 
 Clock = Callable[[], datetime]
 
@@ -190,6 +192,10 @@ def kubernetes_tools(
     def kube_scale(args: ScaleArgs, ctx: ToolContext) -> ToolResult:
         return _scale(backend, args, ctx)
 
+    def kube_replicas(args: WorkloadArgs, ctx: ToolContext) -> str:
+        resource = _scalable(args.workload)
+        return replicas_json(resource, backend.kubectl_json(ctx, "get", resource, "--output=json"))
+
     def read_only(func: ToolFunction[Any], model: type[BaseModel], what: str) -> FunctionTool[Any]:
         return FunctionTool(
             func,
@@ -227,6 +233,12 @@ def kubernetes_tools(
             "Rollout status of a deployment, statefulset or daemonset: ready/updated/available replicas, "
             "failing conditions and kubectl rollout status.",
         ),
+        read_only(
+            kube_replicas,
+            WorkloadArgs,
+            "The replica counts of a deployment or statefulset as one JSON object: "
+            '{"workload": ..., "replicas": asked, "ready_replicas": ready}.',
+        ),
         FunctionTool(
             kube_scale,
             ScaleArgs,
@@ -236,8 +248,28 @@ def kubernetes_tools(
             timeout=60,
             command=lambda args: shlex.join(backend.kubectl_argv(*_scale_args(args))),
             placement=KUBERNETES,
+            verification=SCALE_VERIFICATION,
         ),
     ]
+
+
+# Read the count before, check every asked replica is ready after, and scale back to the count read.
+SCALE_VERIFICATION = Declared(
+    before=Before("kube_replicas", {"workload": "{args.workload}"}),
+    check=Check(
+        "kube_replicas", {"workload": "{args.workload}"}, expect='"ready_replicas": {args.replicas}}}'
+    ),
+    undo=Undo("kube_scale", {"workload": "{args.workload}", "replicas": "{before.replicas}"}),
+)
+
+
+def replicas_json(resource: str, info: dict[str, Any]) -> str:
+    """``{"workload": KIND/NAME, "replicas": N, "ready_replicas": M}``, ``ready_replicas`` last (a
+    check expects ``"ready_replicas": M}``), from ``kubectl get -o json``."""
+    spec = info.get("spec") or {}
+    status = info.get("status") or {}
+    counts = {"replicas": int(spec.get("replicas", 1)), "ready_replicas": int(status.get("readyReplicas", 0))}
+    return json.dumps({"workload": resource, **counts})
 
 
 def _event_fields(args: EventsArgs) -> list[str]:

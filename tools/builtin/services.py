@@ -32,6 +32,7 @@ from tools.config import KUBE_NAMESPACE
 from tools.errors import ToolCallError, ToolConfigError
 from tools.placement import SERVICE
 from tools.process import DEFAULT_MAX_OUTPUT_BYTES, CommandResult, run_command
+from tools.verification import Before, Check, Declared, NoUndo
 
 _SERVICE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9@._:/-]{0,252}$"
 _SYSTEMD_PROPERTIES = (
@@ -346,5 +347,23 @@ def service_tools(backend: ServiceBackend) -> list[FunctionTool[Any]]:
             timeout=120,
             command=lambda args: shlex.join(backend.restart_argv(args.service)),
             placement=SERVICE,
+            verification=restart_verification(backend.name),
         ),
     ]
+
+
+def restart_verification(backend: str) -> Declared:
+    """How a restart is checked: a systemd unit is active since after the restart began; a
+    Kubernetes workload's rollout is done (no rollout in progress, every replica ready); a Docker
+    container runs (its status succeeds). A restart has no undo: it is its own undo, and says so."""
+    no_undo = NoUndo("a restart cannot be taken back; if it made things worse, restart again or roll back")
+    status = {"service": "{args.service}"}
+    if backend == "systemd":
+        # Read first: the check compares two of the host's own timestamps, never the worker's clock.
+        check = Check("service_status", status, active_since_action=True)
+        return Declared(before=Before("service_status", status), check=check, undo=no_undo)
+    if backend == "kubernetes":
+        return Declared(
+            check=Check("service_status", status, expect_absent="rollout in progress"), undo=no_undo
+        )
+    return Declared(check=Check("service_status", status), undo=no_undo)

@@ -28,6 +28,7 @@ from tools.env_references import env_references
 from tools.placement import WORKER, Placement
 from tools.process import CommandRunner, run_command
 from tools.text import shorten
+from tools.verification import Before, Check, Declared, NoUndo, Undo
 
 _BODY_EXCERPT_CHARS = 2000
 Step = Callable[[BaseModel, ToolContext], ToolResult]
@@ -78,6 +79,23 @@ def build_tool(
         # to the loop's pool, which stops waiting at the timeout.
         enforces_timeout=spec.run is not None and runner is run_command,
         placement=placement_of_spec(spec),
+        verification=declared_of_spec(spec),
+    )
+
+
+def declared_of_spec(spec: ToolSpec) -> Declared | None:
+    """Its ``before:``, ``check:`` and ``undo:``/``no_undo:`` (``tools.verification``), if any."""
+    if spec.before is None and spec.check is None and spec.undo is None and spec.no_undo is None:
+        return None
+    undo: Undo | NoUndo | None = None
+    if spec.undo is not None:
+        undo = Undo(spec.undo.tool, spec.undo.args)
+    elif spec.no_undo is not None:
+        undo = NoUndo(spec.no_undo)
+    return Declared(
+        check=Check(spec.check.tool, spec.check.args, expect=spec.check.expect) if spec.check else None,
+        before=Before(spec.before.tool, spec.before.args) if spec.before else None,
+        undo=undo,
     )
 
 

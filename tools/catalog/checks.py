@@ -37,6 +37,7 @@ def check_tool(spec: ToolSpec, env: Mapping[str, str]) -> list[Problem]:
     if spec.dry_run is not None and spec.category is not ToolCategory.DESTRUCTIVE:
         problems.append(("dry_run", "only destructive tools have a dry run"))
     problems.extend(_check_placement(spec))
+    problems.extend(_check_declared(spec))
     if "ssh" in spec.targets and spec.run is None:
         problems.append(("targets", "ssh runs argv commands: only a run: tool can target ssh (not http)"))
     for name, param in spec.params.items():
@@ -61,6 +62,17 @@ def check_tool(spec: ToolSpec, env: Mapping[str, str]) -> list[Problem]:
     elif isinstance(spec.dry_run, HttpSpec):
         problems.extend(_check_http("dry_run", spec.dry_run, declared, env))
     return problems
+
+
+def _check_declared(spec: ToolSpec) -> Iterator[Problem]:
+    """``before``/``check``/``undo``/``no_undo`` belong to a change; an undo or a reason, not both.
+    What they name is checked against the registry (``tools.verification.declaration_problems``)."""
+    if not spec.category.requires_confirmation:
+        for key in ("before", "check", "undo", "no_undo"):
+            if getattr(spec, key) is not None:
+                yield key, f"only a mutating or destructive tool declares {key} (this one is read_only)"
+    if spec.undo is not None and spec.no_undo is not None:
+        yield "no_undo", "give undo (how to take the change back) or no_undo (why it cannot be), not both"
 
 
 def _check_placement(spec: ToolSpec) -> Iterator[Problem]:

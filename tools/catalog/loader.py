@@ -22,14 +22,15 @@ from pydantic import ValidationError
 from tools.base import FunctionTool
 from tools.catalog.build import build_tool, secret_values
 from tools.catalog.checks import check_clashes, check_tool
-from tools.catalog.spec import HttpSpec, ParamSpec, TargetKind, ToolSpec
+from tools.catalog.spec import CheckSpec, HttpSpec, ParamSpec, TargetKind, ToolSpec
 from tools.egress import EgressPolicy
 from tools.errors import CatalogError, ToolConfigError
 from tools.mcp.config import McpServer, parse_mcp_servers
 from tools.process import CommandRunner
 
 _KNOWN_KEYS = sorted(
-    {*ToolSpec.model_fields, *ParamSpec.model_fields, *HttpSpec.model_fields, "json"} - {"json_body"}
+    {*ToolSpec.model_fields, *ParamSpec.model_fields, *HttpSpec.model_fields, *CheckSpec.model_fields, "json"}
+    - {"json_body"}
 )
 # Tags pydantic adds to error locations for the members of a union (after a union field or a
 # list index); they are not field names.

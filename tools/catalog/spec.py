@@ -12,6 +12,8 @@ This format is a public contract (see docs/TOOLS.md); change it only compatibly:
           service: {type: string, description: unit name, pattern: "^[a-z0-9@._-]+$"}
         run: ["systemctl", "restart", "{service}"]
         targets: [runner, local]  # where it may run: runner | local | ssh | kubernetes (default: runner, local)
+        check: {tool: service_status, args: {service: "{args.service}"}}  # run right after it
+        no_undo: a restart cannot be taken back  # or undo: {tool: ..., args: {...}}; before: {...}
 
 Where a tool runs follows from what it does (``tools.placement``): a ``run`` tool's command runs on
 the call's target (one of its ``targets`` kinds), an ``http`` tool's request leaves from the worker
@@ -70,6 +72,21 @@ class HttpSpec(_Strict):
         return value.upper() if isinstance(value, str) else value
 
 
+class CallSpec(_Strict):
+    """Another tool's call declared with a change: ``{args.X}`` (and, in an undo, ``{before.X}``)
+    in its argument values (``tools.verification``)."""
+
+    tool: str
+    args: dict[str, ParamValue] = Field(default_factory=dict)
+
+
+class CheckSpec(CallSpec):
+    """The read-only call run right after the change; it passes when it succeeds and, with
+    ``expect``, its output contains that text."""
+
+    expect: str | None = None
+
+
 class ToolSpec(_Strict):
     """One catalog tool: exactly one of ``run`` (argv) or ``http``."""
 
@@ -89,6 +106,14 @@ class ToolSpec(_Strict):
     """The kinds of target it may run on; ``ssh`` only for ``run`` tools (``checks.check_tool``)."""
     placement: Where | None = None
     """Optional, and only what it does already says: ``target`` for ``run``, ``worker`` for ``http``."""
+    before: CallSpec | None = None
+    """A read-only call run just before the change, printing a JSON object: ``{before.X}``."""
+    check: CheckSpec | None = None
+    """How the change is checked, right after it runs (shown on the card: "Then checks")."""
+    undo: CallSpec | None = None
+    """How the change is taken back (shown on the card: "Undo")."""
+    no_undo: str | None = Field(default=None, min_length=1)
+    """Why the change cannot be taken back (shown on the card: "No undo")."""
 
     @field_validator("targets")
     @classmethod

@@ -7,16 +7,13 @@ its slot and nothing more: it never splits into several argv elements and is nev
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Collection, Mapping
 from urllib.parse import quote
 
 from tools.base import CONFIRMED_BY
 from tools.env_references import expand_env
-
-_FORMATTER = string.Formatter()
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+from tools.templating import IDENTIFIER as _IDENTIFIER
+from tools.templating import parse_template as _parse
 
 
 def placeholders(template: str) -> list[str]:
@@ -64,12 +61,3 @@ def is_single_placeholder(template: str) -> str | None:
 def expand_env_in_template(text: str, env: Mapping[str, str]) -> str:
     """Replace ``${NAME}`` by the variable's value, escaped so it is never read as a ``{param}``."""
     return expand_env(text, env, lambda value: value.replace("{", "{{").replace("}", "}}"))
-
-
-def _parse(template: str) -> list[tuple[str, str | None, str | None, str | None]]:
-    try:
-        return list(_FORMATTER.parse(template))
-    except ValueError as exc:
-        raise ValueError(
-            f"bad template {template!r}: {exc} (write {{{{ and }}}} for literal braces)"
-        ) from exc

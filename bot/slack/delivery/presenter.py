@@ -45,6 +45,7 @@ import redis
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from agent.checks import CheckOutcome
 from agent.findings import Citation, Findings
 from agent.types import Message, RunStatus
 from bot.keys import Keys
@@ -64,6 +65,7 @@ from bot.slack.delivery.sender import Delivery, Outcome, RetryAfter, SlackSender
 from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
 from bot.slack.delivery.thread_status import StatusRefusals
 from bot.slack.rendering import render
+from bot.slack.rendering.check_line import check_text
 from bot.slack.rendering.citations import Style, cite, finisher, plain_answer
 from bot.slack.rendering.mrkdwn import split_mrkdwn
 from bot.slack.rendering.people import run_people
@@ -264,6 +266,9 @@ class SlackPresenter:
 
     def post_notice(self, run: RunRef, text: str) -> None:
         self._post_text(run, text)
+
+    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
+        self._post_text(run, check_text(outcome, evidence))
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         """Queued (the gate asks from inside the loop); sent by the end of the job at the latest."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from agent.arguments import check_depth
 from agent.tooling import ToolCategory
+from agent.verification import Verification
 from bot.policy.file import USER
 from bot.policy.rules import Requirement
 from bot.runs.approvals import Approval, ApprovalStatus
@@ -278,6 +279,11 @@ def _parts(approval: Approval) -> list[_Part]:
     parts.append(
         _Part("the arguments are", "*Arguments*", _shown_arguments(approval.args_json), "shorten them")
     )
+    verification = Verification.from_json(approval.verify)
+    for label, text in verification.card_lines() if verification is not None else ():
+        parts.append(
+            _Part(f"the {label.lower()} line is", f"*{label}*", visible_text(text), "shorten the arguments")
+        )
     if approval.category is ToolCategory.DESTRUCTIVE and approval.preview:
         parts.append(
             _Part(

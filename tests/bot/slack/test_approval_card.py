@@ -364,3 +364,29 @@ def test_a_dry_run_a_day_old_reads_one_day() -> None:
         {"path": "/x"}, category=ToolCategory.DESTRUCTIVE, preview="1 file", plan_created_at=CREATED - 86_460
     )
     assert "1 day before this request" in json.dumps(render.approval_blocks(card))
+
+
+def test_the_card_shows_the_check_and_the_undo_as_they_will_run() -> None:
+    """Issue 34: "Then checks" and "Undo" / "No undo", verbatim and inert like every argument."""
+    from agent.verification import PlannedCall, Verification
+
+    scale = Verification(
+        check=PlannedCall("kube_replicas", '{"workload":"api"}', expect='"ready_replicas": 3}'),
+        before=PlannedCall("kube_replicas", '{"workload":"api"}'),
+        undo=PlannedCall("kube_scale", '{"replicas":"{before.replicas}","workload":"api"}'),
+    )
+    blocks = render.approval_blocks(approval({"workload": "api", "replicas": 3}, verify=scale.to_json()))
+    assert_valid(blocks)
+    assert part(blocks, "*Then checks*").startswith('kube_replicas {"workload":"api"}')
+    assert '"ready_replicas": 3}' in part(blocks, "*Then checks*")
+    assert part(blocks, "*Undo*") == 'kube_scale {"replicas":"{before.replicas}","workload":"api"}'
+    hostile = Verification(
+        check=PlannedCall("service_status", '{"service":"<!channel> *x* <https://evil|ok>"}'),
+        no_undo="a restart cannot be taken back",
+    )
+    blocks = render.approval_blocks(approval({"service": "x"}, verify=hostile.to_json()))
+    assert_valid(blocks)
+    assert part(blocks, "*No undo*") == "a restart cannot be taken back"
+    for text in texts(blocks):
+        assert "<!channel>" not in text and "<https://evil" not in text
+    assert "*Then checks*" not in json.dumps(render.approval_blocks(approval({"service": "x"})))

@@ -71,6 +71,8 @@ def test_the_facts_the_policy_is_judged_on_cannot_be_changed_in_redis(bot: Slack
         "target": "stg-01",
         "requester": "U_EVE",  # 'not the requester' would no longer be alice
         "channel": "C_RANDOM",
+        # the check the card showed (none here) swapped for another (issue 34)
+        "verify": '{"check":{"arguments":"{\\"target\\":\\"web-03\\"}","tool":"check_health"}}',
     }
     for number, (field, value) in enumerate(tampering.items(), 1):
         bot.redis.hset(key, mapping={field: value, "policy": LOWERED})

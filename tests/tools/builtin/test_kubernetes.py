@@ -107,8 +107,15 @@ def items(*objects: dict[str, Any]) -> dict[str, object]:
 
 def test_the_tools_and_their_categories(fake_commands: FakeCommands) -> None:
     built = tools(fake_commands)
-    assert sorted(built) == ["kube_events", "kube_logs", "kube_pods", "kube_rollout_status", "kube_scale"]
-    for name in ("kube_events", "kube_logs", "kube_pods", "kube_rollout_status"):
+    assert sorted(built) == [
+        "kube_events",
+        "kube_logs",
+        "kube_pods",
+        "kube_replicas",
+        "kube_rollout_status",
+        "kube_scale",
+    ]
+    for name in ("kube_events", "kube_logs", "kube_pods", "kube_replicas", "kube_rollout_status"):
         assert built[name].category is ToolCategory.READ_ONLY and built[name].parallel
     assert built["kube_scale"].category is ToolCategory.MUTATING and not built["kube_scale"].parallel
     for tool in built.values():
