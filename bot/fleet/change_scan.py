@@ -28,12 +28,20 @@ Scan = Callable[[], Sequence[Change]]
 class ChangeScanThread:
     """Calls ``scan`` at ``start`` and every ``interval`` seconds until ``stop``."""
 
-    def __init__(self, scan: Scan, journal: ChangeJournal, target: str, interval: float) -> None:
+    def __init__(
+        self,
+        scan: Scan,
+        journal: ChangeJournal,
+        target: str,
+        interval: float,
+        on_scanned: Callable[[], None] | None = None,
+    ) -> None:
         if interval <= 0:
             raise ValueError("the scan interval must be positive")
         self._scan = scan
         self._journal = journal
         self._target = target
+        self._on_scanned = on_scanned  # the runner's heartbeat says when its journal was brought up to date
         self.interval = interval
         self.scans = 0  # scans that completed (whatever they found)
         self.failures = 0  # scans that raised, or whose changes could not be stored
@@ -69,6 +77,8 @@ class ChangeScanThread:
             log.exception("the change scan of %s failed", self._target)
             return 0
         self.scans += 1
+        if self._on_scanned is not None:
+            self._on_scanned()
         self.scanned.set()
         if added:
             log.info("the change scan of %s recorded %d change(s)", self._target, added)

@@ -30,6 +30,7 @@ class Heartbeat:
     executor: str  # host:pid of the runner
     seen_at: float  # Redis's clock
     tools: tuple[str, ...] = ()
+    scanned_at: float | None = None  # its last completed change scan (Redis's clock); None: none yet
 
 
 class Heartbeats:
@@ -40,8 +41,16 @@ class Heartbeats:
         self._keys = keys
         self.interval = interval
 
-    def beat(self, target: str, executor: str, tools: tuple[str, ...] = ()) -> None:
+    @property
+    def redis(self) -> redis.Redis:
+        return self._redis
+
+    def beat(
+        self, target: str, executor: str, tools: tuple[str, ...] = (), scanned_at: float | None = None
+    ) -> None:
         record = {"executor": executor, "seen_at": redis_now(self._redis), "tools": list(tools)}
+        if scanned_at is not None:
+            record["scanned_at"] = scanned_at
         self._redis.set(self._keys.runner_heartbeat(target), json.dumps(record), ex=_RECORD_TTL_SECONDS)
 
     def get(self, target: str) -> Heartbeat | None:
@@ -72,7 +81,14 @@ def _decode(target: str, raw: str | None) -> Heartbeat | None:
         return None
     try:
         data = json.loads(raw)
-        return Heartbeat(target, str(data["executor"]), float(data["seen_at"]), tuple(data.get("tools", ())))
+        scanned = data.get("scanned_at")
+        return Heartbeat(
+            target,
+            str(data["executor"]),
+            float(data["seen_at"]),
+            tuple(data.get("tools", ())),
+            float(scanned) if scanned is not None else None,
+        )
     except (ValueError, KeyError, TypeError):
         return None  # not ours: treated like no runner at all
 
@@ -84,12 +100,28 @@ class HeartbeatThread:
     def __init__(self, heartbeats: Heartbeats, target: str, executor: str, tools: tuple[str, ...]) -> None:
         self._heartbeats = heartbeats
         self._args = (target, executor, tools)
+        self._scanned_at: float | None = None
+        self._lock = threading.Lock()  # the scan thread's beat and the heartbeat's own
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chatops-heartbeat", daemon=True)
 
     def start(self) -> None:
-        self._heartbeats.beat(*self._args)  # the first one before any job is taken
+        self._beat()  # the first one before any job is taken
         self._thread.start()
+
+    def scanned(self) -> None:
+        """A change scan completed: said at once (a demo or an eval waits for the first), and in
+        every beat after (``recent_changes`` tells when the journal was last brought up to date)."""
+        with self._lock:
+            self._scanned_at = redis_now(self._heartbeats.redis)
+        try:
+            self._beat()
+        except redis.RedisError as error:
+            log.warning("heartbeat of %s failed: %s", self._args[0], error)
+
+    def _beat(self) -> None:
+        with self._lock:
+            self._heartbeats.beat(*self._args, scanned_at=self._scanned_at)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -97,6 +129,6 @@ class HeartbeatThread:
     def _run(self) -> None:
         while not self._stopped.wait(self._heartbeats.interval):
             try:
-                self._heartbeats.beat(*self._args)
+                self._beat()
             except redis.RedisError as error:
                 log.warning("heartbeat of %s failed: %s", self._args[0], error)

@@ -138,7 +138,7 @@ def build_runner(
     change_scan = None
     if scan is not None:
         journal = ChangeJournal(connection, keys, partial(_own_key, target, own), days=changes_days)
-        change_scan = ChangeScanThread(scan, journal, target, scan_seconds)
+        change_scan = ChangeScanThread(scan, journal, target, scan_seconds, on_scanned=heartbeat.scanned)
     return RunnerWorker(
         [queue],
         connection=connection,

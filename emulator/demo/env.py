@@ -108,5 +108,6 @@ def runner_env(common: Mapping[str, str], host: DemoHost) -> dict[str, str]:
         host.root / "var" / "lib" / "chatops-runner"
     )  # grants, change scans
     env["CHATOPS_CHANGES_ROOT"] = str(host.root)  # its change scan reads the simulated host, never this one
+    env["CHATOPS_CHANGES_SCAN_SECONDS"] = "5"  # an edit on the page shows up while people watch
     env["PATH"] = os.pathsep.join([str(host.bin_dir), common.get("PATH", os.defpath)])
     return env

@@ -84,17 +84,19 @@ def target_queues(queue: str, hosts: Sequence[DemoHost]) -> list[str]:
 
 
 class RunnerBeats:
-    """Whether each host's runner has written its first heartbeat (it serves its queue from then),
-    and whether a worker serves the runs' queue (RQ registers a worker with its queues when it
-    starts taking jobs)."""
+    """Whether each host's runner is up: its heartbeat written (it serves its queue from then) and
+    its first change scan in its journal (an alert's first message lists the changes before it,
+    the same whichever comes first); and whether a worker serves the runs' queue (RQ registers a
+    worker with its queues when it starts taking jobs)."""
 
     def __init__(self, redis_url: str, prefix: str) -> None:
         self._client = redis.Redis.from_url(redis_url, socket_timeout=5)
         self._heartbeats = Heartbeats(self._client, Keys(prefix), interval=1.0)
 
     def waiting_for(self, names: Sequence[str]) -> list[str]:
-        """The names whose runner has not been seen yet."""
-        return [name for name in names if self._heartbeats.get(name) is None]
+        """The names whose runner has not been seen yet, or has not finished its first scan."""
+        beats = {name: self._heartbeats.get(name) for name in names}
+        return [name for name, beat in beats.items() if beat is None or beat.scanned_at is None]
 
     def workers_on(self, queue: str) -> int:
         """How many RQ workers are registered for ``queue``."""

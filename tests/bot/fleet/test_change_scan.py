@@ -13,6 +13,7 @@ import redis
 
 from bot.changes.journal import ChangeJournal
 from bot.fleet.change_scan import ChangeScanThread
+from bot.fleet.heartbeats import Heartbeats
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.ops.compose import build_runner
@@ -100,6 +101,8 @@ def test_the_runner_scans_when_given_a_scan_and_stops_it_with_itself(
         "upgrade openssl"
     ]
     assert not runner.change_scan.running
+    beat = Heartbeats(redis_client, keys, 5).get("web-03")  # when its journal was brought up to date
+    assert beat is not None and beat.scanned_at is not None and beat.scanned_at <= beat.seen_at
 
 
 def test_chatops_runner_scans_its_own_host_under_its_root_and_names_paths_as_the_host_does(
