@@ -78,7 +78,8 @@ def threads_for(runtime: Runtime, alerts: AlertSeam) -> AlertThreads:
 
 
 def handle_notification(notification_id: str) -> str:
-    """The RQ job: apply the notification, once, under its group's lock."""
+    """The RQ job: apply the notification, once, under its group's lock (what its run would start
+    from is looked up before the lock is taken)."""
     runtime = current_runtime()
     alerts = seam_of(runtime)
     store = AlertStore(runtime.redis, runtime.keys, runtime.redact)
@@ -86,13 +87,16 @@ def handle_notification(notification_id: str) -> str:
     if routed is None:
         return "gone"  # applied already (a retried job), or expired
     gid = group_id(routed.notification.source, routed.notification.group_key)
+    threads = threads_for(runtime, alerts)
+    # Looked up before the lock (a runbook_url may be slow to fetch; a click waits on the lock).
+    points = threads.starting_points(routed) if routed.notification.status != "resolved" else None
     token = store.lock(gid)
     if token is None:
         queue = NotificationQueue(runtime.redis, runtime.options.queue_name)
         queue.enqueue(notification_id, delay=_LOCKED_RETRY_SECONDS)
         return "deferred"
     try:
-        outcome = threads_for(runtime, alerts).handle(routed)
+        outcome = threads.handle(routed, points)
         store.forget(notification_id)
     finally:
         store.unlock(gid, token)

@@ -36,6 +36,9 @@ from bot.runs.service import RunService
 from tools.changes.record import Change
 from tools.runbooks import AlertRunbook, RunbookLibrary
 
+StartingPoints = tuple[AlertRunbook | None, list[Similar], list[Change]]
+"""What an alert's run starts from (``AlertThreads.starting_points``)."""
+
 REOPEN_SECONDS = 3600.0
 SENDERS = {"alertmanager": "Alertmanager", "grafana": "Grafana", "pagerduty": "PagerDuty"}
 _SUMMARY_CHARS = 600
@@ -54,8 +57,10 @@ class AlertThreads:
     memory: IncidentMemory | None = None  # past incidents an alert's run starts from (``bot.alerts.similar``)
     changes: ChangeReader | None = None  # what changed on its target before it (``bot.alerts.changes``)
 
-    def handle(self, routed: RoutedNotification) -> str:
-        """Apply one notification to its group's thread; what it did (for the job's result)."""
+    def handle(self, routed: RoutedNotification, points: StartingPoints | None = None) -> str:
+        """Apply one notification to its group's thread; what it did (for the job's result).
+        ``points``: what a firing's run starts from, looked up before the group's lock was taken
+        (``starting_points``; looked up here when not given)."""
         notification = routed.notification
         gid = group_id(notification.source, notification.group_key)
         group = self.store.group(gid)
@@ -63,24 +68,24 @@ class AlertThreads:
         if group is None or (group.status == "resolved" and now - group.resolved_at > REOPEN_SECONDS):
             if notification.status == "resolved":
                 return "resolved-unknown"  # nothing open to close (it fired before we listened)
-            return self._open(routed, Group(gid, notification.source, notification.group_key))
+            return self._open(routed, Group(gid, notification.source, notification.group_key), points)
         group.notifications += 1
         group.last_notified_at = now
         if notification.status == "resolved":
             return self._resolve(routed, group)
         if group.status == "resolved":
-            return self._reopen(routed, group)
+            return self._reopen(routed, group, points)
         return self._join(routed, group)
 
     # -- the moves ------------------------------------------------------------------------------
 
-    def _open(self, routed: RoutedNotification, group: Group) -> str:
+    def _open(self, routed: RoutedNotification, group: Group, points: StartingPoints | None) -> str:
         notification = routed.notification
         group.channel, group.title = routed.channel, notification.title
         group.fingerprints = fingerprints(notification)
         group.resolved_fingerprints = ended_fingerprints(notification)
         group.notifications, group.last_notified_at, group.status = 1, self.clock(), "firing"
-        found, similar, changed = self._looked_up(routed)
+        found, similar, changed = points or self.starting_points(routed)
         group.brief = alert_message(routed, found, [*similar_lines(similar), *change_lines(routed, changed)])
         group.source_url = source_url(routed)
         auto = self._admitted(routed, group)
@@ -167,11 +172,11 @@ class AlertThreads:
         self.store.save(group)
         return "resolved"
 
-    def _reopen(self, routed: RoutedNotification, group: Group) -> str:
+    def _reopen(self, routed: RoutedNotification, group: Group, points: StartingPoints | None) -> str:
         group.status, group.resolved_at = "firing", 0.0
         group.fingerprints = list(dict.fromkeys([*group.fingerprints, *fingerprints(routed.notification)]))
         group.resolved_fingerprints = ended_fingerprints(routed.notification)
-        found, similar, changed = self._looked_up(routed)
+        found, similar, changed = points or self.starting_points(routed)
         group.brief = alert_message(routed, found, [*similar_lines(similar), *change_lines(routed, changed)])
         group.source_url = source_url(routed)
         last = AlertView.decode(group.view)
@@ -189,10 +194,10 @@ class AlertThreads:
         self.store.save(group)
         return "reopened"
 
-    def _looked_up(
-        self, routed: RoutedNotification
-    ) -> tuple[AlertRunbook | None, list[Similar], list[Change]]:
-        """What the alert's run starts from: its runbook, past incidents, recent changes."""
+    def starting_points(self, routed: RoutedNotification) -> StartingPoints:
+        """What the alert's run starts from: its runbook, past incidents, recent changes. Looked up
+        before the group's lock is taken (``bot.alerts.jobs``): a ``runbook_url`` fetched from a
+        slow wiki must not hold the lock an Investigate click waits on."""
         return (
             alert_runbook(self.runbooks, routed),
             alert_similar(self.memory, routed),

@@ -28,6 +28,7 @@ import pytest
 import redis
 import yaml
 
+from bot.keys import Keys
 from bot.memory.notes import SIMILAR_NOTE
 from emulator.demo.commands import percent_used
 from emulator.demo.env import common_env, runner_env
@@ -908,3 +909,31 @@ def test_the_cpu_incident_reads_web_03s_log_when_told_not_to_restart(demo: DemoP
     answer = reply(demo, ts, "OK, I have not restarted anything")
     assert "[web-03] " in answer["text"] and "retrying now (attempt 3391" in answer["text"]
     assert journal(demo, "web-03").count("restart api.service") == restarts
+
+
+@pytest.mark.slow
+def test_the_nginx_button_edits_web_03_and_what_changed_shows_it_with_its_diff(
+    demo: DemoProcess, redis_server: RedisServer
+) -> None:
+    assert demo.control is not None
+    said = demo.control.press("edit-nginx", "U_ALICE")
+    size = re.search(r"client_max_body_size (\w+)", said)
+    assert size is not None, said
+    prefix = demo.wait_for_line(r"CHATOPS_REDIS_PREFIX=(chatops-demo:[0-9a-f]+:)").group(1)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        journal = Keys(prefix).changes("web-03")
+        edit = f"+    client_max_body_size {size[1]};".encode()
+
+        def recorded() -> bool:  # web-03's runner's next scan (every 5 s in the demo) sealed it in
+            return any(edit in member for member in client.zrange(journal, 0, -1))
+
+        wait_for(recorded, ANSWER_TIMEOUT, "web-03's runner to record the edit")
+    finally:
+        client.close()
+    ts = mention(demo, "@ops what changed on web-03?")
+    text = reply(demo, ts, "Here is what web-03's change journal holds")["text"]
+    assert "| file | edited /etc/nginx/sites-enabled/orders-api" in text  # named as on the host
+    assert f"+    client_max_body_size {size[1]};" in text and str(demo.directory) not in text
+    assert "| package | upgrade nginx" in text and "who: deploy (1001)" in text  # its apt history
+    assert not any(has_approve(m) for m in demo.control.thread("incident", ts))  # read-only

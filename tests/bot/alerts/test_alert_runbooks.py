@@ -11,7 +11,9 @@ no further than the approval card, and pings nobody.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +93,10 @@ def alert(name: str, fingerprint: str, **extra_labels: str) -> dict[str, Any]:
     }
 
 
-def send(
-    bot: SlackBot, name: str, fingerprint: str, annotations: dict[str, str] | None = None, **labels: str
-) -> Group:
-    assert bot.server is not None
-    body = {
+def notification(
+    name: str, fingerprint: str, annotations: dict[str, str] | None = None, **labels: str
+) -> dict[str, Any]:
+    return {
         "version": "4",
         "groupKey": f'{{}}:{{alertname="{name}"}}',
         "truncatedAlerts": 0,
@@ -107,6 +108,13 @@ def send(
         "externalURL": "http://alertmanager.example",
         "alerts": [alert(name, fingerprint, **labels)],
     }
+
+
+def send(
+    bot: SlackBot, name: str, fingerprint: str, annotations: dict[str, str] | None = None, **labels: str
+) -> Group:
+    assert bot.server is not None
+    body = notification(name, fingerprint, annotations, **labels)
     send_notification(bot, json.dumps(body).encode())
     store = AlertStore(bot.redis, bot.keys)
     gid = group_id("alertmanager", body["groupKey"])
@@ -244,3 +252,55 @@ def test_a_poisoned_runbook_cannot_skip_the_approval_nor_ping_anyone(
         )  # the bot's own dates and links may be live; nothing the runbook wrote
         assert not [item for item in live if item.disguised], (shown, live)
     assert "Disk cleanup" in root_blocks(bot, group)
+
+
+class _ProbingWiki(BaseHTTPRequestHandler):
+    """A wiki that, before it answers, runs the test's probe (``server.probe``) while the worker
+    that asked waits for it."""
+
+    server: Any
+
+    def do_GET(self) -> None:
+        self.server.probed.append(self.server.probe())
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(WIKI)))
+        self.end_headers()
+        self.wfile.write(WIKI)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def test_a_slow_runbook_url_is_fetched_before_the_group_lock_is_taken(
+    make_bot: Callable[..., SlackBot], tmp_path: Path
+) -> None:
+    """An Investigate click waits for the group's lock: a wiki slow to answer must not hold it.
+    While the worker waits for the wiki, the wiki takes the group's lock as a click would."""
+    wiki = ThreadingHTTPServer(("127.0.0.1", 0), _ProbingWiki)
+    serving = threading.Thread(target=wiki.serve_forever, daemon=True)
+    serving.start()
+    port = wiki.server_address[1]
+    try:
+        folder = tmp_path / "runbooks"
+        folder.mkdir()
+        egress = EgressPolicy.parse([f"127.0.0.1:{port}"])
+        bot = runbook_bot(make_bot, tmp_path, FunctionModel(lambda _r: "Looked."), folder, egress, [])
+        body = notification("QueueBacklog", "s1", {"runbook_url": f"http://127.0.0.1:{port}/queue"})
+        store = AlertStore(bot.redis, bot.keys)
+        gid = group_id("alertmanager", str(body["groupKey"]))
+
+        def click_takes_the_lock() -> bool:
+            token = store.lock(gid)
+            if token is not None:
+                store.unlock(gid, token)
+            return token is not None
+
+        wiki.probe, wiki.probed = click_takes_the_lock, []  # type: ignore[attr-defined]
+        send_notification(bot, json.dumps(body).encode())
+        group = wait_for(lambda: (bot.work(), store.group(gid))[1], what="the QueueBacklog thread")
+    finally:
+        wiki.shutdown()
+        wiki.server_close()
+    assert wiki.probed == [True]  # type: ignore[attr-defined]
+    assert "Runbook: Queue backlog" in group.brief  # the run still starts from the fetched runbook
