@@ -14,6 +14,10 @@ built, never from the model. The tool is a ``TargetedTool`` over those targets, 
 tool: its schema lists them, an unknown one is an ``Error:`` naming them, and each answer says
 ``[target]``. An alert's run reads its alert's target only when its channel may name it.
 
+A Kubernetes target has no runner scanning it: its rollout history and its namespace's events are
+its change journal (``tools.changes.kubernetes``), read from its API with its own kubectl context
+and namespace when the tool is called (``live``), beside the deploy markers its journal holds.
+
 Without ``CHATOPS_RUNNER_SECRET`` there is no journal (``journal`` is ``None``: nothing could seal
 or check an entry): the tool is still offered, and answers that plainly.
 """
@@ -46,6 +50,9 @@ NO_JOURNAL = (
     "sealed or checked, so none is recorded or read. Ask an operator to set it if you need this."
 )
 
+LiveChanges = Callable[[Target, ToolContext, float, float], list[Change]]
+"""A target's changes read from its own API now (``bot.ops.fleet.kubernetes_changes_of``)."""
+
 TargetsFor = Callable[[str], tuple[Sequence[Target], str | None]]
 """A channel's targets and its default target (``bot.fleet.routing.Fleet.targets_for``)."""
 
@@ -70,13 +77,14 @@ class ChangeReader:
     targets_for: TargetsFor
     days: int = 30
     clock: Callable[[], float] = time.time
+    live: LiveChanges | None = None  # a Kubernetes target's rollouts and events, read from its API
 
     def tools(self, channel: str) -> list[Tool]:
         """``recent_changes`` over the targets a run in ``channel`` may name (none: no tool)."""
         targets, default = self.targets_for(channel)
         if not targets:
             return []
-        routes = {target.name: (target, self._bound(target.name)) for target in targets}
+        routes = {target.name: (target, self._bound(target.name, target)) for target in targets}
         return [TargetedTool(self._bound(""), routes, default=default)]
 
     def may_read(self, channel: str, target: str) -> bool:
@@ -89,9 +97,16 @@ class ChangeReader:
             return []
         return self.journal.between(target, at - seconds, at, limit=limit)
 
-    def answer(self, target: str, since: str | None, until: str | None) -> str:
-        """What ``recent_changes`` says about ``target`` (already checked against the channel)."""
-        if self.journal is None:
+    def answer(
+        self,
+        target: str,
+        since: str | None,
+        until: str | None,
+        live: Callable[[float, float], list[Change]] | None = None,
+    ) -> str:
+        """What ``recent_changes`` says about ``target`` (already checked against the channel);
+        ``live``: the target's own changes read now (a Kubernetes target's), beside its journal."""
+        if self.journal is None and live is None:
             return NO_JOURNAL
         now = self.clock()
         try:
@@ -101,7 +116,9 @@ class ChangeReader:
             raise ToolCallError(str(error)) from None
         if start > end:
             raise ToolCallError(f"since ({utc(start)}) is after until ({utc(end)})")
-        found = self.journal.between(target, start, end, limit=MAX_LISTED)
+        found = self.journal.between(target, start, end, limit=MAX_LISTED) if self.journal else []
+        if live is not None:
+            found = sorted([*found, *live(start, end)], key=lambda change: change.at)[-MAX_LISTED:]
         window = f"on {target} between {utc(start)} and {utc(end)}"
         if not found:
             return f"No change recorded {window}. {self._covers(target, start)}"
@@ -109,7 +126,8 @@ class ChangeReader:
 
     def _covers(self, target: str, start: float) -> str:
         """What the journal holds before an empty window: its newest earlier change, or nothing."""
-        assert self.journal is not None
+        if self.journal is None:
+            return NO_JOURNAL
         kept_from = self.clock() - self.days * DAY
         earlier = self.journal.between(target, kept_from, start, limit=1)
         if earlier:
@@ -122,15 +140,19 @@ class ChangeReader:
             f"The journal keeps {self.days} days and has no change recorded on {target} before that either."
         )
 
-    def _bound(self, target: str) -> FunctionTool[Any]:
+    def _bound(self, target: str, known: Target | None = None) -> FunctionTool[Any]:
         reader = self
+        live = self.live if known is not None and known.via == "kubernetes" else None
 
         @tool(category=ToolCategory.READ_ONLY, parallel=True, timeout=15, placement=WORKER)
         def recent_changes(args: RecentChangesArgs, ctx: ToolContext) -> str:
-            """What changed on a target (packages, watched files with their diffs, units, restarts, reboots, crontabs, deploys) in a window, oldest first; default: the last 6 hours."""
+            """What changed on a target (packages, watched files with their diffs, units, restarts, reboots, crontabs, deploys; a Kubernetes target's rollouts and events) in a window, oldest first; default: the last 6 hours."""
             if not target:
                 raise ToolCallError("recent_changes needs a target")
-            return reader.answer(target, args.since, args.until)
+            read = None
+            if live is not None and known is not None:
+                read = lambda start, end: live(known, ctx, start, end)  # noqa: E731 - bound to this call
+            return reader.answer(target, args.since, args.until, read)
 
         return recent_changes
 

@@ -31,7 +31,7 @@ from agent.tooling import Tool
 from bot.alerts.jobs import AlertJobs
 from bot.alerts.presenter import LoggingAlertPresenter
 from bot.changes.journal import ChangeJournal
-from bot.changes.reader import ChangeReader, TargetsFor
+from bot.changes.reader import ChangeReader, LiveChanges, TargetsFor
 from bot.errors import BotConfigurationError
 from bot.fleet.change_scan import Scan
 from bot.fleet.runner import RunnerWorker
@@ -40,7 +40,7 @@ from bot.fleet.target_keys import target_key
 from bot.keys import Keys
 from bot.observability.metrics import RunMetrics
 from bot.ops.compose_memory import incident_memory
-from bot.ops.fleet import load_fleet_inventory, runner_key, runner_policy
+from bot.ops.fleet import kubernetes_changes_of, load_fleet_inventory, runner_key, runner_policy
 from bot.ops.sweep import recovery_sweep
 from bot.redis_connection import open_redis
 from bot.runs.approval_seal import require_seal_key
@@ -54,6 +54,7 @@ from bot.runs.runtime import Runtime, RuntimeFactory
 from bot.runs.service import RunOptions, RunService
 from bot.runs.worker import ChatopsSimpleWorker, ChatopsWorker
 from bot.settings import Settings
+from tools.config import ToolsConfig
 from tools.inventory import Inventory
 from tools.inventory_types import Target
 from tools.runbooks import RunbookLibrary
@@ -129,12 +130,22 @@ def default_runtime(
         runbooks=runbooks,
         memory=incident_memory(settings, client, keys),
         channel_facts=channel_facts(settings),
-        changes=change_reader(settings, client, keys, fleet.targets_for),
+        changes=change_reader(
+            settings,
+            client,
+            keys,
+            fleet.targets_for,
+            kubernetes_changes_of(ToolsConfig.from_settings(settings)),
+        ),
     )
 
 
 def change_reader(
-    settings: Settings, client: redis.Redis, keys: Keys, targets_for: TargetsFor
+    settings: Settings,
+    client: redis.Redis,
+    keys: Keys,
+    targets_for: TargetsFor,
+    live: LiveChanges | None = None,
 ) -> ChangeReader:
     """The change journal's readers (``recent_changes``, alert runs), checking every entry's seal
     with its target's key; without ``CHATOPS_RUNNER_SECRET`` there is no journal (nothing could
@@ -144,7 +155,7 @@ def change_reader(
     secret = settings.chatops_runner_secret.encode()
     days = settings.chatops_changes_days
     journal = ChangeJournal(client, keys, partial(target_key, secret), days=days) if secret else None
-    return ChangeReader(journal, targets_for, days=days, clock=redis_clock(client))
+    return ChangeReader(journal, targets_for, days=days, clock=redis_clock(client), live=live)
 
 
 def channel_facts(settings: Settings) -> ChannelFacts | None:
@@ -161,7 +172,6 @@ def runbook_library(settings: Settings) -> RunbookLibrary:
     """The runbooks: ``CHATOPS_RUNBOOKS_DIR`` indexed now (a missing folder is a configuration
     error; a malformed runbook is reported and skipped, ``tools.runbooks.index``), and an alert's
     ``runbook_url`` read through the network tools' egress policy."""
-    from tools.config import ToolsConfig
     from tools.runbooks import RunbookFetcher, RunbookIndex
 
     folder = settings.chatops_runbooks_dir
@@ -347,7 +357,6 @@ def build_runner(
     """``chatops runner --target NAME``: its own registry, for that target's queue only. ``scan``:
     what changed on its host, stored in its target's change journal at start and every
     ``CHATOPS_CHANGES_SCAN_SECONDS``; ``None``: the host's own (``runner_host_scan``)."""
-    from tools.config import ToolsConfig
     from tools.registry import build_registry
     from tools.safety import OutputFilter
 

@@ -27,6 +27,8 @@ from bot.keys import Keys
 from bot.policy.file import current_policy, load_policy
 from bot.policy.rules import Policy, Subject
 from bot.settings import Settings
+from tools.base import ToolContext
+from tools.changes.record import Change
 from tools.config import ToolsConfig
 from tools.errors import ToolConfigError, ToolError
 from tools.inventory import Inventory, SshDefaults, Target, load_inventory
@@ -137,6 +139,21 @@ def kubernetes_only_tools(target: Target, config: ToolsConfig) -> Sequence[Tool]
         return ()
     kube = target.kubernetes
     return kubernetes_tools(config.command_env(), kube.namespace, kube.context)
+
+
+def kubernetes_changes_of(config: ToolsConfig) -> Callable[[Target, ToolContext, float, float], list[Change]]:
+    """A Kubernetes target's rollouts and events in a window (``recent_changes``' live part)."""
+    from tools.builtin.services import KubernetesBackend
+    from tools.changes.kubernetes import kubernetes_changes
+
+    def read(target: Target, ctx: ToolContext, since: float, until: float) -> list[Change]:
+        if target.kubernetes is None:
+            return []
+        kube = target.kubernetes
+        backend = KubernetesBackend(config.command_env(), kube.namespace, kube.context)
+        return kubernetes_changes(backend, ctx, target.name, since, until)
+
+    return read
 
 
 def target_descriptions(inventory: Inventory) -> list[str]:

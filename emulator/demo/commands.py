@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from emulator.demo.system import Disk, HostSystem, NoSuchPath, host_now
+from emulator.demo.system import PSEUDO_PATHS, Disk, HostSystem, NoSuchPath, host_now
 
 COMMANDS = ("df", "uptime", "free", "ps", "largest-files")
 _PS_SORT = {"pcpu": lambda row: row[1].cpu, "pmem": lambda row: row[1].mem}
@@ -121,7 +121,9 @@ def largest_files(system: HostSystem, args: Sequence[str]) -> int:
     limit = int(args[1]) if len(args) > 1 else 10
     shown = os.path.normpath(args[0])  # the path as it was given, without its ".." and "//"
     found = []
-    for directory, _dirs, names in os.walk(real):  # os.walk does not follow symlinks
+    for directory, dirs, names in os.walk(real):  # os.walk does not follow symlinks
+        if Path(directory) == system.root:  # like find -xdev: not into the kernel's pseudo files
+            dirs[:] = [d for d in dirs if d not in PSEUDO_PATHS]
         for name in names:
             entry = Path(directory) / name
             info = entry.lstat()

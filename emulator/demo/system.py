@@ -206,6 +206,9 @@ MACHINE_FILE = "etc/machine.json"
 without it the host is one of the demo's ``MACHINES`` by its name."""
 HARNESS_PATHS = ("run", "proc", "etc/hostname", MACHINE_FILE, "etc/chatops-eval", "var/lib/chatops-runner")
 """Under a host's root: the simulation's own files, on no disk of the host."""
+PSEUDO_PATHS = ("proc",)
+"""Under a host's root: a kernel's pseudo file system (the boot id a runner's change scan reads),
+which the host's ``df`` and ``largest-files`` do not show."""
 
 
 def write_machine(root: Path, machine: Machine) -> Path:
@@ -259,7 +262,10 @@ class HostSystem:
         given = Path(os.path.normpath(path))
         inside = given.relative_to(self.root) if given.is_relative_to(self.root) else given.relative_to("/")
         real = (self.root / inside).resolve()
-        if not real.is_relative_to(self.root) or not real.exists():
+        pseudo = real.is_relative_to(self.root) and real.relative_to(self.root).parts[:1] in [
+            (p,) for p in PSEUDO_PATHS
+        ]
+        if not real.is_relative_to(self.root) or not real.exists() or pseudo:
             raise NoSuchPath(f"{path}: No such file or directory")
         return real, "/" + str(real.relative_to(self.root)).removeprefix(".")
 

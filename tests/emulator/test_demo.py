@@ -658,8 +658,18 @@ def test_the_demo_starts_two_hosts_each_with_a_runner_of_its_own(demo: DemoProce
     inventory = yaml.safe_load((demo.directory / "inventory.yaml").read_text())
     assert inventory == {
         "targets": [
-            {"name": "web-03", "via": "runner", "labels": {"env": "prod", "role": "web"}},
-            {"name": "db-01", "via": "runner", "labels": {"env": "prod", "role": "db"}},
+            {
+                "name": "web-03",
+                "via": "runner",
+                "labels": {"env": "prod", "role": "web"},
+                "watch": ["/etc/nginx"],
+            },
+            {
+                "name": "db-01",
+                "via": "runner",
+                "labels": {"env": "prod", "role": "db"},
+                "watch": ["/etc/pgbouncer"],
+            },
         ]
     }
     secrets = set()
@@ -912,17 +922,15 @@ def test_the_cpu_incident_reads_web_03s_log_when_told_not_to_restart(demo: DemoP
 
 
 @pytest.mark.slow
-def test_the_nginx_button_edits_web_03_and_what_changed_shows_it_with_its_diff(
-    demo: DemoProcess, redis_server: RedisServer
-) -> None:
+def test_the_nginx_button_edits_web_03_and_what_changed_shows_it_with_its_diff(demo: DemoProcess) -> None:
     assert demo.control is not None
     said = demo.control.press("edit-nginx", "U_ALICE")
     size = re.search(r"client_max_body_size (\w+)", said)
     assert size is not None, said
-    prefix = demo.wait_for_line(r"CHATOPS_REDIS_PREFIX=(chatops-demo:[0-9a-f]+:)").group(1)
-    client = redis.Redis.from_url(redis_server.url)
+    exported = demo.wait_for_line(r"export REDIS_URL=(\S+) CHATOPS_REDIS_PREFIX=(chatops-demo:[0-9a-f]+:)")
+    client = redis.Redis.from_url(exported.group(1))  # the demo's own, embedded Redis
     try:
-        journal = Keys(prefix).changes("web-03")
+        journal = Keys(exported.group(2)).changes("web-03")
         edit = f"+    client_max_body_size {size[1]};".encode()
 
         def recorded() -> bool:  # web-03's runner's next scan (every 5 s in the demo) sealed it in

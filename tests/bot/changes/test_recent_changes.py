@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import pytest
 import redis
@@ -19,10 +20,14 @@ from bot.changes.reader import MAX_ANSWER, NO_JOURNAL, ChangeReader
 from bot.fleet.routing import Fleet
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
+from bot.ops.fleet import kubernetes_changes_of
 from bot.runs.runtime import Runtime
 from tests.support.harness import Harness
+from tests.tools.fakes import FakeCommands
 from tools.changes.record import Change
+from tools.config import ToolsConfig
 from tools.inventory import Inventory, Target
+from tools.inventory_types import KubeTarget
 
 SECRET = b"changes-tool-secret-0123456789abcdef"
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
@@ -195,3 +200,59 @@ def test_without_the_secret_there_is_no_journal_and_the_tool_says_so(h: ChangesH
     h.changes = reader(h.redis, h.keys, sealed=False)
     (answer,) = h.results({"target": "web-03"})
     assert answer == f"[web-03] {NO_JOURNAL}"
+
+
+def test_a_kubernetes_targets_changes_are_its_rollouts_and_events_beside_its_deploy_markers(
+    harness: Harness, tmp_path: Path
+) -> None:
+    fake = FakeCommands(tmp_path / "bin")
+    rollout = {
+        "metadata": {
+            "name": "api-7c9d",
+            "creationTimestamp": "2027-01-15T07:40:00Z",
+            "annotations": {"deployment.kubernetes.io/revision": "8"},
+            "ownerReferences": [{"kind": "Deployment", "name": "api"}],
+        },
+        "spec": {"template": {"spec": {"containers": [{"image": "registry/api:1.4.2"}]}}},
+    }
+    event = {
+        "type": "Warning",
+        "reason": "BackOff",
+        "involvedObject": {"kind": "Pod", "name": "api-7c9d-x2k"},
+        "lastTimestamp": "2027-01-15T07:45:00Z",
+        "message": "Back-off restarting failed container",
+    }
+    fake.add(
+        "kubectl",
+        when={
+            "replicasets": {"stdout": json.dumps({"items": [rollout]})},
+            "controllerrevisions": {"stdout": json.dumps({"items": []})},
+            "events": {"stdout": json.dumps({"items": [event]})},
+        },
+    )
+    shop = Target(name="shop", via="kubernetes", kubernetes=KubeTarget(context="prod-eu", namespace="shop"))
+    fleet = Fleet(inventory=Inventory(targets=(shop,)), local_tools=[], routes={}, channel_targets={})
+    config = ToolsConfig(env=fake.env)  # kubectl is the fake one on this PATH
+    changes = ChangeReader(
+        journal(harness.redis, harness.keys),
+        fleet.targets_for,
+        clock=lambda: NOW,
+        live=kubernetes_changes_of(config),
+    )
+    journal(harness.redis, harness.keys).append(
+        [Change("shop", "deploy", NOW - 1500, "deploy api 1.4.2", source="argocd")]
+    )
+    h = ChangesHarness(
+        harness.redis, harness.keys, harness.options, harness.directory, harness.models, [], changes=changes
+    )
+    (answer,) = h.results({"target": "shop", "since": "1h"})
+    order = [
+        answer.index(what)
+        for what in (
+            "| deploy | deploy api 1.4.2",  # the marker Argo CD sent, from the journal
+            "| deploy | rollout of Deployment/api revision 8: registry/api:1.4.2",  # read from the API
+            "| event | Warning BackOff Pod/api-7c9d-x2k",
+        )
+    ]
+    assert order == sorted(order), answer
+    assert all(argv[:2] == ["--namespace=shop", "--context=prod-eu"] for argv in fake.calls("kubectl"))
