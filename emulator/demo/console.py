@@ -34,6 +34,8 @@ def instructions(page_url: str, examples: Sequence[str], scripted: bool) -> str:
         "  switch between alice and bob at the top. A restart may be approved by anyone, the asker too.",
         "  Fire an alert (the button on the left): it starts db-01's incident (a report query; db-01 is",
         "  healthy until then) and an Alertmanager webhook about it starts a thread and a run.",
+        "  Edit web-03's nginx config (the other button): its runner records the change with its diff",
+        "  within seconds; ask what changed on web-03.",
         "  The bot keeps its Findings in the thread and cites the tool output it rests on.",
         "web-03 and db-01 are simulated (their files, disks, processes and load are the demo's, in the",
         "demo folder), each served by a runner of its own; the bot, the runners, their tools and Redis",

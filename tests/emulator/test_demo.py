@@ -943,5 +943,5 @@ def test_the_nginx_button_edits_web_03_and_what_changed_shows_it_with_its_diff(d
     text = reply(demo, ts, "Here is what web-03's change journal holds")["text"]
     assert "| file | edited /etc/nginx/sites-enabled/orders-api" in text  # named as on the host
     assert f"+    client_max_body_size {size[1]};" in text and str(demo.directory) not in text
-    assert "| package | upgrade nginx" in text and "who: deploy (1001)" in text  # its apt history
+    assert "| package | upgrade nginx " in text and "who: deploy |" in text  # its apt history, Requested-By
     assert not any(has_approve(m) for m in demo.control.thread("incident", ts))  # read-only
