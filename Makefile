@@ -157,5 +157,6 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench.runbooks
 	$(BENCH_BIN)/python -m bench.memory
 	$(BENCH_BIN)/python -m bench.changes
+	$(BENCH_BIN)/python -m bench.changes_read
 	$(BENCH_BIN)/python -m bench.eval_suite
 	$(BENCH_BIN)/python -m bench.report

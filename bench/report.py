@@ -29,6 +29,7 @@ ORDER = (
     "runbooks",
     "memory",
     "changes",
+    "changes_read",
     "eval_suite",
 )
 NOTES_DIR = ROOT / "bench" / "notes"
@@ -45,7 +46,7 @@ How to run:
 
 ```sh
 make bench                                        # everything (~15 min): installs bench/.venv with the peers
-bench/.venv/bin/python -m bench.loop_overhead     # one benchmark (also: ingress, approvals, e2e, burst, scaleout, fleet, alerts, charts, runbooks, memory, changes, eval_suite)
+bench/.venv/bin/python -m bench.loop_overhead     # one benchmark (also: ingress, approvals, e2e, burst, scaleout, fleet, alerts, charts, runbooks, memory, changes, changes_read, eval_suite)
 bench/.venv/bin/python -m bench.report            # rebuild this file from bench/results/
 ```
 

@@ -85,19 +85,20 @@ class ChangeJournal:
         raw: list[bytes] = self._redis.zrevrangebyscore(  # type: ignore[assignment]
             self._keys.changes(target), until, since, start=0, num=limit
         )
-        changes = [change for member in raw if (change := self._opened(target, member)) is not None]
+        key = self._key_of(target)  # derived once per read, not per member
+        changes = [change for member in raw if (change := self._opened(target, key, member)) is not None]
         return sorted(changes, key=lambda change: change.at)
 
     def _member(self, change: Change) -> str:
         return sealed_member(self._key_of(change.target), change)
 
-    def _opened(self, target: str, member: bytes | str) -> Change | None:
+    def _opened(self, target: str, key: bytes, member: bytes | str) -> Change | None:
         try:
             sealed = json.loads(member)
             body, seal = sealed["c"], sealed["s"]
             if not isinstance(body, str) or not isinstance(seal, str):
                 raise TypeError("not a sealed change")
-            if not hmac.compare_digest(seal, _seal(self._key_of(target), body)):
+            if not hmac.compare_digest(seal, _seal(key, body)):
                 raise MalformedChange("its seal does not match (not written by a holder of the target's key)")
             change = Change.from_json(body)
             if change.target != target:
