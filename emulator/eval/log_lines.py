@@ -25,6 +25,8 @@ TIME_FORMATS: Mapping[str, Callable[[float], str]] = {
     "nginx": lambda at: time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(at)),
     "nginx-error": lambda at: time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(at)),
     "systemd": lambda at: time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(at)),
+    "dpkg": lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)),  # /var/log/dpkg.log
+    "apt": lambda at: time.strftime("%Y-%m-%d  %H:%M:%S", time.gmtime(at)),  # apt's Start-Date:
 }
 """How each kind of log prints a moment (the demo hosts' logs print them the same way)."""
 

@@ -58,6 +58,8 @@ NOW = float(calendar.timegm((2025, 5, 1, 12, 0, 0)))
         ("{time:1d:nginx} GET /", "30/Apr/2025:12:00:00 +0000 GET /"),
         ("{time:0:nginx-error} [error]", "2025/05/01 12:00:00 [error]"),
         ("{time:3d:systemd}", "Mon 2025-04-28 12:00:00 UTC"),
+        ("{time:32m:dpkg} upgrade tzdata:all", "2025-05-01 11:28:00 upgrade tzdata:all"),
+        ("Start-Date: {time:32m:apt}", "Start-Date: 2025-05-01  11:28:00"),  # apt's two spaces
         ("/var/log/api.log {", "/var/log/api.log {"),  # every other brace is literal
         ('{"level": "error", "at": "{time:5s}"}', '{"level": "error", "at": "2025-05-01T11:59:55.000Z"}'),
         ("a template: {{time:later} stays", "a template: {time:later} stays"),  # {{time: is a literal {time:
