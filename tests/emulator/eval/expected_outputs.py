@@ -4,9 +4,9 @@ Until the fault injector writes scenarios onto simulated hosts, a shipped scenar
 against its own declarations: a quote its reference cites from a log, a command, the process
 list, a service's state or the load must be in the text the scenario declares there (times
 masked: no quote may depend on the clock); ``recent_changes``' package changes are read from the
-scenario's dpkg and apt logs by the runner's own parser (``tools.changes.packages``). Outputs computed from sizes (``df``, ``free``,
-``largest_files``, ``list_logs``) and Prometheus's answers are not checked here; the injector's
-tests will read them for real.
+scenario's dpkg and apt logs by the runner's own parser (``tools.changes.packages``). Outputs
+computed from sizes (``df``, ``free``, ``largest_files``, ``list_logs``) and Prometheus's answers
+are not checked here; the injector's tests will read them for real.
 """
 
 from __future__ import annotations
