@@ -101,8 +101,25 @@ def _save_units(state_dir: Path, units: dict[str, dict[str, object]]) -> None:
     os.replace(temporary, state_dir / "units.json")
 
 
+_UNIT_TYPES = (
+    "service",
+    "socket",
+    "target",
+    "device",
+    "mount",
+    "automount",
+    "swap",
+    "timer",
+    "path",
+    "slice",
+    "scope",
+)
+
+
 def _unit_name(name: str) -> str:
-    return name if "." in name else f"{name}.service"
+    """``name`` as systemctl mangles it: ``.service`` added unless it ends with a unit type
+    (``php8.3-fpm`` is ``php8.3-fpm.service``; ``nginx.socket`` stays)."""
+    return name if name.rpartition(".")[2] in _UNIT_TYPES and "." in name else f"{name}.service"
 
 
 def _not_found(unit: str) -> dict[str, object]:

@@ -25,8 +25,12 @@ TIME_FORMATS: Mapping[str, Callable[[float], str]] = {
     "nginx": lambda at: time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(at)),
     "nginx-error": lambda at: time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(at)),
     "systemd": lambda at: time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(at)),
+    # dpkg and apt write the host's local time (the runner reads it back as local time)
+    "dpkg": lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)),  # /var/log/dpkg.log
+    "apt": lambda at: time.strftime("%Y-%m-%d  %H:%M:%S", time.localtime(at)),  # apt's Start-Date:
 }
-"""How each kind of log prints a moment (the demo hosts' logs print them the same way)."""
+"""How each kind of log prints a moment (the demo hosts' logs print them the same way): UTC, but
+``dpkg`` and ``apt`` in local time as those logs write it."""
 
 _PLACEHOLDER = re.compile(r"\{\{time:|\{time:([^{}]*)\}")
 _LITERAL = "{time:"

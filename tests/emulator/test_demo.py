@@ -373,6 +373,23 @@ def test_web_03_has_dated_rotated_logs_and_a_systemctl_that_records_restarts(tmp
     assert systemctl_main(["show", "--property=LoadState", "nope"], str(host.root)) == 0
 
 
+def test_a_unit_name_with_a_dot_is_a_service_unless_it_ends_with_a_unit_type(tmp_path: Path) -> None:
+    # systemctl adds .service to php8.3-fpm (".3-fpm" is no unit type), not to nginx.socket
+    host = build_host(tmp_path / "host", tmp_path / "bin", now=time.time())
+    units = json.loads((host.state_dir / "units.json").read_text())
+    units["php8.3-fpm.service"] = {**units["nginx.service"], "Id": "php8.3-fpm.service"}
+    (host.state_dir / "units.json").write_text(json.dumps(units))
+    show = ["show", "--no-pager", "--property=Id,LoadState"]
+    assert systemctl(host, *show, "php8.3-fpm").stdout.splitlines() == [
+        "Id=php8.3-fpm.service",
+        "LoadState=loaded",
+    ]
+    assert systemctl(host, *show, "nginx.socket").stdout.splitlines() == [
+        "Id=nginx.socket",
+        "LoadState=not-found",
+    ]
+
+
 def test_db_01_is_a_host_of_its_own_with_a_healthy_postgresql(tmp_path: Path) -> None:
     web = build_host(tmp_path / "hosts" / "web-03", tmp_path / "bin" / "web-03", name="web-03")
     db = build_host(tmp_path / "hosts" / "db-01", tmp_path / "bin" / "db-01", name="db-01")

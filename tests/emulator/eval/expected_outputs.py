@@ -3,9 +3,10 @@
 Until the fault injector writes scenarios onto simulated hosts, a shipped scenario is checked
 against its own declarations: a quote its reference cites from a log, a command, the process
 list, a service's state or the load must be in the text the scenario declares there (times
-masked: no quote may depend on the clock). Outputs computed from sizes (``df``, ``free``,
-``largest_files``, ``list_logs``) and Prometheus's answers are not checked here; the injector's
-tests will read them for real.
+masked: no quote may depend on the clock); ``recent_changes``' package changes are read from the
+scenario's dpkg and apt logs by the runner's own parser (``tools.changes.packages``). Outputs
+computed from sizes (``df``, ``free``, ``largest_files``, ``list_logs``) and Prometheus's answers
+are not checked here; the injector's tests will read them for real.
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from emulator.eval.fleet import ServiceState, TargetState
-from emulator.eval.log_lines import MASK, masked
+from emulator.eval.log_lines import MASK, masked, render_line
+from emulator.eval.quantities import parse_age
 from emulator.eval.reference_plan import PlannedCall
 from emulator.eval.spec import EvalScenario
+from tools.changes.packages import package_changes
 from tools.patterns import compile_safe
 
 COMPUTED = "(computed from sizes or series: not checked before the injector exists)"
 RUNNER_DOWN = "(the target's runner is down: the call has no output to quote)"
 _RUNNING = (ServiceState.ACTIVE, ServiceState.RELOADING, ServiceState.DEACTIVATING)
+_AT = 1_800_000_000.0  # when a package log's times are written to be read back (any moment does)
 _NOT_CHECKED = {"disk_usage", "memory", "largest_files", "list_logs", "prometheus_query", "prometheus_range"}
 
 
@@ -57,6 +61,32 @@ def _service(state: TargetState, arguments: Mapping[str, Any]) -> str:
     return ", ".join(parts) + (f" - {service.description}" if service.description else "")
 
 
+def _package_log(state: TargetState, log: str) -> str:
+    """The text of ``log`` and its rotations as the scenario writes them (gzip read as text)."""
+    files = [f for f in state.files if f.path == log or f.path.startswith(f"{log}.")]
+    return "\n".join(render_line(line, _AT) for f in files for line in f.lines) + "\n"
+
+
+def _changes(state: TargetState, arguments: Mapping[str, Any]) -> str:
+    """The package changes and restarts of the window (default 6 h) read by the runner's own
+    parser from the scenario's dpkg and apt logs: what, who and diff, no time."""
+    since = _AT - parse_age(str(arguments.get("since", "6h")))
+    dpkg = _package_log(state, "/var/log/dpkg.log")
+    apt = _package_log(state, "/var/log/apt/history.log")
+    shown = [
+        "\n".join([change.what, f"who: {change.who}", change.diff])
+        for change in package_changes(dpkg, apt, "target", "runner")
+        if change.at >= since
+    ]
+    booted = state.machine.booted
+    shown += [
+        f"restart of {name}.service"
+        for name, service in state.services.items()
+        if service.since < booted and _AT - service.since >= since
+    ]
+    return "\n".join(shown)
+
+
 def _load(state: TargetState, _arguments: Mapping[str, Any]) -> str:
     machine = state.machine
     busy = machine.busy is not None and state.services[machine.busy.service].state in _RUNNING
@@ -69,6 +99,7 @@ _READERS: Mapping[str, Callable[[TargetState, Mapping[str, Any]], str]] = {
     "top_processes": _processes,
     "service_status": _service,
     "cpu_load": _load,
+    "recent_changes": _changes,
 }
 
 

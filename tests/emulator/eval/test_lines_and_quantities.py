@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import calendar
+import re
 
 import pytest
 
 from emulator.eval.log_lines import MASK, check_line, masked, render_line
 from emulator.eval.quantities import parse_age, parse_size
+from tools.changes.packages import package_changes
 
 
 @pytest.mark.parametrize(
@@ -66,6 +68,27 @@ NOW = float(calendar.timegm((2025, 5, 1, 12, 0, 0)))
 def test_times_are_written_relative_to_the_run(line: str, written: str) -> None:
     check_line(line)
     assert render_line(line, NOW) == written
+
+
+def test_package_log_times_read_back_as_the_runner_reads_them() -> None:
+    # dpkg and apt write the host's local time, as the runner's parser reads it, in any zone
+    dpkg = render_line("{time:32m:dpkg} upgrade tzdata:all 2025a-0 2025b-0", NOW)
+    apt = "\n".join(
+        render_line(line, NOW)
+        for line in (
+            "Start-Date: {time:20m:apt}",
+            "Requested-By: alice (1001)",
+            "Remove: php8.2-fpm:amd64 (8.2.26-1)",
+            "End-Date: {time:19m:apt}",
+        )
+    )
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d upgrade .*", dpkg)
+    assert re.search(r"Start-Date: \d{4}-\d\d-\d\d  \d\d:\d\d:\d\d\n", apt)  # apt's two spaces
+    changes = package_changes(dpkg + "\n", apt + "\n", "db-02", "runner")
+    assert [(change.at, change.what, change.who) for change in changes] == [
+        (NOW - 32 * 60, "upgrade tzdata 2025a-0 -> 2025b-0", ""),
+        (NOW - 20 * 60, "remove php8.2-fpm 8.2.26-1", "alice"),
+    ]
 
 
 def test_masked_lines_hold_no_time() -> None:

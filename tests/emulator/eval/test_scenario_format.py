@@ -74,6 +74,17 @@ def test_a_minimal_scenario_loads(tmp_path: Path) -> None:
     assert find_scenario(str(tmp_path / "tiny.yaml")).name == "tiny"
 
 
+@pytest.mark.parametrize("place", ["root_causes", "suspects"])
+def test_a_recent_change_is_the_cause_or_the_suspect_that_is_not(tmp_path: Path, place: str) -> None:
+    data = changed("tags", ["recent-change", "single-cause", "confounder"])
+    data["truth"]["suspects"] = ["web-03:service:nginx"]
+    data["truth"][place] = [*data["truth"][place], "web-03:change:deploy-4411"]
+    if place == "root_causes":
+        data["tags"].remove("single-cause")
+        data["tags"].append("two-causes")
+    assert "recent-change" in load_eval_scenario(write(tmp_path, data)).tags
+
+
 @pytest.mark.parametrize(
     ("edit", "value", "place", "says"),
     [
@@ -92,6 +103,12 @@ def test_a_minimal_scenario_loads(tmp_path: Path) -> None:
             "no-fault: the scenario is not that; fix: remove the tag",
         ),
         ("tags", ["confounder"], "tags", "confounder: needs the confounder as a suspect"),
+        (
+            "tags",
+            ["recent-change", "single-cause"],
+            "tags",
+            "recent-change: needs a root cause or a suspect of kind change",
+        ),
         (
             "tags",
             ["injection", "single-cause"],
