@@ -16,7 +16,7 @@ from bot.postmortem.errors import BadThreadLink, PostmortemError
 from bot.postmortem.facts import Permalink, Postmortem, build_postmortem
 from bot.runs.record import RunRecords
 
-_ARCHIVES = re.compile(r"/archives/([CGD][A-Z0-9]{1,30})/p(\d{10})(\d{6})/?")
+_ARCHIVES = re.compile(r"/archives/([CGD][A-Z0-9_]{1,30})/p(\d{10})(\d{6})/?")
 _TS = re.compile(r"\d{10}\.\d{6}")
 
 
