@@ -290,5 +290,18 @@ class AuditLog:
             found.append(AuditEntry(as_text(entry_id) or "", kind, entry_run, at, fields))
         return found
 
+    def since(self, at: float) -> list[AuditEntry]:
+        """The entries written at or after ``at`` (epoch seconds), oldest first: the stream's ids
+        start from the time they were added, so only that part of the stream is read."""
+        found = []
+        for entry_id, raw in self._redis.xrange(self._key, min=f"{max(0, int(at * 1000))}-0") or []:
+            fields = as_text_dict(raw)
+            kind = AuditKind(fields.pop("kind"))
+            entry_run = fields.pop("run_id")
+            when = float(fields.pop("at"))
+            if when >= at:
+                found.append(AuditEntry(as_text(entry_id) or "", kind, entry_run, when, fields))
+        return found
+
     def length(self) -> int:
         return self._redis.xlen(self._key)
