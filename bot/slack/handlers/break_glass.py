@@ -22,7 +22,7 @@ from bot.observability.audit import AuditKind
 from bot.policy.break_glass import BreakGlassLog
 from bot.policy.deciders import Action
 from bot.policy.file import current_policy
-from bot.slack.handlers.postmortem import PostmortemDrafts
+from bot.slack.handlers.postmortem import PostmortemDrafts, handoff_note
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.rendering.blockkit import slack_date
 from bot.slack.rendering.mrkdwn import mention
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 COMMAND = "/ops"
 USAGE = (
     "Usage: `/ops break-glass` (you may then approve any call for a few minutes; it is announced), "
-    "or `/ops postmortem <run id or thread link>` (a finished run's draft, in its thread)."
+    "`/ops postmortem <run id or thread link>` (a finished run's draft, in its thread), "
+    "or `/ops handoff [#channel ...]` (the last 12 hours: what is open, what changed)."
 )
 
 
@@ -81,8 +82,11 @@ class BreakGlassCommand:
 
 
 def _postmortem(text: str) -> str | None:
-    """The argument of ``postmortem <argument>``; ``None`` when the text is another command."""
+    """The argument of ``postmortem <argument>``, or ``handoff [channels]`` (then starting with
+    ``handoff``); ``None`` when the text is another command."""
     word, _, rest = text.strip().partition(" ")
+    if word.lower() == "handoff":
+        return f"handoff {rest.strip()}"
     return rest.strip() if word.lower() == "postmortem" else None
 
 
@@ -97,7 +101,7 @@ def register_ops_command(app: App, runtime: WebRuntime) -> None:
         user, channel = str(body.get("user_id", "")), str(body.get("channel_id", ""))
         text = str(body.get("text", ""))
         if _postmortem(text) is not None:
-            ack(text="Making the postmortem draft…")
+            ack(text="Gathering the facts…")
             return
         ack(text=command.handle(user, channel, text))
 
@@ -107,7 +111,10 @@ def register_ops_command(app: App, runtime: WebRuntime) -> None:
             return
         user, channel = str(body.get("user_id", "")), str(body.get("channel_id", ""))
         try:
-            note = drafts.command(user, argument)
+            if argument.startswith("handoff "):
+                note = handoff_note(user, argument.removeprefix("handoff "), runtime)
+            else:
+                note = drafts.command(user, argument)
         except (SlackApiError, redis.RedisError) as error:
             log.warning("postmortem for %s failed: %s", user, error)
             note = "The postmortem draft could not be made (Slack or Redis failed); try again."

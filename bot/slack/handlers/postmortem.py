@@ -1,4 +1,6 @@
-"""The **Postmortem draft** button of a finished run card and ``/ops postmortem <run id or thread link>``.
+"""The **Postmortem draft** button of a finished run card, ``/ops postmortem <run id or thread link>``
+and ``/ops handoff [#channel ...]`` (the last 12 hours' handoff, to the asker alone, of the channels
+they may see).
 
 Both upload the run's postmortem draft (``bot.postmortem``) to the run's thread as a Markdown file
 (``files_upload_v2``: files.getUploadURLExternal, the upload, files.completeUploadExternal), with a
@@ -15,6 +17,7 @@ minute (``slack:postmortem:{run}``), so a double click or a looping command does
 from __future__ import annotations
 
 import logging
+import re
 
 from slack_sdk.errors import SlackApiError
 
@@ -22,6 +25,7 @@ from bot.claims import claim_once
 from bot.errors import BotError
 from bot.postmortem.errors import BadThreadLink
 from bot.postmortem.facts import Postmortem
+from bot.postmortem.handoff import handoff_text, load_handoff
 from bot.postmortem.render import to_markdown
 from bot.postmortem.source import is_link, load_postmortem, parse_thread_link
 from bot.runs.record import RunRecord, RunRecords
@@ -33,6 +37,7 @@ from bot.slack.rendering.mrkdwn import escape, mention, plural
 
 log = logging.getLogger(__name__)
 COOLDOWN_SECONDS = 60
+HANDOFF_SECONDS = 12 * 3600
 NO_SUCH_RUN = "No run you may see matches that (a run id, or a link to its thread)."
 USAGE = "Usage: `/ops postmortem <run id or thread link>` (the draft goes to that run's thread)."
 
@@ -50,6 +55,36 @@ def summary(pm: Postmortem, user: str) -> str:
         f"{plural(len(pm.actions), 'action')}, {plural(len(pm.to_discuss), 'question')} to discuss. "
         "Every timeline line links to the audit entry or message that backs it: edit before sharing."
     )
+
+
+_CHANNEL = re.compile(r"<#([CG][A-Z0-9_]+)(?:\|[^>]*)?>|([CG][A-Z0-9_]{2,})")
+HANDOFF_CHARS = 3500  # of the handoff shown (Slack advises messages under 4,000 characters)
+
+
+def handoff_note(user: str, channel_words: str, runtime: WebRuntime) -> str:
+    """``/ops handoff [#channel ...]``: the shift handoff of the last 12 hours, of every channel the
+    bot serves that ``user`` may see (or of the named ones among them), for ``user`` alone."""
+    named = {a or b for a, b in _CHANNEL.findall(channel_words)}
+    seen = visibility(runtime.client(), user)
+    service = runtime.service()
+
+    def may_see(channel: str) -> bool:
+        return seen.may_see(channel) and runtime.channel_allowed(channel) and (not named or channel in named)
+
+    handoff = load_handoff(
+        service.redis,
+        runtime.keys,
+        service.audit,
+        service.approvals,
+        since=runtime.clock() - HANDOFF_SECONDS,
+        redact=runtime.redact,
+        may_see=may_see,
+        clock=runtime.clock,
+    )
+    text = handoff_text(handoff)
+    if len(text) > HANDOFF_CHARS:
+        text = text[:HANDOFF_CHARS] + "\n… (cut: chatops handoff shows it whole)"
+    return "```" + escape(text).replace("```", "'''") + "```"
 
 
 class PostmortemDrafts:
