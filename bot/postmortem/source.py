@@ -18,6 +18,7 @@ from bot.runs.record import RunRecords
 
 _ARCHIVES = re.compile(r"/archives/([CGD][A-Z0-9_]{1,30})/p(\d{10})(\d{6})/?")
 _TS = re.compile(r"\d{10}\.\d{6}")
+CLOCK_MARGIN_SECONDS = 3600.0  # the stream's ids are Redis's clock, a record's time the web process's
 
 
 @dataclass(frozen=True)
@@ -59,4 +60,6 @@ def load_postmortem(
     if not record.status.terminal:
         raise PostmortemError(f"run {run_id} has not ended ({record.status.value}): no postmortem yet")
     group = AlertStore(client, keys).group_of_run(run_id)
-    return build_postmortem(record, audit.entries(run_id), group, redact=redact, permalink=permalink)
+    # Only the stream from the run's creation on (less a margin for clocks): not a scan of all of it.
+    entries = [e for e in audit.since(record.created_at - CLOCK_MARGIN_SECONDS) if e.run_id == run_id]
+    return build_postmortem(record, entries, group, redact=redact, permalink=permalink)
