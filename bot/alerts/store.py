@@ -197,6 +197,14 @@ class AlertStore:
                 pipe.set(self._keys.alert_run(group.run_id), group.id, ex=GROUP_TTL_SECONDS)
             pipe.execute()
 
+    def groups(self) -> list[Group]:
+        """Every alert group kept (a SCAN: for the shift handoff and support, not a hot path)."""
+        found = (
+            self.group((as_text(key) or "").rsplit(":", 1)[-1])
+            for key in self._redis.scan_iter(self._keys.alert_group("*"))
+        )
+        return [group for group in found if group is not None]
+
     def group_of_run(self, run_id: str) -> Group | None:
         found = as_text(self._redis.get(self._keys.alert_run(run_id)))
         return self.group(found) if found else None

@@ -22,6 +22,7 @@ from typing import Protocol
 import redis
 
 from agent.arguments import confirmed_by
+from agent.checks import CheckOutcome
 from agent.events import ToolEnd
 from agent.redis_util import as_text, as_text_dict
 from agent.tooling import ToolCategory
@@ -89,6 +90,9 @@ class AuditKind(StrEnum):
     RUNNER_REFUSED = "runner_refused"  # a runner refused a job nobody may send it (``target``, ``problem``)
     FINDINGS_UPDATED = "findings_updated"  # update_findings, as shown (``findings``: JSON, ``version``)
     INCIDENT_FORGOTTEN = "incident_forgotten"  # a Forget click on a "Similar:" note (``user``, ``channel``)
+    CHECK_ENDED = (
+        "check_ended"  # an approved change's check (``call_id``, ``tool``, ``passed``, ``timed_out``)
+    )
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,22 @@ class AuditLog:
             evidence=event.evidence,  # the result's id as the model read it (``E3``): what findings cite
         )
 
+    def check_ended(self, run_id: str, call_id: str, outcome: CheckOutcome, evidence: str | None) -> str:
+        """An approved change's check ran (or could not): ``call_id`` is the change's call."""
+        return self.record(
+            AuditKind.CHECK_ENDED,
+            run_id,
+            call_id=call_id,
+            tool=outcome.call.tool,
+            arguments=outcome.call.arguments,
+            passed="1" if outcome.passed else "0",
+            timed_out="1" if outcome.timed_out else None,
+            attempts=outcome.attempts,
+            seconds=round(outcome.seconds, 3),
+            output=truncate(self._redactor.redact(outcome.output), _OUTPUT_CHARS),
+            evidence=evidence,
+        )
+
     def run_finished(self, run_id: str, result: RunResult) -> str:
         return self.record(
             AuditKind.RUN_FINISHED,
@@ -268,6 +288,19 @@ class AuditLog:
             entry_run = fields.pop("run_id")
             at = float(fields.pop("at"))
             found.append(AuditEntry(as_text(entry_id) or "", kind, entry_run, at, fields))
+        return found
+
+    def since(self, at: float) -> list[AuditEntry]:
+        """The entries written at or after ``at`` (epoch seconds), oldest first: the stream's ids
+        start from the time they were added, so only that part of the stream is read."""
+        found = []
+        for entry_id, raw in self._redis.xrange(self._key, min=f"{max(0, int(at * 1000))}-0") or []:
+            fields = as_text_dict(raw)
+            kind = AuditKind(fields.pop("kind"))
+            entry_run = fields.pop("run_id")
+            when = float(fields.pop("at"))
+            if when >= at:
+                found.append(AuditEntry(as_text(entry_id) or "", kind, entry_run, when, fields))
         return found
 
     def length(self) -> int:

@@ -49,6 +49,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("bot.ops.runs_cli", "list runs, show a run's transcript (text, Markdown, JSON), cancel a run"),
     "audit": ("bot.ops.audit_cli", "print the newest audit entries; -f follows new ones"),
     "memory": ("bot.ops.memory_cli", "list, show and forget the incidents the bot remembers"),
+    "postmortem": (
+        "bot.ops.postmortem_cli",
+        "a finished run's postmortem draft (Markdown or JSON) by run id or thread link",
+    ),
+    "handoff": (
+        "bot.ops.handoff_cli",
+        "the shift handoff: what is still open, what changed and who approved it, what was left undecided",
+    ),
     "changes": ("bot.ops.changes_cli", "record a deploy marker on a target; list a target's recent changes"),
     "tools": ("bot.ops.tools_cli", "list the tools the model is offered, with category and origin"),
     "runner": ("bot.ops.fleet_cli", "run a runner on a host: one inventory target's tool calls"),

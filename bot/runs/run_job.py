@@ -80,6 +80,7 @@ class JobEvents:
             self._update()
             self._chart(event)
         elif isinstance(event, CheckEnded):
+            self.audit.check_ended(self.run.run_id, event.call.id, event.outcome, event.evidence)
             present(self.presenter.post_check, self.run, event.outcome, event.evidence)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings

@@ -35,7 +35,7 @@ from bot.slack.delivery.blocks import redacted_blocks
 from bot.slack.delivery.client import make_client
 from bot.slack.delivery.lost_cards import clicked_lost_card
 from bot.slack.handlers.actions import Interactions, Reply
-from bot.slack.handlers.break_glass import register_break_glass
+from bot.slack.handlers.break_glass import register_ops_command
 from bot.slack.handlers.callbacks import answer_app_rate_limited
 from bot.slack.handlers.events import EventHandler, Outcome, OutcomeKind
 from bot.slack.handlers.feedback import register_feedback
@@ -43,6 +43,7 @@ from bot.slack.handlers.findings_clicks import Clicked, FindingsClicks, Steer
 from bot.slack.handlers.follow_ups import FollowUps, home_logged
 from bot.slack.handlers.forget_clicks import register_forget
 from bot.slack.handlers.home import home_opened_user
+from bot.slack.handlers.postmortem import PostmortemDrafts
 from bot.slack.handlers.queued_note import Timer
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.identity import Authorizer, remember_authorizations
@@ -143,7 +144,7 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False, pools: PoolFact
     _register_actions(app, runtime, pools("chatops-click"))
     register_feedback(app, runtime)  # the feedback buttons under streamed answers
     register_forget(app, runtime, pools("chatops-forget"))  # Forget on a "Similar:" note
-    register_break_glass(app, runtime)  # /ops break-glass (CHATOPS_POLICY_FILE)
+    register_ops_command(app, runtime)  # /ops break-glass (CHATOPS_POLICY_FILE), /ops postmortem
     return app
 
 
@@ -210,6 +211,7 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
     error and Slack shows the clicker that the click did not go through. The Slack calls that
     follow (redraw, ephemeral note, the modal) run afterwards on a pool."""
     interactions = Interactions(runtime)
+    drafts = PostmortemDrafts(runtime)
 
     def acknowledge(ack: Ack) -> None:
         ack()
@@ -251,6 +253,10 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
         except SlackApiError as error:
             log.warning("transcript of run %s not posted: %s", click.value, error)
 
+    def postmortem(body: dict[str, Any]) -> None:
+        click = Click.from_body(body)
+        _show(runtime, Reply(drafts.button(click.value, click.user, click.channel)), click)
+
     def investigate(body: dict[str, Any]) -> None:
         click = Click.from_body(body)
         _show(runtime, interactions.investigate(click.value, click.user, click.channel), click)
@@ -277,6 +283,7 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
     app.action(render.ACTION_DECLINE)(decline)
     app.action(render.ACTION_STOP)(ack=acknowledge, lazy=[stop])
     app.action(render.ACTION_TRANSCRIPT)(ack=acknowledge, lazy=[transcript])
+    app.action(render.ACTION_POSTMORTEM)(ack=acknowledge, lazy=[postmortem])
     app.action(ACTION_INVESTIGATE)(ack=acknowledge, lazy=[investigate])
     app.action(ACTION_FINDINGS)(_findings_menu(runtime, after))
     app.view(render.VIEW_DECLINE)(declined)  # a submission is decided before its answer too

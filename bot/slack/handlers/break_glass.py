@@ -1,4 +1,6 @@
-"""``/ops break-glass``: declare, in a channel, that you may approve anything for a few minutes.
+"""``/ops``: ``break-glass`` (here) and ``postmortem`` (``bot.slack.handlers.postmortem``).
+
+``/ops break-glass``: declare, in a channel, that you may approve anything for a few minutes.
 
 Only the people the policy names (``break_glass:`` in ``CHATOPS_POLICY_FILE``: users, or members
 of its groups, read with ``usergroups.users.list``; full members unless named by ID) may; the
@@ -12,19 +14,26 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis
 from slack_bolt import Ack, App
+from slack_sdk.errors import SlackApiError
 
 from bot.observability.audit import AuditKind
 from bot.policy.break_glass import BreakGlassLog
 from bot.policy.deciders import Action
 from bot.policy.file import current_policy
+from bot.slack.handlers.postmortem import PostmortemDrafts, handoff_note
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.rendering.blockkit import slack_date
 from bot.slack.rendering.mrkdwn import mention
 
 log = logging.getLogger(__name__)
 COMMAND = "/ops"
-USAGE = "Usage: `/ops break-glass` (you may then approve any call for a few minutes; it is announced)."
+USAGE = (
+    "Usage: `/ops break-glass` (you may then approve any call for a few minutes; it is announced), "
+    "`/ops postmortem <run id or thread link>` (a finished run's draft, in its thread), "
+    "or `/ops handoff [#channel ...]` (the last 12 hours: what is open, what changed)."
+)
 
 
 class BreakGlassCommand:
@@ -72,12 +81,46 @@ class BreakGlassCommand:
         return f"Break-glass is on until {slack_date(until)}. Every approval you make is audited."
 
 
-def register_break_glass(app: App, runtime: WebRuntime) -> None:
-    """The ``/ops`` command's handler: decided and stored before the answer."""
+def _postmortem(text: str) -> str | None:
+    """The argument of ``postmortem <argument>``, or ``handoff [channels]`` (then starting with
+    ``handoff``); ``None`` when the text is another command."""
+    word, _, rest = text.strip().partition(" ")
+    if word.lower() == "handoff":
+        return f"handoff {rest.strip()}"
+    return rest.strip() if word.lower() == "postmortem" else None
+
+
+def register_ops_command(app: App, runtime: WebRuntime) -> None:
+    """The ``/ops`` command's handler: break-glass decided and stored before the answer; a
+    postmortem (Slack calls and a file upload: seconds) acknowledged at once, made after it and
+    answered to the asker alone (``bot.slack.handlers.postmortem``)."""
     command = BreakGlassCommand(runtime)
+    drafts = PostmortemDrafts(runtime)
 
     def handle(body: dict[str, Any], ack: Ack) -> None:
         user, channel = str(body.get("user_id", "")), str(body.get("channel_id", ""))
-        ack(text=command.handle(user, channel, str(body.get("text", ""))))
+        text = str(body.get("text", ""))
+        if _postmortem(text) is not None:
+            ack(text="Gathering the facts…")
+            return
+        ack(text=command.handle(user, channel, text))
 
-    app.command(COMMAND)(handle)
+    def postmortem(body: dict[str, Any]) -> None:
+        argument = _postmortem(str(body.get("text", "")))
+        if argument is None:
+            return
+        user, channel = str(body.get("user_id", "")), str(body.get("channel_id", ""))
+        try:
+            if argument.startswith("handoff "):
+                note = handoff_note(user, argument.removeprefix("handoff "), runtime)
+            else:
+                note = drafts.command(user, argument)
+        except (SlackApiError, redis.RedisError) as error:
+            log.warning("postmortem for %s failed: %s", user, error)
+            note = "The postmortem draft could not be made (Slack or Redis failed); try again."
+        try:
+            runtime.client().chat_postEphemeral(channel=channel, user=user, text=note)
+        except SlackApiError as error:
+            log.warning("postmortem note to %s not posted: %s", user, error)
+
+    app.command(COMMAND)(ack=handle, lazy=[postmortem])

@@ -36,6 +36,7 @@ ACTION_APPROVE = "chatops_approve"
 ACTION_DECLINE = "chatops_decline"
 ACTION_STOP = "chatops_stop"
 ACTION_TRANSCRIPT = "chatops_transcript"
+ACTION_POSTMORTEM = "chatops_postmortem"
 ACTION_INVESTIGATE = "chatops_alert_investigate"  # an alert thread's button: start the investigation
 ACTION_FINDINGS = "chatops_findings"  # a hypothesis's menu on the Findings message: Refute, Focus on this
 VIEW_DECLINE = "chatops_decline_reason"

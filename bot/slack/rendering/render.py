@@ -31,6 +31,7 @@ from bot.slack.rendering.approval_card import (
 from bot.slack.rendering.blockkit import (
     ACTION_APPROVE,
     ACTION_DECLINE,
+    ACTION_POSTMORTEM,
     ACTION_STOP,
     ACTION_TRANSCRIPT,
     BUTTON_TEXT,
@@ -75,6 +76,7 @@ from bot.slack.rendering.people import name_people, step_people
 __all__ = [
     "ACTION_APPROVE",
     "ACTION_DECLINE",
+    "ACTION_POSTMORTEM",
     "ACTION_STOP",
     "ACTION_TRANSCRIPT",
     "BUTTON_TEXT",
@@ -230,7 +232,11 @@ def card_blocks(
     if not card.status.terminal:
         blocks.append(actions(RUN_CONTROLS, [button(ACTION_STOP, "Stop", run_id)]))
     else:  # a finished run offers its transcript for the post-mortem (bot.observability.transcript)
-        blocks.append(actions(RUN_CONTROLS, [button(ACTION_TRANSCRIPT, "Transcript", run_id)]))
+        finished = [
+            button(ACTION_TRANSCRIPT, "Transcript", run_id),
+            button(ACTION_POSTMORTEM, "Postmortem draft", run_id),
+        ]
+        blocks.append(actions(RUN_CONTROLS, finished))
     # Slack refuses blocks holding more than about 12,000 characters in all (msg_blocks_too_long,
     # blockkit.CARD_TEXT): the newest steps that fit are shown, the others counted.
     room = CARD_TEXT - text_length([*head, *blocks])

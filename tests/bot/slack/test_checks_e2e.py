@@ -10,6 +10,7 @@ hangs).
 from __future__ import annotations
 
 import json
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +21,11 @@ import pytest
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.types import Request, RunStatus
 from agent.verification import PlannedCall, Verification
+from bot.observability.audit import AuditKind
 from bot.slack.rendering import render
+from tests.bot.slack.test_postmortem_e2e import download, drafts
 from tests.support.slack_bot import SlackBot
+from tests.support.slack_workspace import buttons
 from tests.support.waiting import wait_for
 
 SYSTEMCTL = r"""#!/bin/sh
@@ -139,6 +143,21 @@ def test_a_unit_that_comes_back_failed_is_a_failed_check_the_model_is_told(
     assert "[E2] Check failed: service_status" in read and "failed (failed)" in read
     text = wait_for(lambda: thread_text(bot, ts) if "Check failed" in thread_text(bot, ts) else None)
     assert ":x: *Check failed:*" in text and "failed (failed)" in text
+    [check] = [e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.CHECK_ENDED]
+    assert (check.fields["tool"], check.fields["passed"]) == ("service_status", "0")
+
+    # The postmortem draft tells the change, who approved it and its failed check, and asks why.
+    def finished_card() -> dict[str, Any] | None:
+        card = bot.message(ts, bot.bot_replies(ts)[0]["ts"])
+        return card if len(buttons(card)) == 2 else None
+
+    bot.control.click(wait_for(finished_card)["ts"], "U_BOB", action_id=render.ACTION_POSTMORTEM)
+    [shared] = wait_for(lambda: drafts(bot, run_id), what="the postmortem draft")
+    markdown = download(shared["url_private"])
+    assert re.search(r"· U\\_BOB · approved service\\_restart after \S+ s · audit `", markdown)
+    assert "· chatops · check service\\_status" in markdown and "failed \\(failed\\)" in markdown
+    assert "The check after the change \\(service\\_status\\) failed\\: why?" in markdown
+    assert re.search(r"service\\_restart .*approved by U\\_BOB: ok; check failed", markdown)
 
 
 def test_a_check_that_does_not_finish_says_so_and_the_run_goes_on(

@@ -74,8 +74,10 @@ def test_the_manifest_has_exactly_the_scopes_the_code_needs() -> None:
         needed |= {scope} if isinstance(scope, str) else set(scope or ())
     for listener in listeners():
         needed |= {scope for scope in EVENTS[listener].values() if scope}
-    if "register_break_glass(app" in (ROOT / "bot" / "slack" / "handlers" / "app.py").read_text():
-        needed.add("commands")  # the /ops slash command (bot/slack/handlers/break_glass.py)
+    if "register_ops_command(app" in (ROOT / "bot" / "slack" / "handlers" / "app.py").read_text():
+        needed.add(
+            "commands"
+        )  # the /ops slash command (bot/slack/handlers/break_glass.py: break-glass, postmortem)
         assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/ops"]
     assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(needed)
 

@@ -66,9 +66,12 @@ def test_run_card_shows_steps_tokens_and_a_stop_button() -> None:
     assert block_errors(blocks) == []
 
 
-def test_a_finished_card_has_no_stop_button_but_offers_the_transcript() -> None:
+def test_a_finished_card_has_no_stop_button_but_offers_the_transcript_and_a_postmortem_draft() -> None:
     blocks = render.card_blocks("run", "U_ALICE", CardView(RunStatus.COMPLETED, (), 3, 10))
-    assert [(b["action_id"], b["value"]) for b in buttons(blocks)] == [(render.ACTION_TRANSCRIPT, "run")]
+    assert [(b["action_id"], b["value"]) for b in buttons(blocks)] == [
+        (render.ACTION_TRANSCRIPT, "run"),
+        (render.ACTION_POSTMORTEM, "run"),
+    ]
 
 
 def test_huge_steps_and_many_of_them_stay_within_limits() -> None:

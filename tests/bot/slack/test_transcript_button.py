@@ -37,7 +37,7 @@ def test_the_transcript_button_sends_the_markdown_transcript_to_the_clicker_once
         return card if buttons(card) and "Done" in str(card["blocks"]) else None
 
     card = wait_for(finished_card, what="the finished run card")
-    [button] = buttons(card)
+    button, _postmortem = buttons(card)
     assert (button["action_id"], button["value"]) == (render.ACTION_TRANSCRIPT, run_id)
 
     bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_TRANSCRIPT)

@@ -1,0 +1,112 @@
+"""``chatops handoff [--since 12h] [--channel C…] [--json]`` on a real Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import redis
+
+from agent.tooling import ToolCategory
+from agent.types import Message, RunStatus, ToolCall
+from bot.alerts.store import AlertStore, Group
+from bot.keys import Keys
+from bot.observability.audit import AuditKind, AuditLog
+from bot.ops.cli import build_parser
+from bot.ops.handoff_cli import run_cli
+from bot.runs.approvals import Approvals
+from bot.runs.record import RunRecord, RunRecords
+from bot.settings import Settings
+from tests.bot.postmortem.incident import Clock
+
+
+@pytest.fixture
+def settings(redis_url: str, keys: Keys) -> Settings:
+    return Settings(_env_file=None, redis_url=redis_url, chatops_redis_prefix=keys.prefix)  # type: ignore[call-arg]
+
+
+def cli(settings: Settings, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = run_cli(build_parser().parse_args(["handoff", *argv]), settings)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def shift(client: redis.Redis, keys: Keys) -> None:
+    now = time.time()
+    records = RunRecords(client, keys)
+    for run_id, channel, status in (
+        ("run-open", "C1", RunStatus.AWAITING_APPROVAL),
+        ("run-sec", "CSEC", RunStatus.RUNNING),
+    ):
+        record = RunRecord(
+            run_id=run_id,
+            channel=channel,
+            thread_ts=f"{now:.6f}",
+            requester="U1",
+            text=f"fix {run_id}\nforged line",
+            status=status,
+            created_at=now - 600,
+        )
+        records.create(record, Message.user("x"))
+    call = ToolCall(id="c1", name="restart_service", arguments='{"unit":"nginx"}')
+    Approvals(client, keys, retention_seconds=3600).create(
+        "run-open", call, ToolCategory.MUTATING, requester="U1", timeout_seconds=600
+    )
+    store = AlertStore(client, keys)
+    for gid, channel, state in (
+        ("gfire", "C1", "firing"),
+        ("gsec", "CSEC", "firing"),
+        ("gdone", "C1", "resolved"),
+    ):
+        store.save(
+            Group(
+                id=gid,
+                source="alertmanager",
+                group_key=gid,
+                channel=channel,
+                root_ts=f"{now:.6f}",
+                status=state,
+                title=f"Disk {gid}",
+            )
+        )
+    clock = Clock(now - 2 * 86400)
+    audit = AuditLog(client, keys, max_len=10_000, clock=clock)
+    audit.record(AuditKind.RUN_STARTED, "run-old", channel="C1", requester="U1")
+    audit.record(AuditKind.TOOL_EXECUTED, "run-old", tool="old_change", category="mutating", outcome="ok")
+    clock.now = now - 300
+    for run_id, channel in (("run-done", "C1"), ("run-sec2", "CSEC")):
+        audit.record(AuditKind.RUN_STARTED, run_id, channel=channel, requester="U1")
+        audit.record(
+            AuditKind.TOOL_EXECUTED,
+            run_id,
+            tool=f"change_{channel}",
+            category="mutating",
+            confirmed_by="U2",
+            outcome="ok",
+            target="web-03",
+        )
+        audit.record(AuditKind.TOOL_EXECUTED, run_id, tool="disk_usage", category="read_only", outcome="ok")
+    audit.record(AuditKind.APPROVAL_DECIDED, "run-done", tool="rm_logs", status="expired", decided_by="")
+
+
+def test_the_handoff_lists_what_is_open_and_what_changed(
+    redis_client: redis.Redis, keys: Keys, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shift(redis_client, keys)
+    status, out, err = cli(settings, capsys, "--since", "12h", "--channel", "C1")
+    assert (status, err) == (0, "")
+    assert "alert firing: Disk gfire" in out and "gdone" not in out
+    assert "approval of restart_service waiting" in out and "(run run-open, asked by U1)" in out
+    assert "change_C1 on web-03, approved by U2: ok" in out and "disk_usage" not in out
+    assert "approval of rm_logs expired" in out and "old_change" not in out
+    assert "CSEC" not in out and "gsec" not in out and "change_CSEC" not in out  # another channel: left out
+    assert "fix run-open forged line" in out  # one line per item, whatever the text holds
+    data = json.loads(cli(settings, capsys, "--json")[1])
+    assert {item["ref"] for item in data["firing"]} == {"gfire", "gsec"}
+    assert len(data["changed"]) == 2 and len(data["in_progress"]) == 2
+
+
+def test_a_bad_duration_is_one_line_exit_2(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = cli(settings, capsys, "--since", "yesterday")
+    assert status == 2 and out == "" and err.count("\n") == 1
