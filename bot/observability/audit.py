@@ -89,6 +89,7 @@ class AuditKind(StrEnum):
     RUNNER_REFUSED = "runner_refused"  # a runner refused a job nobody may send it (``target``, ``problem``)
     FINDINGS_UPDATED = "findings_updated"  # update_findings, as shown (``findings``: JSON, ``version``)
     INCIDENT_FORGOTTEN = "incident_forgotten"  # a Forget click on a "Similar:" note (``user``, ``channel``)
+    UNDO_OFFERED = "undo_offered"  # an executed change's undo, derived when it ran (``approval_id``, ``call_id``, ``offer_id``)
 
 
 @dataclass(frozen=True)
