@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+import redis
+
 from agent.arguments import confirmed_by
 from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
@@ -83,7 +85,10 @@ class JobEvents:
             self._update()
             self._chart(event)
         elif isinstance(event, CheckEnded):
-            self.offer_undo(event)  # stored and audited before the thread is told
+            try:
+                self.offer_undo(event)  # stored and audited before the thread is told
+            except redis.RedisError:  # the change ran and its result is stored: the run goes on
+                log.exception("run %s: the undo of %s could not be offered", self.run.run_id, event.call.name)
             present(self.presenter.post_check, self.run, event.outcome, event.evidence)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings
