@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +31,7 @@ TARGET_KEY = "target"  # the routing argument (``tools.targets.TARGET_ARGUMENT``
 # ``since Thu 2026-12-03 22:00:01 UTC``: what ``service_status`` says of a systemd unit.
 _SINCE = re.compile(r"since (?:[A-Z][a-z]{2} )?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?: (UTC|GMT))?")
 _ACTIVE = re.compile(r": active \(")
+_BEFORE = re.compile(r"\{before\.([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,34 @@ class Verification:
             before=_with_target(self.before, target),
             undo=_with_target(self.undo, target),
         )
+
+
+def filled_undo(undo: PlannedCall, before: Mapping[str, object] | None) -> PlannedCall | str:
+    """The undo as it runs: each ``{before.X}`` of its arguments replaced by field ``X`` of what the
+    before-read printed (a value that is exactly one placeholder keeps the field's JSON type), or
+    why it cannot be (the before-read printed no object, or no such field: nothing is guessed)."""
+    arguments = json.loads(undo.arguments)
+    filled: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if not isinstance(value, str) or "{before." not in value:
+            filled[key] = value
+            continue
+        names = _BEFORE.findall(value)
+        if before is None:
+            return "the state before the change could not be read"
+        missing = [name for name in names if before.get(name) is None]
+        if missing:
+            return f"the state read before the change has no {', '.join(missing)}"
+        whole = _BEFORE.fullmatch(value)
+        if whole is not None:
+            filled[key] = before[whole.group(1)]
+            continue
+        filled[key] = _BEFORE.sub(lambda m: _as_text(before[m.group(1)]), value)
+    return replace(undo, arguments=canonical_arguments(filled))
+
+
+def _as_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def same_as_approved(derived: Verification | None, approved: str | None) -> bool:

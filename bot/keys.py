@@ -19,6 +19,7 @@ and the bot's:
 Shared:
 
 * ``{p}approval:{id}``       hash: one approval record
+* ``{p}undo:{id}``           hash: one executed change's undo offer, sealed, claimed once (``bot.runs.undo_offers``)
 * ``{p}thread:{channel}:{thread_ts}``  string: the id of the thread's active run
 * ``{p}runs:active``         sorted set: ids of runs not yet finished, scored by creation time
 * ``{p}runs:reporting``      sorted set: ids of runs whose job has not yet told the thread how they ended
@@ -166,6 +167,10 @@ class Keys(MemoryKeys):
 
     def approval(self, approval_id: str) -> str:
         return f"{self.prefix}approval:{key_part(approval_id, 'approval id')}"
+
+    def undo_offer(self, offer_id: str) -> str:
+        """One executed change's undo offer (``bot.runs.undo_offers``)."""
+        return f"{self.prefix}undo:{key_part(offer_id, 'undo offer id')}"
 
     def approval_votes(self, approval_id: str) -> str:
         """The distinct people who approved one record needing several (``bot.runs.approval_votes``)."""

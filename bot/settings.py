@@ -187,6 +187,9 @@ class Settings(BaseSettings):
     chatops_channels: CsvList = Field(default_factory=list)
     chatops_approval_timeout_seconds: int = Field(default=agent_defaults.APPROVAL_TIMEOUT_SECONDS, ge=10)
     chatops_check_seconds: float = Field(default=60.0, gt=0, le=600)  # an approved change's check, retried
+    chatops_undo_minutes: int = Field(
+        default=60, ge=1, le=1440
+    )  # how long an executed change offers its Undo
     chatops_log_dirs: CsvList = Field(default_factory=lambda: list(LOG_DIRS))
     chatops_service_backend: str = Field(default=SERVICE_BACKEND, pattern=f"^({'|'.join(SERVICE_BACKENDS)})$")
     chatops_kube_namespace: str = KUBE_NAMESPACE

@@ -158,12 +158,20 @@ class TargetedTool(WrapperTool):
         return call_refusal(resolved.route, resolved.arguments)
 
     def verification_of(self, arguments: str) -> Verification | None:
-        """The base tool's declaration (a runner's proxy has none), its calls on the call's target."""
+        """The target's own tool's declaration (a Kubernetes target's restart declares a rollout
+        check, not a systemd unit's), else the base tool's (a runner's proxy has none: the runner
+        derives the same from its own tool and refuses a grant that signed another, bot.fleet.grants),
+        its calls on the call's target."""
         resolved = self._resolve(arguments)
         if isinstance(resolved, str):
             return None
-        verification_of = getattr(self.inner, "verification_of", None)
-        found = verification_of(arguments_without(arguments, (TARGET_ARGUMENT,))) if verification_of else None
+        local = arguments_without(arguments, (TARGET_ARGUMENT,))
+        found = None
+        for tool in (resolved.route, self.inner):
+            verification_of = getattr(tool, "verification_of", None)
+            found = verification_of(local) if verification_of is not None else None
+            if isinstance(found, Verification):
+                break
         if not isinstance(found, Verification):
             return None
         return found.on_target({TARGET_ARGUMENT: resolved.target.name})

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from agent.arguments import arguments_without, checked_arguments
 from agent.errors import ArgumentsRejected
 from agent.tooling import APPROVAL_GRANT, Tool, ToolCategory, ToolResult, WrapperTool, call_category
-from bot.fleet.grants import Grant, GrantSigner, PolicyNeed, policy_problem
+from bot.fleet.grants import Grant, GrantSigner, PolicyNeed, declared_verify, policy_problem
 
 log = logging.getLogger(__name__)
 TARGET_ARGUMENT = "target"
@@ -86,6 +86,7 @@ class GrantCheckedRoute(WrapperTool):
             arguments=parsed,
             target=self._target,
             execution=grant.execution_id if grant is not None else "",
+            verify=declared_verify(self.inner, parsed, self._target),
         )
         if problem is None and self._needs is not None:
             problem = policy_problem(text, self._needs(self.inner.definition.name, category))

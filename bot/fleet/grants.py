@@ -35,6 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from agent.arguments import canonical_arguments
+from agent.tooling import Tool, call_verification
+from agent.verification import TARGET_KEY as TARGET_ARGUMENT
 from bot.fleet.target_keys import target_key
 
 _VERSION = 1
@@ -133,6 +135,20 @@ def execution_id(run_id: str, call_id: str) -> str:
     return f"{run_id}:{call_id}"
 
 
+def bound_arguments(arguments: dict[str, object]) -> str:
+    """The call's arguments as the approval bound them: without the keys written in after it."""
+    return canonical_arguments({key: value for key, value in arguments.items() if key not in _RESERVED})
+
+
+def declared_verify(tool: Tool, arguments: dict[str, object], target: str) -> str:
+    """The check, before-read and undo ``tool``'s own declaration derives from the call on
+    ``target`` (canonical JSON, "" for none), as the worker derived it for the card
+    (``tools.targets.TargetedTool.verification_of``): what its grant must have signed."""
+    local = {key: value for key, value in arguments.items() if key != TARGET_ARGUMENT}
+    found = call_verification(tool, bound_arguments(local))
+    return found.on_target({TARGET_ARGUMENT: target}).to_json() if found is not None else ""
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -140,8 +156,7 @@ def sha256_text(text: str) -> str:
 def arguments_sha256(arguments: dict[str, object]) -> str:
     """What an approval record binds (``ToolCall.arguments_sha256``): the model's arguments,
     without the keys the loop writes in after the approval."""
-    bound = {key: value for key, value in arguments.items() if key not in _RESERVED}
-    return sha256_text(canonical_arguments(bound))
+    return sha256_text(bound_arguments(arguments))
 
 
 @dataclass(frozen=True)
@@ -197,10 +212,15 @@ class GrantSigner:
         arguments: dict[str, object],
         target: str,
         execution: str,
+        verify: str | None = None,
     ) -> str | None:
         """Why the grant does not authorise this execution (``None``: it does).
 
         ``arguments`` are the call's as received, ``confirmed_by`` and ``approved_plan`` in them.
+        ``verify``: the check, before-read and undo this host's own declaration of the tool derives
+        from the call (``bound_verification``; "" for none): the grant must have signed exactly
+        that, so a card cannot have shown another check or undo than the host's tool declares.
+        ``None``: the caller has no declaration to compare (not checked).
         """
         grant = Grant.decode(text) if text else None
         if grant is None:
@@ -218,6 +238,8 @@ class GrantSigner:
             "approver": (grant.confirmed_by, arguments.get("confirmed_by")),
             "plan": (grant.plan_sha256, sha256_text(plan) if isinstance(plan, str) and plan else ""),
         }
+        if verify is not None:
+            expected["check and undo"] = (grant.verify_sha256, sha256_text(verify) if verify else "")
         for what, (granted, given) in expected.items():
             if granted != given:
                 return f"its approval grant is for another {what}"

@@ -34,7 +34,7 @@ from agent.types import TRUSTED_ARGUMENTS
 from bot.errors import BotConfigurationError
 from bot.fleet.executions import DONE, EXECUTING, LATE, UNREPLICATED, Executions, RemoteResult
 from bot.fleet.grant_ledger import GrantLedger
-from bot.fleet.grants import Grant, GrantSigner, PolicyNeed, policy_problem
+from bot.fleet.grants import Grant, GrantSigner, PolicyNeed, declared_verify, policy_problem
 from bot.fleet.job_signing import EXPIRED, SIGNATURE, freshness_problem, signature_problem
 
 log = logging.getLogger(__name__)
@@ -148,6 +148,7 @@ def _execute(
             arguments=arguments,
             target=context.target,
             execution=execution,
+            verify=declared_verify(tool, arguments, context.target),
         )
         if problem is None and context.policy is not None:
             problem = policy_problem(arguments.get(APPROVAL_GRANT), context.policy(payload["tool"], category))

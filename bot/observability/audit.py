@@ -93,6 +93,7 @@ class AuditKind(StrEnum):
     CHECK_ENDED = (
         "check_ended"  # an approved change's check (``call_id``, ``tool``, ``passed``, ``timed_out``)
     )
+    UNDO_OFFERED = "undo_offered"  # an executed change's undo, derived when it ran (``approval_id``, ``call_id``, ``offer_id``)
 
 
 @dataclass(frozen=True)

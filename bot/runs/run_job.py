@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+import redis
+
 from agent.arguments import confirmed_by
 from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
@@ -34,6 +36,8 @@ from bot.runs.record import RunRecord
 from bot.runs.remember import remember
 from bot.runs.report_steps import Step, run_steps
 from bot.runs.runtime import Runtime, present
+from bot.runs.undo_offering import offer_undo
+from bot.runs.undo_offers import UndoOffer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,6 +70,7 @@ class JobEvents:
     metrics: RunMetrics = field(default_factory=lambda: RunMetrics(None))
     redact: Callable[[str], str] = lambda text: text  # the run's redactor (a chart's names and query)
     charts: int = 0  # charts shown in this segment (at most ``MAX_CHARTS_PER_SEGMENT``)
+    offer_undo: Callable[[CheckEnded], UndoOffer | None] = lambda event: None  # ``bot.runs.undo_offering``
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, IterationStarted):
@@ -81,6 +86,10 @@ class JobEvents:
             self._chart(event)
         elif isinstance(event, CheckEnded):
             self.audit.check_ended(self.run.run_id, event.call.id, event.outcome, event.evidence)
+            try:
+                self.offer_undo(event)  # stored and audited before the thread is told
+            except redis.RedisError:  # the change ran and its result is stored: the run goes on
+                log.exception("run %s: the undo of %s could not be offered", self.run.run_id, event.call.name)
             present(self.presenter.post_check, self.run, event.outcome, event.evidence)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings
@@ -282,6 +291,15 @@ class RunJob:
             iteration=stored.iteration if stored is not None else 0,
             metrics=self._metrics,
             redact=rt.redact or (lambda text: text),
+            offer_undo=lambda event: offer_undo(
+                self._service.undo_offers,
+                self._service.approvals,
+                self._service.audit,
+                ref,
+                event,
+                self._service.options.undo_minutes * 60.0,
+                self._service.lifecycle.seal,
+            ),
         )
         gate = ApprovalGate(
             self._service,

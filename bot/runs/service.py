@@ -45,6 +45,7 @@ from bot.runs.lease import Lease
 from bot.runs.queueing import JobQueue, worker_queue
 from bot.runs.record import RunRecord, RunRecords
 from bot.runs.thread_history import Earlier
+from bot.runs.undo_offers import UndoOffers, UndoSeal
 from bot.settings import DEFAULTS, Settings
 from tools.safety import Redactor
 
@@ -85,6 +86,9 @@ class RunOptions:
     redactor: Redactor | None = None  # what the audit stream stores passes through it (known secrets)
     max_parallel_tools: int = MAX_PARALLEL_TOOLS  # read-only calls of one turn at once
     check_seconds: float = DEFAULTS.chatops_check_seconds  # an approved change's check (``agent.checks``)
+    undo_minutes: int = (
+        DEFAULTS.chatops_undo_minutes
+    )  # an executed change's undo offer (``bot.runs.undo_offers``)
     runner_secret: str = ""  # ``CHATOPS_RUNNER_SECRET``: sign a grant at each approval (``bot.fleet.grants``)
 
     @classmethod
@@ -104,6 +108,7 @@ class RunOptions:
             redactor=redactor_for(settings),
             runner_secret=settings.chatops_runner_secret,
             check_seconds=settings.chatops_check_seconds,
+            undo_minutes=settings.chatops_undo_minutes,
         )
 
     @property
@@ -171,6 +176,7 @@ class RunService:
             votes=ApprovalVotes(self.redis, self.keys),
             seal=ApprovalSeal.from_secret(options.runner_secret),
         )
+        self.undo_offers = UndoOffers(self.redis, self.keys, UndoSeal.from_secret(options.runner_secret))
 
     def _grant_signer(self) -> GrantSigner | None:
         if not self.options.runner_secret:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bot.fleet.grants import Grant, GrantSigner, sha256_text
+from bot.fleet.grants import Grant, GrantSigner, arguments_sha256, sha256_text
 
 FACTS = {
     "approval_id": "a1",
@@ -39,3 +39,23 @@ def test_a_check_hash_changed_in_a_grant_breaks_its_signature() -> None:
         forged, tool="kube_scale", arguments=arguments, target="k8s-prod", execution="run:x1"
     )
     assert problem == "its approval grant is not signed with this runner's secret"
+
+
+def test_a_host_refuses_a_grant_for_another_check_or_undo_than_its_own_tool_declares() -> None:
+    # A hostile worker (or model) that had the card show another check or undo than the host's
+    # declaration derives: the grant is signed and genuine, the host still refuses it.
+    facts = {**FACTS, "args_sha256": arguments_sha256({})}
+    text = signer().sign(**facts, verify=VERIFY)
+    arguments: dict[str, object] = {"confirmed_by": "U_BOB"}
+    call = {"tool": "kube_scale", "arguments": arguments, "target": "k8s-prod", "execution": "run:x1"}
+    assert signer().problem(text, **call, verify=VERIFY) is None
+    other = VERIFY.replace("kube_replicas", "kube_pods")
+    assert signer().problem(text, **call, verify=other) == (
+        "its approval grant is for another check and undo"
+    )
+    assert signer().problem(text, **call, verify="") == ("its approval grant is for another check and undo")
+    bare = signer().sign(**facts)
+    assert signer().problem(bare, **call, verify=VERIFY) == (
+        "its approval grant is for another check and undo"
+    )
+    assert signer().problem(bare, **call, verify="") is None

@@ -10,7 +10,15 @@ import pytest
 import redis
 import yaml
 
-from agent.tooling import Tool, ToolCategory, ToolResult, call_refusal, call_target, describe_call
+from agent.tooling import (
+    Tool,
+    ToolCategory,
+    ToolResult,
+    call_refusal,
+    call_target,
+    call_verification,
+    describe_call,
+)
 from agent.types import ToolDef
 from bot.errors import BotConfigurationError
 from bot.fleet.grants import GrantSigner, arguments_sha256
@@ -223,14 +231,25 @@ def test_a_changing_kubernetes_call_runs_only_with_a_grant_the_worker_verifies(
     assert result.is_error and "the worker refused service_restart on staging" in result.output, result.output
     assert "it carries no approval grant" in result.output and fake.calls("kubectl") == []
 
-    grant = GrantSigner(("s" * 32).encode(), 600).sign(
-        approval_id="a1",
-        execution="run1:c1",
-        tool="service_restart",
-        args_sha256=arguments_sha256(call),
-        target="staging",
-        confirmed_by="U_DAVE",
+    facts = {
+        "approval_id": "a1",
+        "execution": "run1:c1",
+        "tool": "service_restart",
+        "args_sha256": arguments_sha256(call),
+        "target": "staging",
+        "confirmed_by": "U_DAVE",
+    }
+    # A grant whose card showed no check, for a call whose tool declares one, is refused.
+    bare = GrantSigner(("s" * 32).encode(), 600).sign(**facts)
+    result = tools["service_restart"].execute(
+        json.dumps({**call, "confirmed_by": "U_DAVE", "approval_grant": bare}), timeout=10
     )
+    assert result.is_error and "another check and undo" in result.output, result.output
+    assert fake.calls("kubectl") == []
+    card = call_verification(tools["service_restart"], json.dumps(call))  # as the worker derives it
+    assert card is not None and card.check is not None and card.check.tool == "service_status"
+    assert not card.check.active_since_action  # the cluster's declaration: a rollout, not a systemd unit
+    grant = GrantSigner(("s" * 32).encode(), 600).sign(**facts, verify=card.to_json())
     signed = json.dumps({**call, "confirmed_by": "U_DAVE", "approval_grant": grant})
     result = tools["service_restart"].execute(signed, timeout=10)
     assert not result.is_error, result.output
