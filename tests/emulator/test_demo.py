@@ -739,6 +739,19 @@ def test_web_03_out_of_disk_cleans_web_03_only_after_the_approval(demo: DemoProc
     [row] = re.findall(r"^/dev/vdb .* (\d+)% /var/log$", now, re.MULTILINE)
     assert int(row) == percent_used(web.used(volume), volume.size) < 50
 
+    # The finished run card's Postmortem draft: a Markdown file in the thread, its approval by bob in
+    # the timeline.
+    card_ts = demo.control.thread("incident", ts)[1]["ts"]
+    assert demo.control.click(card_ts, "alice", action_id="chatops_postmortem")["ok"]
+    [draft] = wait_for(
+        lambda: [f for f in demo.control.files() if f["name"].startswith("postmortem-")],
+        ANSWER_TIMEOUT,
+        "the draft",
+    )
+    with urllib.request.urlopen(draft["url_private"], timeout=30) as answer_file:
+        markdown = answer_file.read().decode()
+    assert "## Timeline" in markdown and "U\\_BOB" in markdown and "clean\\_old\\_logs" in markdown
+
     # Asked again, the disk is not full: it says so, asks nobody and deletes nothing. The first
     # run's incident (its report's last step) is what the second starts from: "Similar:" in its thread.
     remembered(demo, "web-03 is out of disk")
