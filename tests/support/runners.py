@@ -161,6 +161,7 @@ class FleetSite:
             CHATOPS_RUNNER_SECRET=SECRET,
             CHATOPS_RUNNER_HEARTBEAT_SECONDS=str(HEARTBEAT_SECONDS),
             CHATOPS_RUNNER_STATE_DIR=str(self.state_dir(name)),
+            CHATOPS_CHANGES_ROOT=str(self.root(name)),  # its change scan reads its simulated host only
             CHATOPS_LOG_FORMAT="text",
             PYTHONPATH=str(ROOT),
         )
