@@ -63,7 +63,9 @@ def scale_model(request: Request) -> ScriptItem:
     return "done"
 
 
-def scaled_to_8(make_bot: Callable[..., SlackBot], tmp_path: Path) -> tuple[SlackBot, str, str]:
+def scaled_to_8(
+    make_bot: Callable[..., SlackBot], tmp_path: Path, **settings: Any
+) -> tuple[SlackBot, str, str]:
     """The pool scaled from 3 to 8, approved by Bob, checked; returns the bot, the thread, the run."""
     program = tmp_path / "pool"
     program.write_text(POOL)
@@ -77,6 +79,7 @@ def scaled_to_8(make_bot: Callable[..., SlackBot], tmp_path: Path) -> tuple[Slac
         tools=[registry["pool_status"], registry["pool_scale"]],
         chatops_check_seconds=10,
         chatops_undo_minutes=30,
+        **settings,
     )
     ts = bot.mention("scale the web pool to 8")
     run_id = bot.run_id(ts)
