@@ -94,6 +94,8 @@ class AuditKind(StrEnum):
         "check_ended"  # an approved change's check (``call_id``, ``tool``, ``passed``, ``timed_out``)
     )
     UNDO_OFFERED = "undo_offered"  # an executed change's undo, derived when it ran (``approval_id``, ``call_id``, ``offer_id``)
+    UNDO_REQUESTED = "undo_requested"  # an Undo click claimed its offer (``user``, ``offer_id``, ``approval_id``, ``call_id``)
+    UNDO_EXECUTED = "undo_executed"  # an undo's call ran (``offer_id``, ``call_id``; the action's ``action_run_id``, ``approval_id``, ``action_call_id``)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ FORGET         (a past incident's Forget button, ``bot.slack.handlers.forget_cli
                approve a mutating call in that channel: the policy file's first ``approve:`` rule
                that matches the channel alone (no tool, label or target condition of its own),
                else ``CHATOPS_APPROVERS`` (empty: every full member)
+REQUEST        (an Undo click, ``bot.slack.handlers.undo_clicks``: the undo's call asked for in
+               a run of the clicker's) a person (as STEER) whom the policy file's ``request:``
+               rule for that call in that channel lets request it (``may_request``)
 =============  ==============================================================================
 
 Always, first: only a full member of the bot's own workspace decides. Who is who comes from an
@@ -40,7 +43,7 @@ read as it is at each decision (``current_policy``), and one that cannot be read
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
@@ -61,6 +64,7 @@ from bot.policy.rules import (
     listed,
     may_approve,
     may_declare_break_glass,
+    may_request,
 )
 
 UNREADABLE = "The access policy file cannot be read just now, so nothing can be approved."
@@ -88,6 +92,7 @@ class Action(StrEnum):
     BREAK_GLASS = "break_glass"
     STEER = "steer"
     FORGET = "forget"
+    REQUEST = "request"
 
 
 class Proposal(Protocol):
@@ -160,10 +165,12 @@ class Deciders(Generic[P]):
         requester: str = "",
         pending: Sequence[P] = (),
         channel: str = "",
+        subject: Subject | None = None,
     ) -> Ruling:
         """May ``user`` do ``action``? ``approval``: the card decided on (APPROVE, DECLINE);
         ``requester``: whose run it is (SUPERSEDE, STOP); ``pending``: the run's pending cards a
-        reply would cancel (SUPERSEDE); ``channel``: where it is asked (FORGET)."""
+        reply would cancel (SUPERSEDE); ``channel``: where it is asked (FORGET); ``subject``: the call
+        asked for (REQUEST; its ``user`` is replaced by ``user``)."""
         if action is Action.APPROVE:
             return self._approve(user, _needs(approval, action))
         if action is Action.DECLINE:
@@ -180,6 +187,8 @@ class Deciders(Generic[P]):
             return _ruling(self._steer(user), user, action)
         if action is Action.FORGET:
             return _ruling(self._forget(user, channel), user, action)
+        if action is Action.REQUEST:
+            return _ruling(self._request(user, subject), user, action)
         if action is Action.TRANSCRIPT:
             account = account_verdict(self.identity, user, named=False)
             verdict = account if not account.allowed else listed(self._defaults, self.identity, user)
@@ -298,6 +307,19 @@ class Deciders(Generic[P]):
         if kind in PEOPLE:
             return ALLOWED
         return Verdict(False, MAY_STEER)
+
+    def _request(self, user: str, subject: Subject | None) -> Verdict:
+        """A person, whom the policy lets request ``subject``'s call in its channel."""
+        if subject is None:
+            raise ValueError("REQUEST needs the call's subject")
+        person = self._steer(user)
+        if not person.allowed:
+            return person
+        try:
+            policy = current_policy(self.policy_file, self.approvers)
+        except (OSError, PolicyConfigError):
+            return Verdict(False, UNREADABLE)
+        return may_request(policy.decide(replace(subject, user=user)), self.identity)
 
     def _forget(self, user: str, channel: str) -> Verdict:
         """Who may approve in ``channel`` (see the table), judged as for a mutating call nobody

@@ -36,6 +36,7 @@ from agent.types import Message, RunStatus
 from bot.errors import BotError
 from bot.runs.approvals import Approval
 from bot.runs.charts import Chart
+from bot.runs.undo_offers import UndoOffer
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +188,12 @@ class Presenter(Protocol):
         """A line of the bot's own in the thread (the text is the bot's, not the model's)."""
         ...
 
-    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
+    def post_check(
+        self, run: RunRef, outcome: CheckOutcome, evidence: str | None, undo: UndoOffer | None = None
+    ) -> str | None:
         """How an approved change's check ended ("Verified: ...", "Check failed: ..."); its call
-        and output are a tool's text, shown inert."""
+        and output are a tool's text, shown inert. ``undo``: the change's undo offer, shown as an
+        Undo button; the message's ts is returned (``None``: not known), which the offer records."""
         ...
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
@@ -388,8 +392,10 @@ class InMemoryPresenter:
     def post_notice(self, run: RunRef, text: str) -> None:
         self._record("post_notice", run, text)
 
-    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
-        self._record("post_check", run, outcome)
+    def post_check(
+        self, run: RunRef, outcome: CheckOutcome, evidence: str | None, undo: UndoOffer | None = None
+    ) -> str | None:
+        return self._record("post_check", run, outcome)
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         self._record("show_decision", run, approval)
@@ -433,8 +439,11 @@ class LoggingPresenter:
     def post_notice(self, run: RunRef, text: str) -> None:
         log.info("run %s: %s", run.run_id, text)
 
-    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
+    def post_check(
+        self, run: RunRef, outcome: CheckOutcome, evidence: str | None, undo: UndoOffer | None = None
+    ) -> str | None:
         log.info("run %s: %s", run.run_id, outcome.headline())
+        return None
 
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
         log.info(

@@ -105,7 +105,7 @@ end
 """
 
 # KEYS: 1 thread claim, 2 run hash, 3 messages, 4 active runs, 5 the thread's early replies, 6 inbox.
-# ARGV: 1 run id, 2 fields, 3 message, 4 now.
+# ARGV: 1 run id, 2 fields, 3 message, 4 now, 5.. the messages after the first (an undo's stored call).
 _CREATE = (
     ADOPT_EARLY_LUA
     + """
@@ -114,6 +114,7 @@ if existing then return existing end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], unpack(cjson.decode(ARGV[2])))
 redis.call('RPUSH', KEYS[3], ARGV[3])
+for i = 5, #ARGV do redis.call('RPUSH', KEYS[3], ARGV[i]) end
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
 adopt_early(KEYS[5], KEYS[6])
 return ARGV[1]
@@ -334,8 +335,9 @@ class RunRecords:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def create(self, record: RunRecord, first: Message) -> str:
-        """Store the record, its first message and the thread's claim in one script, unless the
+    def create(self, record: RunRecord, first: Message, *then: Message) -> str:
+        """Store the record, its first message (and ``then``, the messages after it: an undo's
+        stored call, ``bot.slack.handlers.undo_clicks``) and the thread's claim in one script, unless the
         thread has an active run: returns the id of the run the claim names (``record.run_id``
         when this one was created). A claim naming a record that is gone (deleted by hand) is
         dropped and the creation tried again, once."""
@@ -349,6 +351,7 @@ class RunRecords:
             self._keys.inbox(record.run_id),
         ]
         args = [record.run_id, json.dumps(fields), first.model_dump_json(), repr(record.created_at)]
+        args += [message.model_dump_json() for message in then]
         for _ in range(2):
             stored = as_text(self._create(keys=keys, args=args)) or ""
             if stored == record.run_id or not self._release_stale_claim(keys[0], stored):

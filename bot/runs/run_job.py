@@ -38,6 +38,7 @@ from bot.runs.report_steps import Step, run_steps
 from bot.runs.runtime import Runtime, present
 from bot.runs.undo_offering import offer_undo
 from bot.runs.undo_offers import UndoOffer
+from bot.runs.undo_requests import record_executed
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -71,6 +72,9 @@ class JobEvents:
     redact: Callable[[str], str] = lambda text: text  # the run's redactor (a chart's names and query)
     charts: int = 0  # charts shown in this segment (at most ``MAX_CHARTS_PER_SEGMENT``)
     offer_undo: Callable[[CheckEnded], UndoOffer | None] = lambda event: None  # ``bot.runs.undo_offering``
+    # Where the offer's Undo button was posted (``UndoOffers.set_message``): only a click there claims it.
+    undo_shown: Callable[[UndoOffer, str], None] = lambda offer, ts: None
+    undo_ran: Callable[[ToolEnd], None] = lambda event: None  # ``bot.runs.undo_requests.record_executed``
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, IterationStarted):
@@ -81,16 +85,23 @@ class JobEvents:
         elif isinstance(event, ToolEnd):
             self.tracker.ended(event, confirmed_by(event.call.arguments))
             self.audit.tool_finished(self.run.run_id, event, requester=self.run.requester)
+            self.undo_ran(event)
             self.metrics.tool_finished(event)
             self._update()
             self._chart(event)
         elif isinstance(event, CheckEnded):
             self.audit.check_ended(self.run.run_id, event.call.id, event.outcome, event.evidence)
+            offer: UndoOffer | None = None
             try:
-                self.offer_undo(event)  # stored and audited before the thread is told
+                offer = self.offer_undo(event)  # stored and audited before the thread is told
             except redis.RedisError:  # the change ran and its result is stored: the run goes on
                 log.exception("run %s: the undo of %s could not be offered", self.run.run_id, event.call.name)
-            present(self.presenter.post_check, self.run, event.outcome, event.evidence)
+            ts = present(self.presenter.post_check, self.run, event.outcome, event.evidence, offer)
+            if offer is not None and ts:
+                try:
+                    self.undo_shown(offer, ts)
+                except redis.RedisError:  # its button then claims nothing: the click says so
+                    log.exception("run %s: the Undo button's message was not recorded", self.run.run_id)
         elif isinstance(event, FindingsUpdated):
             findings = event.findings
             self.audit.record(
@@ -299,6 +310,10 @@ class RunJob:
                 event,
                 self._service.options.undo_minutes * 60.0,
                 self._service.lifecycle.seal,
+            ),
+            undo_shown=lambda offer, ts: self._service.undo_offers.set_message(offer.id, ref.channel, ts),
+            undo_ran=lambda event: record_executed(
+                self._service.undo_offers, self._service.audit, ref.run_id, event
             ),
         )
         gate = ApprovalGate(

@@ -228,6 +228,7 @@ class RunService:
         follows: str = "",
         earlier: Earlier | None = None,
         similar: Sequence[str] = (),
+        then: Sequence[Message] = (),
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
@@ -235,8 +236,10 @@ class RunService:
         read of the thread's earlier runs (``bot.runs.thread_history``), put before the request in
         the first message only (the record's text stays what the person wrote); ``similar``: the
         past incidents it starts from (``bot.memory.notes.similar_lines``), after the request in
-        the first message. Every text is stored redacted (secrets never at rest, nor sent to the
-        model)."""
+        the first message; ``then``: messages stored after the first, in the same write (an undo's
+        assistant message with its stored call: the run starts with that call pending, and the
+        model never writes it). Every text is stored redacted (secrets never at rest, nor sent to
+        the model)."""
         text = self._redacted(text)
         record = RunRecord(
             run_id=uuid.uuid4().hex,
@@ -256,7 +259,7 @@ class RunService:
             first.meta["carried_people"] = list(earlier.people)
         if similar:
             first.content = f"{first.content}\n\n{self._redacted(chr(10).join(similar))}"
-        stored = self.records.create(record, first)
+        stored = self.records.create(record, first, *then)
         if stored != record.run_id:
             return Submission(stored, created=False)
         self.enqueue(record.run_id, first=True, job_id=record.job_id)

@@ -13,6 +13,8 @@ undo's call: nothing the model says later derives it again.
 * **Claimed once, atomically** (``_CLAIM``, Redis's ``TIME``): a click counts only from the offer's
   own message (``set_message``) in its channel; the first claim within the window wins, every
   later one is told who claimed it (``taken``); a claim after the window is ``expired``.
+* ``judge`` tells what a claim would answer, claiming nothing (the click asks it before it checks
+  the thread); ``release`` gives back a claim whose run could not start.
 * **Who may** claim (request the undo in that channel) is the caller's ruling, not this module's.
 
 One record per offer, ``{p}undo:{id}``, owned here; it expires a day after its window.
@@ -67,6 +69,13 @@ redis.call('HSET', KEYS[1], 'claimed_by', ARGV[3], 'claimed_at', string.format('
 return {'claimed', ARGV[3]}
 """
 )
+
+# KEYS: 1 the offer. ARGV: 1 who claimed it. A claim whose run could not start is given back.
+_RELEASE = """
+if redis.call('HGET', KEYS[1], 'claimed_by') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'claimed_by', '', 'claimed_at', '')
+return 1
+"""
 
 
 class ClaimOutcome(StrEnum):
@@ -166,6 +175,7 @@ class UndoOffers:
         self._keys = keys
         self._seal = seal
         self._claim = redis_client.register_script(_CLAIM)
+        self._release = redis_client.register_script(_RELEASE)
 
     def offer(self, facts: UndoFacts, window_seconds: float) -> UndoOffer:
         """A new offer, open for ``window_seconds`` from now (Redis's clock), sealed and stored."""
@@ -226,6 +236,30 @@ class UndoOffers:
         if outcome is ClaimOutcome.CLAIMED and (now is None or not self._sealed(now, offer_id)):
             return Claim(ClaimOutcome.TAMPERED, now, claimed_by)  # changed between the two reads
         return Claim(outcome, now, claimed_by)
+
+    def judge(self, offer_id: str, *, channel: str, ts: str) -> Claim:
+        """What a claim from message ``ts`` in ``channel`` would answer now, claiming nothing
+        (``CLAIMED``: it may be claimed); ``claim`` decides again, atomically."""
+        offer = self.get(offer_id)
+        if offer is None:
+            return Claim(ClaimOutcome.MISSING, None)
+        if not self._sealed(offer, offer_id):
+            return Claim(ClaimOutcome.TAMPERED, offer)
+        if not offer.message_ts or (offer.channel, offer.message_channel, offer.message_ts) != (
+            channel,
+            channel,
+            ts,
+        ):
+            return Claim(ClaimOutcome.MISMATCH, offer)
+        if offer.claimed_by:
+            return Claim(ClaimOutcome.TAKEN, offer, offer.claimed_by)
+        if redis_now(self._redis) >= offer.expires_at:
+            return Claim(ClaimOutcome.EXPIRED, offer)
+        return Claim(ClaimOutcome.CLAIMED, offer)
+
+    def release(self, offer_id: str, by: str) -> bool:
+        """Give back ``by``'s claim (its run could not start): the offer may be claimed again."""
+        return bool(self._release(keys=[self._keys.undo_offer(offer_id)], args=[by]))
 
     def _sealed(self, offer: UndoOffer, offer_id: str) -> bool:
         return offer.id == offer_id and (self._seal is None or self._seal.holds(offer))

@@ -53,6 +53,7 @@ from bot.runs.approvals import Approval, Approvals
 from bot.runs.charts import Chart
 from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
 from bot.runs.record import RunRecords
+from bot.runs.undo_offers import UndoOffer
 from bot.slack.continuation import remember_last_run
 from bot.slack.delivery.acknowledgements import EYES, Acknowledgements
 from bot.slack.delivery.answers import deliver_answer
@@ -65,7 +66,7 @@ from bot.slack.delivery.sender import Delivery, Outcome, RetryAfter, SlackSender
 from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
 from bot.slack.delivery.thread_status import StatusRefusals
 from bot.slack.rendering import render
-from bot.slack.rendering.check_line import check_text
+from bot.slack.rendering.check_line import check_blocks, check_text
 from bot.slack.rendering.citations import Style, cite, finisher, plain_answer
 from bot.slack.rendering.mrkdwn import split_mrkdwn
 from bot.slack.rendering.people import run_people
@@ -267,8 +268,16 @@ class SlackPresenter:
     def post_notice(self, run: RunRef, text: str) -> None:
         self._post_text(run, text)
 
-    def post_check(self, run: RunRef, outcome: CheckOutcome, evidence: str | None) -> None:
-        self._post_text(run, check_text(outcome, evidence))
+    def post_check(
+        self, run: RunRef, outcome: CheckOutcome, evidence: str | None, undo: UndoOffer | None = None
+    ) -> str | None:
+        """Posted at once; with an undo offer, as a message with its Undo button, whose ts is returned
+        for the offer (only a click on that message claims it)."""
+        text = check_text(outcome, evidence)
+        if undo is None:
+            self._post_text(run, text)
+            return None
+        return self._posted_ts(self._post_blocks(run, text, check_blocks(self._redact(text), undo)))
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         """Queued (the gate asks from inside the loop); sent by the end of the job at the latest."""

@@ -46,9 +46,10 @@ from bot.slack.handlers.home import home_opened_user
 from bot.slack.handlers.postmortem import PostmortemDrafts
 from bot.slack.handlers.queued_note import Timer
 from bot.slack.handlers.runtime import WebRuntime
+from bot.slack.handlers.undo_clicks import UndoClick, UndoClicks
 from bot.slack.identity import Authorizer, remember_authorizations
 from bot.slack.rendering import render
-from bot.slack.rendering.blockkit import ACTION_FINDINGS, ACTION_INVESTIGATE
+from bot.slack.rendering.blockkit import ACTION_FINDINGS, ACTION_INVESTIGATE, ACTION_UNDO
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +287,7 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
     app.action(render.ACTION_POSTMORTEM)(ack=acknowledge, lazy=[postmortem])
     app.action(ACTION_INVESTIGATE)(ack=acknowledge, lazy=[investigate])
     app.action(ACTION_FINDINGS)(_findings_menu(runtime, after))
+    app.action(ACTION_UNDO)(_undo_button(runtime, after))
     app.view(render.VIEW_DECLINE)(declined)  # a submission is decided before its answer too
 
 
@@ -309,6 +311,26 @@ def _findings_menu(runtime: WebRuntime, after: Executor) -> Callable[..., BoltRe
         return None
 
     return chosen
+
+
+def _undo_button(runtime: WebRuntime, after: Executor) -> Callable[..., BoltResponse | None]:
+    """Undo (``bot.slack.handlers.undo_clicks``): claimed and its run started before the answer;
+    the clicker alone is told what it did."""
+    clicks = UndoClicks(runtime)
+
+    def clicked(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
+        click = Click.from_body(body)
+        try:
+            answer = clicks.click(click.value, UndoClick(click.user, click.channel, click.message_ts))
+        except redis.RedisError:
+            return _click_failed(click)
+        if answer.run_id and not _replicated(runtime, f"the undo click by {click.user}"):
+            return _click_failed(click)
+        ack()
+        after.submit(_show_logged, runtime, Reply(answer.note), click)
+        return None
+
+    return clicked
 
 
 def _steer_shown(runtime: WebRuntime, steer: Steer, click: Click) -> None:

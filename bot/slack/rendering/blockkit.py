@@ -38,11 +38,15 @@ ACTION_STOP = "chatops_stop"
 ACTION_TRANSCRIPT = "chatops_transcript"
 ACTION_POSTMORTEM = "chatops_postmortem"
 ACTION_INVESTIGATE = "chatops_alert_investigate"  # an alert thread's button: start the investigation
+ACTION_UNDO = (
+    "chatops_undo"  # the check line's Undo button: its value is the offer's id (``bot.runs.undo_offers``)
+)
 ACTION_FINDINGS = "chatops_findings"  # a hypothesis's menu on the Findings message: Refute, Focus on this
 VIEW_DECLINE = "chatops_decline_reason"
 # block_id values of the cards' button rows: how a card is recognised in Slack (``bot.slack.delivery.lost_cards``).
 RUN_CONTROLS = "run_controls"
 APPROVAL_CONTROLS = "approval_controls"
+UNDO_CONTROLS = "undo_controls"
 
 
 def mrkdwn(text: str, limit: int = SECTION_TEXT) -> dict[str, Any]:

@@ -338,3 +338,30 @@ def test_who_may_forget_a_past_incident_is_who_may_approve_in_that_channel(tmp_p
     assert not may("U_GUEST", "C_INCIDENT")
     path.write_text("policy: [not, a, mapping")
     assert "cannot be read" in deciders.decide("U_ALICE", Action.FORGET, channel="C_INCIDENT").reason
+
+
+def test_who_may_ask_for_an_undo_is_whom_the_request_rule_lets_request_its_call(tmp_path: Path) -> None:
+    """``Action.REQUEST`` (an Undo click): a person, whom the first matching ``request:`` rule for
+    the undo's call in its channel names; no such rule: any person; an unreadable file: nobody."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "policy:\n"
+        "  rules:\n"
+        "    - name: pool-owners\n"
+        "      match: {tools: [pool_scale], channels: [C_INCIDENT]}\n"
+        "      request: {users: [U_ALICE]}\n"
+    )
+    deciders: Deciders[Approval] = Deciders(TableIdentity(), policy_file=path)
+    scale = Subject("U_ANYONE", "C_INCIDENT", "pool_scale", ToolCategory.MUTATING, "web")
+
+    def may(user: str, subject: Subject = scale) -> bool:
+        return deciders.decide(user, Action.REQUEST, subject=subject).allowed
+
+    assert may("U_ALICE") and not may("U_CAROL")  # the subject's user is the clicker, never its own
+    refused = deciders.decide("U_CAROL", Action.REQUEST, subject=scale)
+    assert "pool-owners" in refused.reason
+    elsewhere = Subject("", "C_OTHER", "pool_scale", ToolCategory.MUTATING, "web")
+    assert may("U_CAROL", elsewhere)  # no rule there: any person
+    assert not may("U_BOT", elsewhere) and not may("U_FLAKY", elsewhere)  # no person, unreadable
+    path.write_text("policy: [not, a, mapping")
+    assert not may("U_ALICE")

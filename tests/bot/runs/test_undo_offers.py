@@ -107,3 +107,23 @@ def test_an_undo_changed_in_redis_breaks_its_seal(redis_client: redis.Redis, key
         redis_client.hset(key, field, value)
     assert offers.claim(offer_id, channel="C1", ts="200.2", by="U1").outcome is ClaimOutcome.TAMPERED
     assert redis_client.hget(key, "claimed_by") in (b"", None)
+
+
+def test_judging_claims_nothing_and_only_the_claimer_gives_a_claim_back(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    offers, offer_id = offered(redis_client, keys)
+    assert offers.judge(offer_id, channel="C1", ts="200.2").outcome is ClaimOutcome.CLAIMED
+    assert offers.judge(offer_id, channel="C1", ts="999.9").outcome is ClaimOutcome.MISMATCH
+    assert offers.judge(offer_id, channel="C2", ts="200.2").outcome is ClaimOutcome.MISMATCH
+    assert offers.judge("nope", channel="C1", ts="200.2").outcome is ClaimOutcome.MISSING
+    assert offers.claim(offer_id, channel="C1", ts="200.2", by="U1").won
+    judged = offers.judge(offer_id, channel="C1", ts="200.2")
+    assert judged.outcome is ClaimOutcome.TAKEN and judged.by == "U1"
+    assert not offers.release(offer_id, "U2")  # not theirs
+    assert offers.release(offer_id, "U1")  # its run could not start
+    assert offers.claim(offer_id, channel="C1", ts="200.2", by="U2").won
+    redis_client.hset(keys.undo_offer(offer_id), "tool", "pool_delete")
+    assert offers.judge(offer_id, channel="C1", ts="200.2").outcome is ClaimOutcome.TAMPERED
+    late, late_id = offered(redis_client, keys, window=0.0)
+    assert late.judge(late_id, channel="C1", ts="200.2").outcome is ClaimOutcome.EXPIRED
