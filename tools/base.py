@@ -41,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 from agent.arguments import CONFIRMED_BY as CONFIRMED_BY  # re-exported: the catalog fills it in
 from agent.arguments import checked_arguments
 from agent.errors import ArgumentsRejected
-from agent.tooling import APPROVED_PLAN, CallCategory, ToolCategory, ToolResult
+from agent.tooling import APPROVAL_GRANT, APPROVED_PLAN, CallCategory, ToolCategory, ToolResult
 from agent.types import ToolDef
 from agent.verification import Verification
 from tools.errors import ToolArgumentError, ToolCallError, ToolConfigError
@@ -295,6 +295,9 @@ class FunctionTool(Generic[ArgsT]):
         payload = _load_arguments(arguments)
         confirmed_by = _pop_confirmed_by(payload)
         plan = payload.pop(APPROVED_PLAN, None)
+        # The grant is for a runner or a route that checks it (``bot.fleet``); a tool the worker
+        # runs itself after the approval has nothing to check it against, and never takes it.
+        payload.pop(APPROVAL_GRANT, None)
         if plan is not None and not isinstance(plan, str):
             raise ToolArgumentError(f"{APPROVED_PLAN} must be the dry run's plan")
         try:

@@ -89,6 +89,14 @@ def test_confirmed_by_is_never_advertised_but_is_accepted_and_recorded() -> None
     assert result.output == "bounced nginx (timeout 30 s, approver U024BE7LH)\n(approved by U024BE7LH)"
 
 
+def test_an_approved_call_with_its_grant_runs_where_the_worker_runs_the_tool_itself() -> None:
+    """With CHATOPS_RUNNER_SECRET every approval is signed; a tool the worker runs has no runner to
+    check the grant and must not refuse it as an unknown argument."""
+    arguments = {"service": "nginx", "confirmed_by": "U024BE7LH", "approval_grant": "signed.grant"}
+    result = bounce.execute(json.dumps(arguments), timeout=30)
+    assert not result.is_error and "signed.grant" not in result.output
+
+
 def test_a_mutating_call_without_approval_is_refused() -> None:
     result = bounce.execute(json.dumps({"service": "nginx"}), timeout=30)
     assert result.is_error
