@@ -167,7 +167,10 @@ def test_stop_is_for_the_requester_or_an_approver_and_cancels_the_run(
     assert bot.executions("restart_service") == [] and bot.executions("check_health") == []
     final = bot.bot_replies(ts)
     assert "Cancelled" in json.dumps(final[0]["blocks"])
-    assert [b["action_id"] for b in buttons(final[0])] == [render.ACTION_TRANSCRIPT]  # no Stop any more
+    assert [b["action_id"] for b in buttons(final[0])] == [
+        render.ACTION_TRANSCRIPT,
+        render.ACTION_POSTMORTEM,
+    ]  # no Stop
     assert "Cancelled" in final[-1]["text"]  # the stop notice
 
 
