@@ -46,7 +46,10 @@ def test_mention_posts_a_run_card_updated_in_place_and_the_answer(bot: SlackBot)
     assert answer["text"] == "done: check_health ok"
     card_text = json.dumps(card["blocks"])
     assert "Done" in card_text and "check_health" in card_text and "tokens" in card_text
-    assert [b["action_id"] for b in buttons(card)] == [render.ACTION_TRANSCRIPT]  # no Stop on a finished run
+    assert [b["action_id"] for b in buttons(card)] == [
+        render.ACTION_TRANSCRIPT,
+        render.ACTION_POSTMORTEM,
+    ]  # no Stop
     assert card["history"], "the card was edited in place"
     assert any(buttons({"blocks": h.get("blocks")}) for h in card["history"]), (
         "it had a Stop button while running"
@@ -159,7 +162,7 @@ def test_a_terminal_boundary_says_which_limit_and_what_was_done(make_bot: Callab
     assert bot.status(run_id) is RunStatus.ITERATION_LIMIT
     card, notice = bot.bot_replies(ts)
     assert "iteration limit" in json.dumps(card["blocks"])
-    assert [b["action_id"] for b in buttons(card)] == [render.ACTION_TRANSCRIPT]
+    assert [b["action_id"] for b in buttons(card)] == [render.ACTION_TRANSCRIPT, render.ACTION_POSTMORTEM]
     text = notice["text"]
     assert (
         "Stopped: iteration limit" in text
