@@ -88,8 +88,11 @@ def handle_notification(notification_id: str) -> str:
         return "gone"  # applied already (a retried job), or expired
     gid = group_id(routed.notification.source, routed.notification.group_key)
     threads = threads_for(runtime, alerts)
-    # Looked up before the lock (a runbook_url may be slow to fetch; a click waits on the lock).
-    points = threads.starting_points(routed) if routed.notification.status != "resolved" else None
+    # Looked up before the lock (a runbook_url may be slow to fetch; a click waits on the lock),
+    # and only for a firing that opens or reopens a thread: a repeat needs none. Should the group
+    # change before the lock is taken, ``handle`` looks them up itself.
+    opens = routed.notification.status != "resolved" and threads.opens_thread(store.group(gid))
+    points = threads.starting_points(routed) if opens else None
     token = store.lock(gid)
     if token is None:
         queue = NotificationQueue(runtime.redis, runtime.options.queue_name)

@@ -194,6 +194,12 @@ class AlertThreads:
         self.store.save(group)
         return "reopened"
 
+    @staticmethod
+    def opens_thread(group: Group | None) -> bool:
+        """Whether a firing notification of ``group`` opens or reopens its thread (no group yet,
+        or a resolved one): the firings whose run needs its starting points."""
+        return group is None or group.status == "resolved"
+
     def starting_points(self, routed: RoutedNotification) -> StartingPoints:
         """What the alert's run starts from: its runbook, past incidents, recent changes. Looked up
         before the group's lock is taken (``bot.alerts.jobs``): a ``runbook_url`` fetched from a

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -149,9 +150,7 @@ class ChangeReader:
             """What changed on a target (packages, watched files with their diffs, units, restarts, reboots, crontabs, deploys; a Kubernetes target's rollouts and events) in a window, oldest first; default: the last 6 hours."""
             if not target:
                 raise ToolCallError("recent_changes needs a target")
-            read = None
-            if live is not None and known is not None:
-                read = lambda start, end: live(known, ctx, start, end)  # noqa: E731 - bound to this call
+            read = partial(live, known, ctx) if live is not None and known is not None else None
             return reader.answer(target, args.since, args.until, read)
 
         return recent_changes

@@ -41,9 +41,9 @@ class Heartbeats:
         self._keys = keys
         self.interval = interval
 
-    @property
-    def redis(self) -> redis.Redis:
-        return self._redis
+    def now(self) -> float:
+        """Redis's clock, the one every heartbeat time is read on."""
+        return redis_now(self._redis)
 
     def beat(
         self, target: str, executor: str, tools: tuple[str, ...] = (), scanned_at: float | None = None
@@ -113,7 +113,7 @@ class HeartbeatThread:
         """A change scan completed: said at once (a demo or an eval waits for the first), and in
         every beat after (``recent_changes`` tells when the journal was last brought up to date)."""
         with self._lock:
-            self._scanned_at = redis_now(self._heartbeats.redis)
+            self._scanned_at = self._heartbeats.now()
         try:
             self._beat()
         except redis.RedisError as error:

@@ -262,12 +262,12 @@ class HostSystem:
         given = Path(os.path.normpath(path))
         inside = given.relative_to(self.root) if given.is_relative_to(self.root) else given.relative_to("/")
         real = (self.root / inside).resolve()
-        pseudo = real.is_relative_to(self.root) and real.relative_to(self.root).parts[:1] in [
-            (p,) for p in PSEUDO_PATHS
-        ]
-        if not real.is_relative_to(self.root) or not real.exists() or pseudo:
+        if not real.is_relative_to(self.root) or not real.exists():
             raise NoSuchPath(f"{path}: No such file or directory")
-        return real, "/" + str(real.relative_to(self.root)).removeprefix(".")
+        parts = real.relative_to(self.root).parts
+        if parts and parts[0] in PSEUDO_PATHS:  # the kernel's pseudo files: on no disk of the host
+            raise NoSuchPath(f"{path}: No such file or directory")
+        return real, "/" + "/".join(parts)
 
     # -- disks ---------------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ def test_a_runners_scan_brings_each_kind_of_change_to_recent_changes_within_one_
         PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", os.defpath)]),
     )
     site.start("web-03", heartbeats)
-    first = wait_for(lambda: (heartbeats.get("web-03") or _Beat()).scanned_at, 60, "the runner's first scan")
+    first = wait_for(lambda: last_scan(heartbeats), 60, "the runner's first scan")
 
     # What happens on the host between two scans.
     with (root / "var/log/dpkg.log").open("a") as dpkg:
@@ -102,13 +102,14 @@ def scan_after(heartbeats: Heartbeats, first: float) -> None:
     seen = wait_for(lambda: heartbeats.get("web-03"), 10, "a heartbeat").seen_at
 
     def scanned(after: float) -> float | None:
-        beat = heartbeats.get("web-03")
-        return beat.scanned_at if beat and beat.scanned_at and beat.scanned_at > after else None
+        at = last_scan(heartbeats)
+        return at if at is not None and at > after else None
 
     # A scan may be under way now, begun before the change: the one after it saw the change.
     done = wait_for(lambda: scanned(max(first, seen)), 60, "the scan under way")
     wait_for(lambda: scanned(done), 60, "a scan after the changes")
 
 
-class _Beat:
-    scanned_at = None
+def last_scan(heartbeats: Heartbeats) -> float | None:
+    beat = heartbeats.get("web-03")
+    return beat.scanned_at if beat is not None else None
