@@ -95,8 +95,10 @@ class EvidenceIndex:
         self._seen = 0
         self._sources: dict[str, Source] = {}
         self._calls: dict[str, tuple[str, str]] = {}  # call id -> (tool, arguments)
-        # What every update's "checked" lists, built once per result (not once per update: its cost
-        # would grow with the run), in id order.
+        # What a "no fault found" update lists as checked, in id order: the citable results, kept as
+        # they arrive, and their ``Checked`` built once each, only when an update asks (most
+        # updates never do; none pays per update for the run's length).
+        self._citable: list[Source] = []
         self._checked: list[Checked] = []
 
     def sync(self, messages: Sequence[Message]) -> EvidenceIndex:
@@ -106,6 +108,7 @@ class EvidenceIndex:
             self._messages, self._seen = messages, 0
             self._sources.clear()
             self._calls.clear()
+            self._citable.clear()
             self._checked.clear()
         for message in messages[self._seen :]:
             self._add(message)
@@ -155,20 +158,23 @@ class EvidenceIndex:
         ref = source.ref
         self._sources[ref] = source
         if source.citable:
-            self._checked.append(Checked(ref=ref, tool=source.tool, target=source.target))
-            if len(self._checked) > 1 and _number(self._checked[-2].ref) > _number(ref):
-                self._checked.sort(key=lambda c: _number(c.ref))  # never seen: ids reach the history in order
+            self._citable.append(source)
+            if len(self._citable) > 1 and _number(self._citable[-2].ref) > _number(ref):
+                # Never seen (ids reach the history in order); built again from the sorted list.
+                self._citable.sort(key=lambda s: _number(s.ref))
+                self._checked.clear()
 
     def source(self, ref: str) -> Source | None:
         return self._sources.get(ref)
 
     def citable(self) -> list[Source]:
         """Every result that may be cited, in id order."""
-        found = [s for s in self._sources.values() if s.citable]
-        return sorted(found, key=lambda s: _number(s.ref))
+        return list(self._citable)
 
     def checked(self) -> tuple[Checked, ...]:
         """Every result that may be cited, in id order, as findings list what was checked."""
+        for source in self._citable[len(self._checked) :]:
+            self._checked.append(Checked(ref=source.ref, tool=source.tool, target=source.target))
         return tuple(self._checked)
 
     def problem_with(self, ref: str, quote: str) -> str | None:

@@ -70,6 +70,8 @@ def visible(text: str) -> str:
     """``text`` without invisible format characters (Unicode ``Cf``: zero-width spaces and
     joiners, bidi overrides and isolates, soft hyphens, BOM): they can hide or reorder what a
     person reads (``deifirevnu`` shown as "unverified"), and no quote a tool printed needs them."""
+    if text.isascii():  # no ASCII character is a format character (``Cf``): most text, at once
+        return text
     return "".join(char for char in text if unicodedata.category(char) != "Cf")
 
 
