@@ -53,43 +53,41 @@ class UndoLedger:
     def _fold(self, run_id: str, entry: AuditEntry) -> None:
         f = entry.fields
         if entry.kind is AuditKind.UNDO_OFFERED and entry.run_id == run_id:
-            call = f.get("call_id", "")
+            action = f.get("call_id", "")
             if f.get("offer_id"):
-                self._offer_call[f["offer_id"]] = call
-                self._by_call[call] = Undo("offered", _float(f.get("until")), audit_id=entry.id)
+                self._offer_call[f["offer_id"]] = action
+                self._by_call[action] = Undo("offered", _float(f.get("until")), audit_id=entry.id)
             else:
-                self._by_call[call] = Undo("not offered", problem=f.get("problem", ""), audit_id=entry.id)
-        elif entry.kind is AuditKind.UNDO_REQUESTED and f.get("action_run_id") == run_id:
+                self._by_call[action] = Undo("not offered", problem=f.get("problem", ""), audit_id=entry.id)
+            return
+        if f.get("action_run_id") == run_id and entry.kind is AuditKind.UNDO_REQUESTED:
             call = self._offer_call.get(f.get("offer_id", ""))
             if call is not None:
                 self._undo_runs.add(entry.run_id)
-                self.related.add(entry.id)
-                self._set(
-                    call,
-                    state="requested",
-                    requested_by=f.get("user", ""),
-                    undo_run=entry.run_id,
-                    audit_id=entry.id,
-                )
-        elif entry.kind is AuditKind.UNDO_EXECUTED and f.get("action_run_id") == run_id:
+                told = replace(self._of(call), state="requested", requested_by=f.get("user", ""))
+                self._told(entry, call, replace(told, undo_run=entry.run_id))
+        elif f.get("action_run_id") == run_id and entry.kind is AuditKind.UNDO_EXECUTED:
             call = self._offer_call.get(f.get("offer_id", ""))
             if call is not None and entry.run_id in self._undo_runs:
-                self.related.add(entry.id)
                 state = "failed" if f.get("failed") in ("true", "1") else "executed"
-                self._set(call, state=state, audit_id=entry.id)
+                self._told(entry, call, replace(self._of(call), state=state))
         elif entry.kind is AuditKind.CHECK_ENDED and entry.run_id in self._undo_runs:
-            offer = f.get("call_id", "").removeprefix(UNDO_CALL_PREFIX)
-            call = self._offer_call.get(offer) if f.get("call_id", "").startswith(UNDO_CALL_PREFIX) else None
-            if call is not None:
-                self.related.add(entry.id)
-                self._set(call, check=_verdict(f), audit_id=entry.id)
+            undo_call = f.get("call_id", "")
+            call = self._offer_call.get(undo_call.removeprefix(UNDO_CALL_PREFIX))
+            if call is not None and undo_call.startswith(UNDO_CALL_PREFIX):
+                self._told(entry, call, replace(self._of(call), check=_verdict(f)))
 
-    def _set(self, call: str, **changes: str) -> None:
-        self._by_call[call] = replace(self._by_call.get(call, Undo()), **changes)
+    def _of(self, call: str) -> Undo:
+        return self._by_call.get(call, Undo())
+
+    def _told(self, entry: AuditEntry, call: str, undo: Undo) -> None:
+        """``entry`` (of the undo's run) told ``undo`` of the change ``call``."""
+        self.related.add(entry.id)
+        self._by_call[call] = replace(undo, audit_id=entry.id)
 
     def of(self, call_id: str) -> Undo:
         """The undo of the change ``call_id`` as of ``now``."""
-        undo = self._by_call.get(call_id, Undo())
+        undo = self._of(call_id)
         if undo.state == "offered" and self._now is not None and undo.until and self._now >= undo.until:
             return replace(undo, state="expired")
         return undo

@@ -27,7 +27,7 @@ from emulator.models.openai_server import OpenAIServer, Reply, ScriptedToolCall
 from emulator.slack import SlackEmulator
 from emulator.slack.config import UserSpec
 from tests.bot.alerts.conftest import ALERT_CHANNEL as ALERTS
-from tests.bot.alerts.test_alert_follow_ups import ALERT, ALERT_TOKEN, GROUP_KEY
+from tests.bot.alerts.test_alert_follow_ups import ALERT, ALERT_TOKEN, AUTO_ROUTES, GROUP_KEY
 from tests.bot.slack.test_checks_e2e import fake_systemctl
 from tests.bot.slack.test_thread_continues import client, llm
 from tests.support.slack_bot import SlackBot
@@ -88,10 +88,7 @@ def test_the_postmortem_of_an_alert_incident_tells_each_fact_in_order_with_its_a
     from tools.builtin.services import make_backend, service_tools
 
     routes = tmp_path / "alerts.yaml"
-    routes.write_text(
-        f"alerts:\n  routes:\n    - name: all\n      matchers: []\n      channel: {ALERTS}\n"
-        "      investigate: auto\n"
-    )
+    routes.write_text(AUTO_ROUTES)
     llm.enqueue(
         call("service_status", service="api"),
         findings("open", "investigating"),
@@ -128,7 +125,7 @@ def test_the_postmortem_of_an_alert_incident_tells_each_fact_in_order_with_its_a
     bot.control.post_message(ALERTS, "U_ALICE", REDIRECT, thread_ts=group.root_ts)
     bot.work()
     assert bot.status(run_id) is RunStatus.COMPLETED
-    assert any(REDIRECT[:20] in m.get("content", "") for m in llm.requests[-1].body["messages"])
+    assert any(REDIRECT[:20] in str(m.get("content") or "") for m in llm.requests[-1].body["messages"])
     post_alert(bot, "resolved")
     bot.work()
 
