@@ -29,6 +29,7 @@ from emulator.slack.config import UserSpec
 from tests.bot.alerts.conftest import ALERT_CHANNEL as ALERTS
 from tests.bot.alerts.test_alert_follow_ups import ALERT, ALERT_TOKEN, AUTO_ROUTES, GROUP_KEY
 from tests.bot.slack.test_checks_e2e import fake_systemctl
+from tests.bot.slack.test_clicks import notes_to
 from tests.bot.slack.test_thread_continues import client, llm
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import http
@@ -118,6 +119,13 @@ def test_the_postmortem_of_an_alert_incident_tells_each_fact_in_order_with_its_a
             (m for m in bot.control.thread(ALERTS, group.root_ts)[1:] if "Approval" in m["text"]), None
         ),
         what="the approval card",
+    )
+    # Meanwhile the shift handoff lists the firing alert group and the approval still waiting.
+    bot.control.command("U_CAROL", "C_INCIDENT", "/ops", "handoff --since 1h")
+    [handoff] = notes_to(bot, "U_CAROL", 1)
+    assert f"alert firing: DiskFull (run {run_id})" in handoff and f"[{gid}]" in handoff
+    assert re.search(
+        rf"approval of service_restart( on \S+)? waiting \d+ (s|min) \(run {run_id[:12]}", handoff
     )
     # Bob (a second person) approves; Alice redirects in the thread before the run goes on.
     bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)

@@ -19,7 +19,7 @@ from bot.ops.handoff_cli import run_cli
 from bot.runs.approvals import Approvals
 from bot.runs.record import RunRecord, RunRecords
 from bot.settings import Settings
-from tests.bot.postmortem.incident import Clock
+from tests.bot.postmortem.incident import SECRET, Clock
 from tools.changes.record import DEPLOY, Change
 from tools.inventory_types import Inventory
 
@@ -133,10 +133,12 @@ def test_follow_ups_left_in_threads_and_the_change_journal_are_listed(
     audit.record(AuditKind.RUN_STARTED, "run-b", channel="C1", thread_ts="2.2", requester="U2")  # answered
     audit.record(AuditKind.RUN_FINISHED, "run-b", status="completed", output="Cleaned. Anything else? Done.")
     audit.record(AuditKind.RUN_STARTED, "run-u", channel="C1", thread_ts="3.3", requester="U1")
-    audit.record(AuditKind.MESSAGE_UNREAD, "run-u", user="U2", text="also check /tmp <!channel>")
+    audit.record(AuditKind.MESSAGE_UNREAD, "run-u", user="U2", text=f"also check /tmp <!channel> {SECRET}")
     audit.record(AuditKind.RUN_FINISHED, "run-u", status="completed", output="Nothing found.")
     journal = change_journal(redis_client, settings, Inventory.implicit_local())
-    journal.append([Change("local", DEPLOY, time.time() - 60, "deploy api 1.4.2", who="ci", source="cli")])
+    journal.append(
+        [Change("local", DEPLOY, time.time() - 60, f"deploy api 1.4.2 {SECRET}", who="ci", source="cli")]
+    )
     journal.append(
         [Change("local", DEPLOY, time.time() - 86_400, "deploy api 1.4.1", who="ci", source="cli")]
     )
@@ -146,7 +148,8 @@ def test_follow_ups_left_in_threads_and_the_change_journal_are_listed(
     follow_ups = out[out.index("Follow-ups asked for in threads:") : out.index("Changed during")]
     assert "run run-q asked, and nobody answered: Shall I clean run-q?  [" in follow_ups
     assert "U2's reply came as run run-u ended, unread: also check /tmp <!channel>" in follow_ups
+    assert SECRET not in out  # redacted, whatever the audit or the journal holds
     assert "run-a" not in follow_ups and "run-b" not in follow_ups and "run-s" not in follow_ups
-    assert "deploy on local: deploy api 1.4.2 (by ci, cli)" in out and "1.4.1" not in out  # before the shift
+    assert "deploy on local: deploy api 1.4.2 [REDACTED] (by ci, cli)" in out and "1.4.1" not in out  # before the shift
     status, out, err = cli(settings, capsys, "--since", "90x")
     assert status == 2 and "not a duration" in err
