@@ -150,6 +150,8 @@ def test_follow_ups_left_in_threads_and_the_change_journal_are_listed(
     assert "U2's reply came as run run-u ended, unread: also check /tmp <!channel>" in follow_ups
     assert SECRET not in out  # redacted, whatever the audit or the journal holds
     assert "run-a" not in follow_ups and "run-b" not in follow_ups and "run-s" not in follow_ups
-    assert "deploy on local: deploy api 1.4.2 [REDACTED] (by ci, cli)" in out and "1.4.1" not in out  # before the shift
+    assert (
+        "deploy on local: deploy api 1.4.2 [REDACTED] (by ci, cli)" in out and "1.4.1" not in out
+    )  # before the shift
     status, out, err = cli(settings, capsys, "--since", "90x")
     assert status == 2 and "not a duration" in err
