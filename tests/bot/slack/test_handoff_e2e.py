@@ -5,12 +5,16 @@ CLI's parser; a forged slash command (not signed with the app's secret) does not
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.ops.compose_changes import change_journal
+from bot.ops.fleet import load_fleet_inventory
 from bot.slack.handlers.handoff import NOT_HERE, USAGE
 from emulator.slack import SlackEmulator
 from emulator.slack.config import UserSpec
@@ -19,6 +23,7 @@ from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
 from tests.support.slack_workspace import BOT_USER, CHANNEL, suite_workspace
 from tests.support.waiting import wait_for
+from tools.changes.record import DEPLOY, Change
 
 SECRET_CHANNEL = "C_SECRET"
 OPS = "C_OPS"  # public, served by the bot; eve is not in it
@@ -130,3 +135,49 @@ def test_since_is_parsed_as_the_clis_and_a_forged_command_does_nothing(bot: Slac
     assert "restart_service" not in handoff  # a private channel's approval, to a non-member
     assert not [c for c in bot.calls("chat.postEphemeral") if c["params"].get("user") == "U_CAROL"]
     assert posted(bot, SECRET_CHANNEL) == []
+
+
+INVENTORY = """
+targets:
+  - name: web-03
+    via: local
+    labels: {role: web}
+  - name: db-01
+    via: runner
+    labels: {role: db}
+  - name: cache-01
+    via: runner
+    labels: {role: cache}
+"""
+
+
+def test_the_journal_shows_only_targets_of_channels_the_reader_may_see(
+    make_bot: Callable[..., SlackBot], tmp_path: Path
+) -> None:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(INVENTORY)
+    bot = make_bot(
+        chatops_channels=[CHANNEL, OPS, SECRET_CHANNEL],
+        chatops_inventory_file=inventory,
+        chatops_runner_secret="s" * 32,
+        chatops_channel_targets={CHANNEL: "role=cache", OPS: "role=web", SECRET_CHANNEL: "role=db"},
+    )
+    journal = change_journal(bot.redis, bot.settings, load_fleet_inventory(bot.settings))
+    now = time.time()
+    journal.append(
+        [Change("web-03", DEPLOY, now - 60, "deploy api 1.4.2 <!channel>", who="ci", source="cli")]
+    )
+    journal.append([Change("db-01", DEPLOY, now - 30, "migrate the secret schema", who="ci", source="cli")])
+    bot.control.command("U_EVE", CHANNEL, "/ops", "handoff")  # not in the private channel
+    bot.control.command("U_ALICE", CHANNEL, "/ops", f"handoff <#{OPS}|ops>")  # in it, but names another
+    bot.control.command("U_CAROL", CHANNEL, "/ops", "handoff --post")
+    [eve] = notes_to(bot, "U_EVE", 1)
+    [alice] = notes_to(bot, "U_ALICE", 1)
+    assert "deploy on web-03: deploy api 1.4.2 &lt;!channel&gt; (by ci, cli)" in eve  # a public channel's
+    assert "migrate" not in eve and "db-01" not in eve  # only the private channel names db-01
+    assert "deploy api 1.4.2" in alice and "migrate" not in alice
+    assert notes_to(bot, "U_CAROL", 1) == ["The handoff is posted in this channel."]
+    [public] = posted(bot, CHANNEL)
+    assert "deploy api 1.4.2" in public and "migrate" not in public  # not posted out of the private channel
+    bot.control.command("U_CAROL", SECRET_CHANNEL, "/ops", "handoff")
+    assert "migrate the secret schema" in notes_to(bot, "U_CAROL", 2)[-1]
