@@ -88,6 +88,17 @@ def command_body(user: str, channel: str, text: str) -> bytes:
     return urllib.parse.urlencode(form).encode()
 
 
+def test_ops_handoff_lists_a_waiting_approval_only_to_who_may_see_its_channel(bot: SlackBot) -> None:
+    bot.control.command("U_EVE", CHANNEL, "/ops", "handoff")  # not a member of the private channel
+    [eve] = notes_to(bot, "U_EVE", 1)
+    assert eve.startswith("```Shift handoff:") and "restart_service" not in eve and SECRET_CHANNEL not in eve
+    assert "Approvals waiting:\n  none" in eve
+    bot.control.command("U_CAROL", CHANNEL, "/ops", f"handoff <#{SECRET_CHANNEL}|sec-incident-42>")
+    [carol] = notes_to(bot, "U_CAROL", 1)
+    assert "approval of restart_service waiting" in carol and "asked by U_ALICE" in carol
+    assert "<!channel>" not in carol and "&lt;!channel&gt;" in carol  # the request's text, inert
+
+
 def test_post_writes_in_the_asking_channel_only_what_its_members_may_see(bot: SlackBot) -> None:
     bot.control.command("U_CAROL", CHANNEL, "/ops", "handoff --post --since 2h")
     assert notes_to(bot, "U_CAROL", 1) == ["The handoff is posted in this channel."]
