@@ -24,7 +24,7 @@ from bot.keys import Keys
 from bot.observability.logs import redactor_for
 from bot.observability.metrics import RunMetrics
 from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
-from bot.ops.compose_changes import web_changes
+from bot.ops.compose_changes import change_journal, web_changes
 from bot.ops.compose_memory import incident_memory
 from bot.ops.fleet import load_fleet_inventory
 from bot.policy.break_glass import BreakGlassLog
@@ -101,6 +101,11 @@ def web_runtime(
         limits=LimitSettings.from_settings(settings),
         clock=clock,
         tuning=tuning,
+        journal_of=(
+            (lambda client: change_journal(client, settings, inventory))
+            if settings.chatops_runner_secret
+            else None
+        ),
     )
 
 

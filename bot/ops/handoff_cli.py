@@ -1,16 +1,18 @@
 """``chatops handoff [--since 12h] [--channel C…] [--json]``: the shift handoff (docs/POSTMORTEM.md).
 
-What is still open (alert groups firing, runs in progress, approvals waiting and for how long),
-what changed during the shift and who approved it, and the approvals left undecided (expired or
-declined). Every item names the record or audit entry it comes from. ``--channel`` (repeatable)
-keeps those channels only. Errors are one line on stderr, exit status 2.
+What is still open (alert groups firing, runs in progress, approvals waiting and for how long,
+follow-ups asked for in threads), what changed during the shift and who approved it (and the
+change journal's entries of the inventory's targets, with ``CHATOPS_RUNNER_SECRET``), and the
+approvals left undecided (expired or declined). Every item names the record, audit entry or change
+it comes from. ``--channel`` (repeatable) keeps those channels only (and the targets they may
+name). ``--since`` is parsed as ``/ops handoff --since`` is (``bot.postmortem.handoff``). Errors
+are one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 
@@ -21,14 +23,15 @@ from bot.keys import Keys
 from bot.observability.audit import AuditLog
 from bot.observability.findings_view import terminal_text
 from bot.observability.logs import redactor_for
-from bot.postmortem.handoff import handoff_text, load_handoff
+from bot.ops.compose_changes import change_journal
+from bot.ops.fleet import load_fleet_inventory
+from bot.postmortem.handoff import handoff_text, load_handoff, shift_seconds
 from bot.redis_connection import open_redis
 from bot.runs.approvals import Approvals
 from bot.settings import Settings
+from bot.slack.handlers.help import TargetList
 
 EXIT_ERROR = 2
-_DURATION = re.compile(r"(\d{1,5})([mhd])")
-_UNIT = {"m": 60, "h": 3600, "d": 86400}
 
 
 def configure_cli(parser: argparse.ArgumentParser) -> None:
@@ -39,13 +42,8 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="JSON instead of text")
 
 
-def seconds(text: str) -> float | None:
-    found = _DURATION.fullmatch(text.strip())
-    return int(found.group(1)) * _UNIT[found.group(2)] if found else None
-
-
 def run_cli(args: argparse.Namespace, settings: Settings) -> int:
-    back = seconds(args.since)
+    back = shift_seconds(args.since)
     if back is None:
         print(f"error: --since {args.since[:40]!r} is not a duration (90m, 12h, 2d)", file=sys.stderr)
         return EXIT_ERROR
@@ -54,6 +52,12 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
     try:
         client = open_redis(settings)
         keys = Keys(settings.chatops_redis_prefix)
+        inventory = load_fleet_inventory(settings)
+        listed = TargetList(inventory, settings.chatops_channel_targets)
+        targets = (
+            {t.name for c in wanted for t in listed.for_channel(c)} if wanted else {t.name for t in inventory}
+        )
+        journal = change_journal(client, settings, inventory) if settings.chatops_runner_secret else None
         handoff = load_handoff(
             client,
             keys,
@@ -62,6 +66,8 @@ def run_cli(args: argparse.Namespace, settings: Settings) -> int:
             since=time.time() - back,
             redact=redactor.redact,
             may_see=lambda channel: not wanted or channel in wanted,
+            journal=journal,
+            targets=sorted(targets),
         )
     except BotError as error:
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)

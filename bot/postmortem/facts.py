@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from agent.findings import Conclusion, Findings, HypothesisStatus
 from bot.alerts.store import Group
 from bot.observability.audit import AuditEntry, AuditKind
+from bot.postmortem.undo_state import Undo, UndoLedger
 from bot.runs.record import RunRecord
 
 Permalink = Callable[[str, str], str | None]
@@ -58,6 +59,7 @@ class Action:
     check: str  # passed | failed | timed out | "" (none recorded)
     audit_id: str
     call_id: str
+    undo: Undo = field(default_factory=Undo)  # its undo as the audit tells it (``bot.postmortem.undo_state``)
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,13 @@ def build_postmortem(
     *,
     redact: Callable[[str], str],
     permalink: Permalink = lambda channel, ts: None,
+    now: float | None = None,
 ) -> Postmortem:
-    """The postmortem of ``record`` from its audit ``entries`` (oldest first) and its alert ``group``."""
+    """The postmortem of ``record`` from its audit ``entries`` (oldest first) and its alert ``group``;
+    ``now``: when the draft is made (an undo offered until before then has expired; ``None``: not judged).
+    Entries of other runs count only where they tell the undo of one of its changes."""
     b = _Builder(record, redact, permalink)
+    ledger = UndoLedger(record.run_id, entries, now)
     if group is not None and group.root_ts:
         _alert_lines(b, group)
     findings: Findings | None = None
@@ -131,7 +137,10 @@ def build_postmortem(
     requested: dict[str, float] = {}
     statuses: dict[str, HypothesisStatus] = {}
     for entry in entries:
-        if entry.run_id != record.run_id:
+        if entry.run_id != record.run_id or entry.kind in _UNDO_KINDS:
+            told = ledger.line(entry)  # an undo's fact, or another run's entry (then None: skipped)
+            if told is not None:
+                b.audit(entry, told[0], b.text(told[1]))
             continue
         f = entry.fields
         if entry.kind is AuditKind.RUN_STARTED:
@@ -189,7 +198,15 @@ def build_postmortem(
     if findings is None:
         state = record.state()
         findings = state.findings if state is not None else None
+    b.actions = [replace(action, undo=_undo(b, ledger.of(action.call_id))) for action in b.actions]
     return _assemble(b, group, findings, answer, status)
+
+
+def _undo(b: _Builder, undo: Undo) -> Undo:
+    return replace(undo, requested_by=b.text(undo.requested_by, 80), problem=b.text(undo.problem))
+
+
+_UNDO_KINDS = frozenset({AuditKind.UNDO_OFFERED, AuditKind.UNDO_REQUESTED, AuditKind.UNDO_EXECUTED})
 
 
 def _call(b: _Builder, f: dict[str, str]) -> str:
@@ -254,13 +271,9 @@ def _check(b: _Builder, entry: AuditEntry) -> None:
     passed, timed_out = f.get("passed") == "1", f.get("timed_out") == "1"
     verdict = "passed" if passed else "timed out" if timed_out else "failed"
     b.audit(entry, BOT, f"check {_call(b, f)} {verdict}: {b.text(f.get('output', ''))}")
-    b.actions = [_with_check(a, verdict) if a.call_id == f.get("call_id") else a for a in b.actions]
+    b.actions = [replace(a, check=verdict) if a.call_id == f.get("call_id") else a for a in b.actions]
     if not passed:
         b.ask(f"The check after the change ({b.text(f.get('tool', '?'), 80)}) {verdict}: why?")
-
-
-def _with_check(action: Action, verdict: str) -> Action:
-    return Action(**{**asdict(action), "check": verdict})
 
 
 def _findings(b: _Builder, entry: AuditEntry, statuses: dict[str, HypothesisStatus]) -> Findings | None:

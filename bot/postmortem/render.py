@@ -14,8 +14,11 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 
 from bot.postmortem.facts import Line, Postmortem
+from bot.postmortem.undo_state import Undo
+from bot.postmortem.zone import Zone
 
 _PUNCTUATION = re.compile(r"([!#&()*+\-./:<>@\[\\\]^_`{|}~])")  # not , ' " ? ; = % $: inert as they are
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -52,6 +55,28 @@ def _link(line: Line) -> str:
     return f"{what} {code(line.ref)}"
 
 
+def _zone_text(text: str) -> str:
+    """A zone's name is letters, digits and ``_+-/`` (``Zone.of``): only ``_`` could mean emphasis."""
+    return text.replace("_", "\\_")
+
+
+def _undo(undo: Undo, when: Callable[[float], str]) -> str:
+    """The change's undo state (``bot.postmortem.undo_state``) in words."""
+    by = f" requested by {inert(undo.requested_by)}" if undo.requested_by else ""
+    run = f" (run {code(undo.undo_run[:12])})" if undo.undo_run else ""
+    checked = f", checked: {inert(undo.check)}" if undo.check else ", no check recorded"
+    said = {
+        "none": "no undo",
+        "not offered": f"no undo offered ({inert(undo.problem)})",
+        "offered": f"undo offered until {when(undo.until)}",
+        "expired": f"undo offered until {when(undo.until)}, expired unused",
+        "requested": f"undo{by}{run}, not run",
+        "executed": f"undo{by}, executed{run}{checked}",
+        "failed": f"undo{by}, ran and failed{run}",
+    }
+    return said.get(undo.state, f"undo {inert(undo.state)}")
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "not resolved when this draft was made"
@@ -59,8 +84,13 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
-def to_markdown(pm: Postmortem) -> str:
+def to_markdown(pm: Postmortem, zone: Zone | None = None) -> str:
+    """The draft; ``zone``: the reader's (Slack's ``users.info``), shown beside UTC on the timeline."""
     impact = pm.impact
+
+    def when(at: float) -> str:
+        return f"{utc(at)} ({_zone_text(zone.local(at))})" if zone and at else utc(at)
+
     out = [
         f"# {inert(pm.title)}",
         "",
@@ -95,9 +125,11 @@ def to_markdown(pm: Postmortem) -> str:
         ]
     else:
         out += [f"- Asked by {inert(impact.requester)} at {utc(impact.started_at)}: {inert(impact.title)}"]
-    out += ["", "## Timeline (UTC)", ""]
+    shown = f", and {_zone_text(zone.label)}" if zone is not None else ""
+    out += ["", f"## Timeline (UTC{shown})", ""]
     out += [
-        f"- {utc(line.at)} · {inert(line.actor)} · {inert(line.what)} · {_link(line)}" for line in pm.timeline
+        f"- {when(line.at)} · {inert(line.actor)} · {inert(line.what)} · {_link(line)}"
+        for line in pm.timeline
     ]
     out += ["", "## Actions taken", ""]
     if not pm.actions:
@@ -107,8 +139,8 @@ def to_markdown(pm: Postmortem) -> str:
         approved = f", approved by {inert(action.approved_by)}" if action.approved_by else ""
         check = f"; check {inert(action.check)}" if action.check else "; no check recorded"
         out.append(
-            f"- {utc(action.at)} {inert(action.tool)}{target} {inert(action.arguments)}{approved}: "
-            f"{inert(action.outcome)}{check} · audit {code(action.audit_id)}"
+            f"- {when(action.at)} {inert(action.tool)}{target} {inert(action.arguments)}{approved}: "
+            f"{inert(action.outcome)}{check}; {_undo(action.undo, when)} · audit {code(action.audit_id)}"
         )
     out += ["", "## To discuss", ""]
     out += [f"- {inert(question)}" for question in pm.to_discuss] or ["- nothing the facts raise"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
@@ -52,8 +53,10 @@ def load_postmortem(
     *,
     redact: Callable[[str], str],
     permalink: Permalink = lambda channel, ts: None,
+    clock: Callable[[], float] = time.time,
 ) -> Postmortem:
-    """The postmortem of a run that has ended (a run still going has no postmortem yet)."""
+    """The postmortem of a run that has ended (a run still going has no postmortem yet), as of
+    ``clock()`` (an undo offered until before then has expired)."""
     record = RunRecords(client, keys).get(run_id)
     if record is None:
         raise PostmortemError(f"no run {run_id} (never created, or its retention expired)")
@@ -61,5 +64,6 @@ def load_postmortem(
         raise PostmortemError(f"run {run_id} has not ended ({record.status.value}): no postmortem yet")
     group = AlertStore(client, keys).group_of_run(run_id)
     # Only the stream from the run's creation on (less a margin for clocks): not a scan of all of it.
-    entries = [e for e in audit.since(record.created_at - CLOCK_MARGIN_SECONDS) if e.run_id == run_id]
-    return build_postmortem(record, entries, group, redact=redact, permalink=permalink)
+    # Every run's entries: the builder keeps this run's and those of its changes' undos.
+    entries = audit.since(record.created_at - CLOCK_MARGIN_SECONDS)
+    return build_postmortem(record, entries, group, redact=redact, permalink=permalink, now=clock())

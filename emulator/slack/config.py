@@ -25,6 +25,7 @@ class UserSpec:
     deleted: bool = False
     team_id: str = ""  # "" = the workspace's own team
     channels: tuple[str, ...] | None = None
+    tz: str = "Etc/UTC"  # an IANA zone name: ``users.info`` answers it with its offset now
 
     def __post_init__(self) -> None:
         if self.guest == "single_channel" and (self.channels is None or len(self.channels) != 1):

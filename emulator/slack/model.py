@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+def _offset_now(zone: str) -> int:
+    """Seconds east of UTC in ``zone`` now, as Slack's ``tz_offset`` (0 for a zone it cannot read)."""
+    try:
+        offset = datetime.now(ZoneInfo(zone)).utcoffset()
+    except (ZoneInfoNotFoundError, ValueError):
+        return 0
+    return int(offset.total_seconds()) if offset is not None else 0
 
 
 @dataclass
@@ -22,6 +33,7 @@ class User:
     is_ultra_restricted: bool = False  # a single-channel guest
     deleted: bool = False
     team_id: str = ""  # "" = the workspace's own team
+    tz: str = "Etc/UTC"  # an IANA zone name, as Slack gives it
 
     def home_team(self, workspace_team: str) -> str:
         return self.team_id or workspace_team
@@ -47,9 +59,9 @@ class User:
             "deleted": self.deleted,
             "color": "9f69e7",
             "real_name": self.real_name,
-            "tz": "Etc/UTC",
-            "tz_label": "Coordinated Universal Time",
-            "tz_offset": 0,
+            "tz": self.tz,
+            "tz_label": self.tz,
+            "tz_offset": _offset_now(self.tz),
             "profile": profile,
             "is_admin": False,
             "is_owner": False,

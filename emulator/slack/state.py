@@ -317,6 +317,7 @@ def make_user(uid: str, spec: str | UserSpec) -> User:
         is_ultra_restricted=spec.guest == "single_channel",
         deleted=spec.deleted,
         team_id=spec.team_id,
+        tz=spec.tz,
     )
 
 

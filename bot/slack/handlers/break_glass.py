@@ -22,7 +22,8 @@ from bot.observability.audit import AuditKind
 from bot.policy.break_glass import BreakGlassLog
 from bot.policy.deciders import Action
 from bot.policy.file import current_policy
-from bot.slack.handlers.postmortem import PostmortemDrafts, handoff_note
+from bot.slack.handlers.handoff import handoff_reply
+from bot.slack.handlers.postmortem import PostmortemDrafts
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.rendering.blockkit import slack_date
 from bot.slack.rendering.mrkdwn import mention
@@ -32,7 +33,7 @@ COMMAND = "/ops"
 USAGE = (
     "Usage: `/ops break-glass` (you may then approve any call for a few minutes; it is announced), "
     "`/ops postmortem <run id or thread link>` (a finished run's draft, in its thread), "
-    "or `/ops handoff [#channel ...]` (the last 12 hours: what is open, what changed)."
+    "or `/ops handoff [#channel ...] [--since 12h] [--post]` (what is open, what changed)."
 )
 
 
@@ -112,7 +113,7 @@ def register_ops_command(app: App, runtime: WebRuntime) -> None:
         user, channel = str(body.get("user_id", "")), str(body.get("channel_id", ""))
         try:
             if argument.startswith("handoff "):
-                note = handoff_note(user, argument.removeprefix("handoff "), runtime)
+                note = handoff_reply(user, channel, argument.removeprefix("handoff "), runtime)
             else:
                 note = drafts.command(user, argument)
         except (SlackApiError, redis.RedisError) as error:

@@ -1,6 +1,5 @@
-"""The **Postmortem draft** button of a finished run card, ``/ops postmortem <run id or thread link>``
-and ``/ops handoff [#channel ...]`` (the last 12 hours' handoff, to the asker alone, of the channels
-they may see).
+"""The **Postmortem draft** button of a finished run card and ``/ops postmortem <run id or thread
+link>`` (``/ops handoff`` is ``bot.slack.handlers.handoff``).
 
 Both upload the run's postmortem draft (``bot.postmortem``) to the run's thread as a Markdown file
 (``files_upload_v2``: files.getUploadURLExternal, the upload, files.completeUploadExternal), with a
@@ -17,7 +16,6 @@ minute (``slack:postmortem:{run}``), so a double click or a looping command does
 from __future__ import annotations
 
 import logging
-import re
 
 from slack_sdk.errors import SlackApiError
 
@@ -25,7 +23,6 @@ from bot.claims import claim_once
 from bot.errors import BotError
 from bot.postmortem.errors import BadThreadLink
 from bot.postmortem.facts import Postmortem
-from bot.postmortem.handoff import handoff_text, load_handoff
 from bot.postmortem.render import to_markdown
 from bot.postmortem.source import is_link, load_postmortem, parse_thread_link
 from bot.runs.record import RunRecord, RunRecords
@@ -34,10 +31,10 @@ from bot.slack.delivery.permalinks import Permalinks
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.memberships import visibility
 from bot.slack.rendering.mrkdwn import escape, mention, plural
+from bot.slack.user_zones import UserZones
 
 log = logging.getLogger(__name__)
 COOLDOWN_SECONDS = 60
-HANDOFF_SECONDS = 12 * 3600
 NO_SUCH_RUN = "No run you may see matches that (a run id, or a link to its thread)."
 USAGE = "Usage: `/ops postmortem <run id or thread link>` (the draft goes to that run's thread)."
 
@@ -57,39 +54,10 @@ def summary(pm: Postmortem, user: str) -> str:
     )
 
 
-_CHANNEL = re.compile(r"<#([CG][A-Z0-9_]+)(?:\|[^>]*)?>|([CG][A-Z0-9_]{2,})")
-HANDOFF_CHARS = 3500  # of the handoff shown (Slack advises messages under 4,000 characters)
-
-
-def handoff_note(user: str, channel_words: str, runtime: WebRuntime) -> str:
-    """``/ops handoff [#channel ...]``: the shift handoff of the last 12 hours, of every channel the
-    bot serves that ``user`` may see (or of the named ones among them), for ``user`` alone."""
-    named = {a or b for a, b in _CHANNEL.findall(channel_words)}
-    seen = visibility(runtime.client(), user)
-    service = runtime.service()
-
-    def may_see(channel: str) -> bool:
-        return seen.may_see(channel) and runtime.channel_allowed(channel) and (not named or channel in named)
-
-    handoff = load_handoff(
-        service.redis,
-        runtime.keys,
-        service.audit,
-        service.approvals,
-        since=runtime.clock() - HANDOFF_SECONDS,
-        redact=runtime.redact,
-        may_see=may_see,
-        clock=runtime.clock,
-    )
-    text = handoff_text(handoff)
-    if len(text) > HANDOFF_CHARS:
-        text = text[:HANDOFF_CHARS] + "\n… (cut: chatops handoff shows it whole)"
-    return "```" + escape(text).replace("```", "'''") + "```"
-
-
 class PostmortemDrafts:
     def __init__(self, runtime: WebRuntime) -> None:
         self._rt = runtime
+        self._zones = UserZones(runtime.client)  # the asker's time zone, beside UTC
 
     def button(self, run_id: str, user: str, channel: str) -> str | None:
         """A click on a finished run card: ``None`` when the draft was posted, else the note to the clicker."""
@@ -153,11 +121,12 @@ class PostmortemDrafts:
                 record.run_id,
                 redact=self._rt.redact,
                 permalink=permalink,
+                clock=self._rt.clock,
             )
             client.files_upload_v2(
                 channel=record.channel,
                 thread_ts=record.thread_ts,
-                content=to_markdown(pm),
+                content=to_markdown(pm, self._zones.zone(user)),
                 filename=file_name(record.run_id),
                 title=f"Postmortem draft of run {record.run_id[:12]}",
                 initial_comment=summary(pm, user),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import redis
 from slack_sdk import WebClient
 
+from bot.changes.journal import ChangeJournal
 from bot.keys import Keys
 from bot.memory.similar import IncidentMemory
 from bot.observability.metrics import RunMetrics
@@ -79,6 +80,8 @@ class WebRuntime:
     # The web process's clock: a thread's follow-up window is judged by it (tests pass their own).
     clock: Callable[[], float] = time.time
     tuning: WebTuning = field(default_factory=WebTuning)
+    # The change journal on a process's Redis (``CHATOPS_RUNNER_SECRET`` checks its seals); None: none.
+    journal_of: Callable[[redis.Redis], ChangeJournal] | None = None
 
     def redis(self) -> redis.Redis:
         return self.processes.get().redis
@@ -103,6 +106,10 @@ class WebRuntime:
     def memory(self) -> IncidentMemory | None:
         """Past incidents: what a mention's run starts from, what a Forget click removes."""
         return self.processes.get().memory
+
+    def journal(self) -> ChangeJournal | None:
+        """The change journal (what ``/ops handoff`` lists as changed on the targets), or None."""
+        return self.journal_of(self.redis()) if self.journal_of is not None else None
 
     def channel_allowed(self, channel: str) -> bool:
         allowed = self.settings.chatops_channels

@@ -28,6 +28,8 @@ def last_run_in(bot: SlackBot, channel: str, thread_ts: str) -> str | None:
 
 ALERT_TOKEN = "alert-token-0123456789abcdef"
 GROUP_KEY = '{}:{alertname="DiskFull"}'
+# Every alert to the alerts channel, its investigation started at once.
+AUTO_ROUTES = f"alerts:\n  routes:\n    - name: all\n      matchers: []\n      channel: {ALERTS}\n      investigate: auto\n"
 ALERT = {
     "receiver": "chatops",
     "status": "firing",
@@ -53,10 +55,7 @@ def test_a_reply_in_an_alert_thread_continues_its_investigation(
     llm: OpenAIServer, make_bot: Callable[..., SlackBot], tmp_path: Path
 ) -> None:
     routes = tmp_path / "alerts.yaml"
-    routes.write_text(
-        f"alerts:\n  routes:\n    - name: all\n      matchers: []\n      channel: {ALERTS}\n"
-        "      investigate: auto\n"
-    )
+    routes.write_text(AUTO_ROUTES)
     llm.enqueue(
         *check_then_answer("web-03's /var is 97% full: old logs."), Reply(text="Cleaning plan ready.")
     )

@@ -14,11 +14,14 @@ from bot.alerts.store import AlertStore, Group
 from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.ops.cli import build_parser
+from bot.ops.compose_changes import change_journal
 from bot.ops.handoff_cli import run_cli
 from bot.runs.approvals import Approvals
 from bot.runs.record import RunRecord, RunRecords
 from bot.settings import Settings
-from tests.bot.postmortem.incident import Clock
+from tests.bot.postmortem.incident import SECRET, Clock
+from tools.changes.record import DEPLOY, Change
+from tools.inventory_types import Inventory
 
 
 @pytest.fixture
@@ -110,3 +113,45 @@ def test_the_handoff_lists_what_is_open_and_what_changed(
 def test_a_bad_duration_is_one_line_exit_2(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = cli(settings, capsys, "--since", "yesterday")
     assert status == 2 and out == "" and err.count("\n") == 1
+
+
+def test_follow_ups_left_in_threads_and_the_change_journal_are_listed(
+    redis_client: redis.Redis, keys: Keys, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, redis_url=redis_url, chatops_redis_prefix=keys.prefix, chatops_runner_secret="s" * 32
+    )
+    audit = AuditLog(redis_client, keys, max_len=10_000)
+    for run_id, channel, thread in (("run-q", "C1", "1.1"), ("run-a", "C1", "2.2"), ("run-s", "CSEC", "4.4")):
+        audit.record(AuditKind.RUN_STARTED, run_id, channel=channel, thread_ts=thread, requester="U1")
+        audit.record(
+            AuditKind.RUN_FINISHED,
+            run_id,
+            status="completed",
+            output=f"Disk full.\nShall I clean {run_id}?\n",
+        )
+    audit.record(AuditKind.RUN_STARTED, "run-b", channel="C1", thread_ts="2.2", requester="U2")  # answered
+    audit.record(AuditKind.RUN_FINISHED, "run-b", status="completed", output="Cleaned. Anything else? Done.")
+    audit.record(AuditKind.RUN_STARTED, "run-u", channel="C1", thread_ts="3.3", requester="U1")
+    audit.record(AuditKind.MESSAGE_UNREAD, "run-u", user="U2", text=f"also check /tmp <!channel> {SECRET}")
+    audit.record(AuditKind.RUN_FINISHED, "run-u", status="completed", output="Nothing found.")
+    journal = change_journal(redis_client, settings, Inventory.implicit_local())
+    journal.append(
+        [Change("local", DEPLOY, time.time() - 60, f"deploy api 1.4.2 {SECRET}", who="ci", source="cli")]
+    )
+    journal.append(
+        [Change("local", DEPLOY, time.time() - 86_400, "deploy api 1.4.1", who="ci", source="cli")]
+    )
+
+    status, out, err = cli(settings, capsys, "--since", "2h", "--channel", "C1")
+    assert (status, err) == (0, "")
+    follow_ups = out[out.index("Follow-ups asked for in threads:") : out.index("Changed during")]
+    assert "run run-q asked, and nobody answered: Shall I clean run-q?  [" in follow_ups
+    assert "U2's reply came as run run-u ended, unread: also check /tmp <!channel>" in follow_ups
+    assert SECRET not in out  # redacted, whatever the audit or the journal holds
+    assert "run-a" not in follow_ups and "run-b" not in follow_ups and "run-s" not in follow_ups
+    assert (
+        "deploy on local: deploy api 1.4.2 [REDACTED] (by ci, cli)" in out and "1.4.1" not in out
+    )  # before the shift
+    status, out, err = cli(settings, capsys, "--since", "90x")
+    assert status == 2 and "not a duration" in err

@@ -78,3 +78,15 @@ def test_redis_unreachable_is_one_line(capsys: pytest.CaptureFixture[str]) -> No
     down = Settings(_env_file=None, redis_url="redis://127.0.0.1:1/0")  # type: ignore[call-arg]
     status, _, err = cli(down, capsys, "run-pm-1")
     assert status == 2 and len(err) == 1 and "cannot reach Redis" in err[0]
+
+
+def test_tz_adds_a_zone_to_the_timeline_and_an_unknown_one_is_one_line_exit_2(
+    redis_client: redis.Redis, keys: Keys, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_incident(redis_client, keys)
+    status, out, err = cli(settings, capsys, "run-pm-1", "--tz", "Asia/Kolkata")
+    assert (status, err) == (0, []) and "## Timeline (UTC, and Asia/Kolkata)" in out
+    assert " UTC (2026-09-21 " in out and " Asia/Kolkata) · U1 · run started" in out
+    for zone in ("Nowhere/Atlantis", "../../etc/passwd"):
+        status, out, err = cli(settings, capsys, "run-pm-1", "--tz", zone)
+        assert (status, out, len(err)) == (2, "", 1) and "--tz" in err[0]

@@ -17,10 +17,12 @@ from typing import Any
 from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.types import Request, RunStatus
 from bot.observability.audit import AuditKind
+from bot.postmortem.render import utc
 from bot.runs.undo_offers import UndoFacts
 from bot.slack.handlers.undo_clicks import FORGED, RUN_GOING_ON, STARTED
 from bot.slack.rendering import render
 from bot.slack.rendering.blockkit import ACTION_UNDO
+from tests.bot.slack.test_postmortem_e2e import download, drafts
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
 from tests.support.waiting import wait_for
@@ -102,10 +104,21 @@ def scaled_to_8(
     return bot, ts, run_id
 
 
+def draft_of(bot: SlackBot, run_id: str) -> str:
+    """The run's postmortem draft, asked for with ``/ops postmortem`` (issue 35), as uploaded."""
+    bot.control.command("U_ALICE", "C_INCIDENT", "/ops", f"postmortem {run_id}")
+    [shared] = wait_for(lambda: drafts(bot, run_id), what="the postmortem draft")
+    return download(shared["url_private"])
+
+
 def test_the_executed_change_offers_its_undo_with_the_state_read_before_it(
     make_bot: Callable[..., SlackBot], tmp_path: Path
 ) -> None:
-    scaled_to_8(make_bot, tmp_path)
+    bot, _, run_id = scaled_to_8(make_bot, tmp_path)
+    [entry] = [e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.UNDO_OFFERED]
+    until = float(entry.fields["until"])
+    actions = draft_of(bot, run_id).split("## Actions taken")[1].split("## To discuss")[0]
+    assert f"approved by U\\_BOB: ok; check passed; undo offered until {utc(until)} · audit" in actions
 
 
 def undo_buttons(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -223,6 +236,11 @@ def test_undo_runs_the_stored_call_once_after_approval_and_nothing_else_claims_i
     assert (executed["approval_id"], executed["action_call_id"]) == (approval.id, approval.call_id)
     assert AuditKind.CHECK_ENDED in kinds  # the undo's own check
     assert wait_for(lambda: sum("Verified" in m.get("text", "") for m in bot.bot_replies(ts)) == 2 or None)
+
+    # The change's postmortem draft tells its undo: who asked, the undo's run, its check.
+    actions = draft_of(bot, run_id).split("## Actions taken")[1].split("## To discuss")[0]
+    shown = f"check passed; undo requested by U\\_ALICE, executed (run `{undo_run[:12]}`), checked: passed"
+    assert shown in actions
 
     # A second click does nothing.
     assert bot.control.click(line["ts"], "U_BOB", action_id=ACTION_UNDO)["status"] == 200
