@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,8 @@ from agent.scripted import FunctionModel, ScriptItem, tool_call
 from agent.types import Request, RunStatus
 from bot.keys import Keys
 from bot.observability.audit import AuditKind
-from bot.slack.rendering import render
 from tests.bot.fleet.test_routing import fleet_tools, write_inventory
-from tests.bot.slack.test_checks_e2e import fake_systemctl, thread_text  # noqa: F401 - a fixture
+from tests.bot.slack.test_checks_e2e import approve_restart, fake_systemctl, thread_text  # noqa: F401 - a fixture
 from tests.support.slack_bot import SlackBot
 from tests.support.waiting import wait_for
 
@@ -88,117 +88,100 @@ class RestartModel:
         return "done"
 
 
-def health_bot(
-    make_bot: Callable[..., SlackBot],
-    state: Path,
-    redis_client: redis.Redis,
-    keys: Keys,
-    model: RestartModel,
-    url: str,
-    allow: str,
-) -> SlackBot:
-    env = {"PATH": f"{state / 'bin'}:/usr/bin:/bin", "FAKE_SYSTEMCTL_DIR": str(state)}
-    box = {"name": "ops-box", "via": "local", "health": {"api": url}}
-    inventory = write_inventory(state, box)
-    settings = {"chatops_service_backend": "systemd", "chatops_egress_allow": [allow]}
-    tools = fleet_tools(state, redis_client, keys, inventory, env=env, **settings)
-    return make_bot(
-        models=[FunctionModel(model.step, model="restart")],
-        tools=[tools["service_restart"], tools["service_status"], tools["http_check"]],
-        chatops_check_seconds=3,
-    )
+@dataclass
+class World:
+    """The bot's parts a test builds its restart on: a fake ``systemctl``, Redis, local servers."""
+
+    make_bot: Callable[..., SlackBot]
+    state: Path
+    redis_client: redis.Redis
+    keys: Keys
+    servers: Callable[[int], HealthServer]
+
+    def bot(self, model: RestartModel, url: str, allow: int) -> SlackBot:
+        """A bot whose inventory gives ``ops-box``'s api the health ``url``; egress allows
+        127.0.0.1 on port ``allow`` only."""
+        env = {"PATH": f"{self.state / 'bin'}:/usr/bin:/bin", "FAKE_SYSTEMCTL_DIR": str(self.state)}
+        inventory = write_inventory(self.state, {"name": "ops-box", "via": "local", "health": {"api": url}})
+        settings = {"chatops_service_backend": "systemd", "chatops_egress_allow": [f"127.0.0.1:{allow}"]}
+        tools = fleet_tools(self.state, self.redis_client, self.keys, inventory, env=env, **settings)
+        return self.make_bot(
+            models=[FunctionModel(model.step, model="restart")],
+            tools=[tools["service_restart"], tools["service_status"], tools["http_check"]],
+            chatops_check_seconds=3,
+        )
+
+    def approved(self, model: RestartModel, url: str, allow: int) -> tuple[SlackBot, str, str, str]:
+        """The restart asked, its card approved by Bob, the run finished: bot, thread, run, card."""
+        bot = self.bot(model, url, allow)
+        ts, run_id, card = approve_restart(bot)
+        bot.work()
+        assert bot.status(run_id) is RunStatus.COMPLETED
+        return bot, ts, run_id, json.dumps(card["blocks"])
 
 
-def approve(bot: SlackBot) -> tuple[str, str, str]:
-    ts = bot.mention("restart the api on ops-box")
-    run_id = bot.run_id(ts)
-    bot.work()
-    assert bot.status(run_id) is RunStatus.AWAITING_APPROVAL
-    card = wait_for(lambda: next((m for m in bot.bot_replies(ts) if "Approval" in m["text"]), None))
-    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
-    bot.work()
-    assert bot.status(run_id) is RunStatus.COMPLETED
-    return ts, run_id, json.dumps(card["blocks"])
-
-
-def test_the_card_shows_the_health_url_and_a_healthy_answer_verifies_the_restart(
+@pytest.fixture
+def world(
     make_bot: Callable[..., SlackBot],
     fake_systemctl: Path,  # noqa: F811 - the fixture
     redis_client: redis.Redis,
     keys: Keys,
     servers: Callable[[int], HealthServer],
-) -> None:
-    server = servers(200)
+) -> World:
+    return World(make_bot, fake_systemctl, redis_client, keys, servers)
+
+
+def check_of(bot: SlackBot, run_id: str) -> dict[str, str]:
+    [check] = [e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.CHECK_ENDED]
+    return check.fields
+
+
+def test_the_card_shows_the_health_url_and_a_healthy_answer_verifies_the_restart(world: World) -> None:
+    server = world.servers(200)
     url = f"http://127.0.0.1:{server.port}/health"
     model = RestartModel()
-    bot = health_bot(make_bot, fake_systemctl, redis_client, keys, model, url, f"127.0.0.1:{server.port}")
-    ts, run_id, card = approve(bot)
+    bot, ts, run_id, card = world.approved(model, url, server.port)
     assert "*Then checks*" in card and f'http_check {{\\"url\\":\\"{url}\\"}}' in card
     assert server.paths == ["/health"]
     [read] = model.read
     assert "[E2] Verified: service_status" in read and f"Health: OK: GET {url} -> 200" in read
-    [check] = [e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.CHECK_ENDED]
-    assert check.fields["passed"] == "1"
+    assert check_of(bot, run_id)["passed"] == "1"
     assert wait_for(lambda: "Verified" in thread_text(bot, ts) or None)
 
 
-def test_an_unhealthy_answer_fails_the_check_though_the_unit_is_active(
-    make_bot: Callable[..., SlackBot],
-    fake_systemctl: Path,  # noqa: F811 - the fixture
-    redis_client: redis.Redis,
-    keys: Keys,
-    servers: Callable[[int], HealthServer],
-) -> None:
-    server = servers(503)
-    url = f"http://127.0.0.1:{server.port}/health"
+def test_an_unhealthy_answer_fails_the_check_though_the_unit_is_active(world: World) -> None:
+    server = world.servers(503)
     model = RestartModel()
-    bot = health_bot(make_bot, fake_systemctl, redis_client, keys, model, url, f"127.0.0.1:{server.port}")
-    ts, run_id, _ = approve(bot)
+    bot, ts, run_id, _ = world.approved(model, f"http://127.0.0.1:{server.port}/health", server.port)
     assert server.paths and set(server.paths) == {"/health"}
     [read] = model.read
     assert "[E2] Check failed: http_check" in read and "active (running)" in read and "503" in read
-    [check] = [e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.CHECK_ENDED]
-    assert (check.fields["tool"], check.fields["passed"]) == ("http_check", "0")
+    assert (check_of(bot, run_id)["tool"], check_of(bot, run_id)["passed"]) == ("http_check", "0")
     assert wait_for(lambda: "Check failed" in thread_text(bot, ts) or None)
 
 
-def test_an_inventory_url_the_egress_policy_does_not_allow_is_never_requested(
-    make_bot: Callable[..., SlackBot],
-    fake_systemctl: Path,  # noqa: F811 - the fixture
-    redis_client: redis.Redis,
-    keys: Keys,
-    servers: Callable[[int], HealthServer],
-) -> None:
+def test_an_inventory_url_the_egress_policy_does_not_allow_is_never_requested(world: World) -> None:
     """A hostile inventory points the health URL at a place the operator's egress rules do not
     list (another port here: the cloud metadata address or Redis alike): the check fails and the
     place is never asked."""
-    allowed, elsewhere = servers(200), servers(200)
-    url = f"http://127.0.0.1:{elsewhere.port}/latest/meta-data"
+    allowed, elsewhere = world.servers(200), world.servers(200)
     model = RestartModel()
-    bot = health_bot(make_bot, fake_systemctl, redis_client, keys, model, url, f"127.0.0.1:{allowed.port}")
-    _, run_id, _ = approve(bot)
+    bot, _, run_id, _ = world.approved(
+        model, f"http://127.0.0.1:{elsewhere.port}/latest/meta-data", allowed.port
+    )
     assert elsewhere.paths == [] and allowed.paths == []
     [read] = model.read
     assert "Check failed: http_check" in read or "Check not run" in read
-    [check] = [e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.CHECK_ENDED]
-    assert check.fields["passed"] == "0"
+    assert check_of(bot, run_id)["passed"] == "0"
 
 
-def test_a_model_cannot_name_a_health_url_of_its_own(
-    make_bot: Callable[..., SlackBot],
-    fake_systemctl: Path,  # noqa: F811 - the fixture
-    redis_client: redis.Redis,
-    keys: Keys,
-    servers: Callable[[int], HealthServer],
-) -> None:
-    server, hostile = servers(200), servers(200)
-    url = f"http://127.0.0.1:{server.port}/health"
+def test_a_model_cannot_name_a_health_url_of_its_own(world: World) -> None:
+    server, hostile = world.servers(200), world.servers(200)
     model = RestartModel(health_url=f"http://127.0.0.1:{hostile.port}/")
-    bot = health_bot(make_bot, fake_systemctl, redis_client, keys, model, url, f"127.0.0.1:{server.port}")
-    _, _, card = approve(bot)
+    _, _, _, card = world.approved(model, f"http://127.0.0.1:{server.port}/health", server.port)
     assert f'http_check {{\\"url\\":\\"http://127.0.0.1:{hostile.port}' not in card  # never its check
     # The call the model wrote is refused as invalid when it runs: no restart, no request anywhere.
     assert hostile.paths == [] and server.paths == []
     [read] = model.read
     assert "health_url" in read and "Restarted" not in read
-    assert not (fake_systemctl / "started").exists()
+    assert not (world.state / "started").exists()
