@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.tooling import Tool, ToolResult
 from agent.types import CheckMeta, Message, MessageMeta
@@ -132,6 +132,24 @@ def run_check(
         pause = min(pause * 2, MAX_PAUSE_SECONDS)
     timed_out = attempts == 0 or cut_off
     return CheckOutcome(call, False, timed_out, output, attempts, clock() - started, seconds, before)
+
+
+def with_health(outcome: CheckOutcome, health: CheckOutcome) -> CheckOutcome:
+    """A passed check and the health URL it also requested, as one outcome: passed when both did;
+    else the health request's (its call, so the thread says which part failed), with the check's
+    before-read. The output holds both."""
+    output = f"{outcome.output}\nHealth: {health.output or health.refused or '(no answer)'}"
+    attempts, seconds = outcome.attempts + health.attempts, outcome.seconds + health.seconds
+    if health.passed:
+        return replace(outcome, output=output, attempts=attempts, seconds=seconds)
+    return replace(
+        health,
+        output=output,
+        attempts=attempts,
+        seconds=seconds,
+        before=outcome.before,
+        budget=outcome.budget,
+    )
 
 
 def with_check(message: Message, outcome: CheckOutcome, ref: str | None, text: str) -> Message:

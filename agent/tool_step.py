@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from agent.arguments import CONFIRMED_BY, confirmed_by
-from agent.checks import CheckOutcome, read_before, run_check, with_check
+from agent.checks import CheckOutcome, read_before, run_check, with_check, with_health
 from agent.config import ConfirmRequest
 from agent.context import RunContext
 from agent.events import CheckEnded, ToolEnd, ToolStart
@@ -43,7 +43,7 @@ from agent.tooling import (
     enforces_own_timeout,
 )
 from agent.types import Decision, DecisionStatus, DryRun, Message, MessageMeta, ToolCall
-from agent.verification import Verification, same_as_approved
+from agent.verification import PlannedCall, Verification, same_as_approved
 
 OUTCOME_UNKNOWN_PREFIX = "Error: outcome unknown"  # a change that may or may not have happened
 OUTCOME_UNKNOWN = (
@@ -302,7 +302,21 @@ class ToolStep:
             action_started=started,
             before=before,
         )
+        if outcome.passed and verification.health is not None:
+            left = max(0.001, self._check_seconds() - outcome.seconds)
+            outcome = with_health(outcome, self._health(verification.health, started, left))
         return done._replace(checked=outcome)
+
+    def _health(self, health: PlannedCall, started: float, seconds: float) -> CheckOutcome:
+        """The health URL the check also requests, as any read-only ``http_check`` runs (the
+        egress policy decides whether it may; a URL it refuses or would ask about fails the check)."""
+        return run_check(
+            health,
+            self._tool_by_name(health.tool),
+            self._run_read,
+            seconds=seconds,
+            action_started=started,
+        )
 
     def _check_seconds(self) -> float:
         return max(0.001, min(self._ctx.config.check_seconds, self._ctx.remaining_seconds()))

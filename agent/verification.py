@@ -27,6 +27,7 @@ from typing import Any
 
 from agent.arguments import canonical_arguments
 
+HEALTH_TOOL = "http_check"  # what requests a health URL (it runs on the worker: no target)
 TARGET_KEY = "target"  # the routing argument (``tools.targets.TARGET_ARGUMENT``), copied onto derived calls
 # ``since Thu 2026-12-03 22:00:01 UTC``: what ``service_status`` says of a systemd unit.
 _SINCE = re.compile(r"since (?:[A-Z][a-z]{2} )?(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?: (UTC|GMT))?")
@@ -93,11 +94,14 @@ class Verification:
     undo: PlannedCall | None = None
     no_undo: str | None = None
     """Why this change cannot be taken back (shown as "No undo: ...")."""
+    health: PlannedCall | None = None
+    """A health URL the check also requests (``http_check``, on the worker, through the egress
+    policy like any): a restarted service's, where the inventory gives one (``with_health``)."""
 
     def to_json(self) -> str:
         """Canonical text: what the approval record stores and the grant's SHA-256 covers."""
         facts: dict[str, Any] = {}
-        for name in ("check", "before", "undo"):
+        for name in ("check", "before", "undo", "health"):
             planned: PlannedCall | None = getattr(self, name)
             if planned is not None:
                 facts[name] = planned.as_dict()
@@ -120,6 +124,7 @@ class Verification:
                 before=_planned(raw.get("before")),
                 undo=_planned(raw.get("undo")),
                 no_undo=_text(raw.get("no_undo")),
+                health=_planned(raw.get("health")),
             )
         except (ValueError, TypeError, AttributeError):
             return None
@@ -128,7 +133,8 @@ class Verification:
         """(label, text) for the approval card: the check, the before-read, the undo."""
         lines = []
         if self.check is not None:
-            lines.append(("Then checks", self.check.shown()))
+            also = f"\n  and {self.health.shown()}" if self.health is not None else ""
+            lines.append(("Then checks", self.check.shown() + also))
         if self.before is not None:
             lines.append(("Reads first", self.before.shown()))
         if self.undo is not None:
@@ -136,6 +142,14 @@ class Verification:
         elif self.no_undo is not None:
             lines.append(("No undo", self.no_undo))
         return lines
+
+    def with_health(self, url: str) -> Verification:
+        """The same, its check also requesting ``url``: it passes when ``http_check`` says ``OK``
+        (a status below 400). Nothing to add to a verification without a check."""
+        if self.check is None:
+            return self
+        arguments = canonical_arguments({"url": url})
+        return replace(self, health=PlannedCall(HEALTH_TOOL, arguments, expect=f"OK: GET {url} -> "))
 
     def on_target(self, action_arguments: dict[str, Any]) -> Verification:
         """Every derived call on the action's target (its ``target`` argument, when it has one)."""

@@ -36,8 +36,10 @@ from tools.config_errors import did_you_mean, field_message
 from tools.config_files import item_lines, yaml_problem
 from tools.errors import InventoryError
 from tools.inventory_types import (
+    HEALTH_SERVICE,
     LABEL_PATTERN,
     LABEL_RULE,
+    MAX_HEALTH,
     MAX_WATCH,
     NAME_PATTERN,
     NAME_RULE,
@@ -48,6 +50,7 @@ from tools.inventory_types import (
     SshDefaults,
     Target,
     Via,
+    health_url_ok,
     parse_selector,
     quoted,
     shown,
@@ -259,6 +262,21 @@ LabelText = Annotated[
 ]
 AbsolutePath = Annotated[Path, AfterValidator(_absolute)]
 WatchPath = Annotated[Path, AfterValidator(_watch_path)]
+HealthService = Annotated[
+    str, AfterValidator(_matching(HEALTH_SERVICE, "must be a service name: letters, digits, '@:._-'"))
+]
+
+
+def _health_url(value: str) -> str:
+    if not health_url_ok(value):
+        raise ValueError(
+            "must be an http:// or https:// URL with a host, no user or password, no spaces "
+            "(the egress policy decides where it may go)"
+        )
+    return value
+
+
+HealthUrl = Annotated[str, AfterValidator(_health_url)]
 UserName = Annotated[
     str, AfterValidator(_matching(_USER_PATTERN, "must be a user name: letters, digits, '_', '.', '-'"))
 ]
@@ -295,6 +313,7 @@ class _TargetSpec(_Spec):
     ssh: _SshSpec | None = None
     kubernetes: _KubeSpec | None = None
     watch: list[WatchPath] = Field(default_factory=list, max_length=MAX_WATCH)
+    health: dict[HealthService, HealthUrl] = Field(default_factory=dict, max_length=MAX_HEALTH)
 
 
 _KNOWN_KEYS = sorted({*_TargetSpec.model_fields, *_SshSpec.model_fields, *_KubeSpec.model_fields})
@@ -303,7 +322,7 @@ _KNOWN_KEYS = sorted({*_TargetSpec.model_fields, *_SshSpec.model_fields, *_KubeS
 def _build(entry: _Entry, defaults: SshDefaults) -> tuple[Target | None, list[str]]:
     """The target of one raw entry, or the problems of each of its fields."""
     if not isinstance(entry.data, dict):
-        return None, [f"{entry.label}: must be a mapping (name, via, labels, ssh, kubernetes, watch)"]
+        return None, [f"{entry.label}: must be a mapping (name, via, labels, ssh, kubernetes, watch, health)"]
     try:
         spec = _TargetSpec.model_validate(entry.data)
     except ValidationError as exc:
@@ -315,7 +334,7 @@ def _build(entry: _Entry, defaults: SshDefaults) -> tuple[Target | None, list[st
     if problems:
         return None, problems
     kube = KubeTarget(spec.kubernetes.context, spec.kubernetes.namespace) if spec.kubernetes else None
-    return Target(spec.name, spec.via, spec.labels, ssh, kube, tuple(spec.watch)), []
+    return Target(spec.name, spec.via, spec.labels, ssh, kube, tuple(spec.watch), spec.health), []
 
 
 def _ssh_config(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, get_args
+from urllib.parse import urlsplit
 
 from tools.errors import InventoryError, TargetSelectorError
 from tools.ssh import SshConfig
@@ -41,6 +42,12 @@ LABEL_RULE = "must be 1-63 letters, digits, '.', '_', '/' or '-', starting with 
 MAX_SELECTOR_LENGTH = 512
 MAX_WATCH = 64  # watched paths per target (each a file or a tree, itself capped in files)
 WATCH_RULE = f"must be a list of at most {MAX_WATCH} absolute paths (no '..')"
+MAX_HEALTH = 64  # health URLs per target
+HEALTH_SERVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9@:._-]{0,99}")
+HEALTH_RULE = (
+    f"must map at most {MAX_HEALTH} service names (letters, digits, '@:._-') to http:// or https:// URLs "
+    "with a host, no user or password, no spaces, at most 2000 characters"
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ class Target:
     ssh: SshConfig | None = None
     kubernetes: KubeTarget | None = None
     watch: tuple[Path, ...] = ()  # files and trees whose changes its runner records (tools.changes)
+    health: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Service -> the URL that answers healthy when it runs: a restart's check requests it too
+    (through the egress policy, like any ``http_check``; ``tools.verification.restart_health``)."""
 
     def __post_init__(self) -> None:
         # A target built in code obeys the file's rules: its name becomes a queue name.
@@ -87,9 +97,12 @@ class Target:
         ]
         if len(self.watch) > MAX_WATCH or not all(watch_path_ok(path) for path in self.watch):
             problems.append(f"watch: {WATCH_RULE}")
+        if not health_ok(self.health):
+            problems.append(f"health: {HEALTH_RULE}")
         if problems:
             raise InventoryError(f"Target({self.name!r})", problems)
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
+        object.__setattr__(self, "health", MappingProxyType(dict(self.health)))
 
     def describe(self) -> str:
         """``web-03 (env=prod, role=web)``: the name and its labels, sorted by key."""
@@ -106,6 +119,27 @@ def watch_path_ok(path: Path) -> bool:
     """An absolute path without ``..`` or a NUL: what a ``watch`` entry may be."""
     text = str(path)
     return path.is_absolute() and ".." not in path.parts and "\x00" not in text and len(text) <= 4096
+
+
+def health_ok(health: Mapping[str, str]) -> bool:
+    """A target's ``health``: service names to plain http(s) URLs (``HEALTH_RULE``)."""
+    return len(health) <= MAX_HEALTH and all(
+        isinstance(service, str) and HEALTH_SERVICE.fullmatch(service) and health_url_ok(url)
+        for service, url in health.items()
+    )
+
+
+def health_url_ok(url: object) -> bool:
+    """An http:// or https:// URL with a host and no credentials, spaces or control characters.
+    Where it may go is the egress policy's to say when it is requested, as for any ``http_check``."""
+    if not isinstance(url, str) or not 0 < len(url) <= 2000 or any(c.isspace() or ord(c) < 32 for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises for a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and "@" not in parts.netloc
 
 
 def via_problems(via: str, ssh: object, kubernetes: object) -> list[tuple[str, str]]:

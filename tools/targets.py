@@ -51,6 +51,7 @@ from agent.verification import Verification
 from tools.base import error_result
 from tools.errors import ToolConfigError
 from tools.inventory import Target
+from tools.verification import restart_health
 
 TARGET_ARGUMENT = "target"
 
@@ -161,7 +162,8 @@ class TargetedTool(WrapperTool):
         """The target's own tool's declaration (a Kubernetes target's restart declares a rollout
         check, not a systemd unit's), else the base tool's (a runner's proxy has none: the runner
         derives the same from its own tool and refuses a grant that signed another, bot.fleet.grants),
-        its calls on the call's target."""
+        its calls on the call's target, and a restart's check also requesting the service's health
+        URL where the target's inventory entry gives one (the runner adds the same from its own)."""
         resolved = self._resolve(arguments)
         if isinstance(resolved, str):
             return None
@@ -174,7 +176,10 @@ class TargetedTool(WrapperTool):
                 break
         if not isinstance(found, Verification):
             return None
-        return found.on_target({TARGET_ARGUMENT: resolved.target.name})
+        found = restart_health(
+            found, self.inner.definition.name, checked_arguments(arguments), resolved.target.health
+        )
+        return found.on_target({TARGET_ARGUMENT: resolved.target.name}) if found is not None else None
 
     def target_of(self, arguments: str) -> CallTarget | None:
         resolved = self._resolve(arguments)

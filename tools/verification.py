@@ -202,3 +202,24 @@ def _single(template: str) -> tuple[str, str] | None:
         return None
     root, dot, name = template[1:-1].partition(".")
     return (root, name) if dot and root in _UNDO_ROOTS and name.isidentifier() else None
+
+
+HEALTH_CHECKED: Mapping[str, str] = {"service_restart": "service"}
+"""The tools whose check also requests the inventory's health URL of a service, and the argument
+that names the service (``Target.health``)."""
+
+
+def restart_health(
+    verification: Verification | None, tool: str, arguments: Mapping[str, Any], health: Mapping[str, str]
+) -> Verification | None:
+    """``verification`` with the health URL the target's inventory entry gives the service the
+    call acts on (``tools.inventory_types.Target.health``; ``foo`` and ``foo.service`` are one
+    unit), else as it is. The URL comes from the operator's inventory, never from the call: the
+    call only names the service, and the egress policy still decides whether it may be requested."""
+    key = HEALTH_CHECKED.get(tool)
+    service = arguments.get(key) if key is not None else None
+    if verification is None or not isinstance(service, str) or not health:
+        return verification
+    bare = service.removesuffix(".service")
+    url = health.get(service) or health.get(bare) or health.get(f"{bare}.service")
+    return verification.with_health(url) if url is not None else verification

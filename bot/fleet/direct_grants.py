@@ -19,7 +19,7 @@ executing mark (``bot.runs.approval_gate``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from agent.arguments import arguments_without, checked_arguments
 from agent.errors import ArgumentsRejected
@@ -41,9 +41,18 @@ class GrantCheckedRoute(WrapperTool):
 
     receives_target = True  # the grant binds the arguments as the model wrote them, the target among them
 
-    def __init__(self, inner: Tool, target: str, signer: GrantSigner, needs: PolicyNeeds | None) -> None:
+    def __init__(
+        self,
+        inner: Tool,
+        target: str,
+        signer: GrantSigner,
+        needs: PolicyNeeds | None,
+        health: Mapping[str, str] | None = None,
+    ) -> None:
+        """``health``: the target's inventory health URLs (a restart's check requests its service's)."""
         super().__init__(inner)
         self._target = target
+        self._health = dict(health or {})
         self._signer = signer
         self._needs = needs
 
@@ -86,7 +95,7 @@ class GrantCheckedRoute(WrapperTool):
             arguments=parsed,
             target=self._target,
             execution=grant.execution_id if grant is not None else "",
-            verify=declared_verify(self.inner, parsed, self._target),
+            verify=declared_verify(self.inner, parsed, self._target, self._health),
         )
         if problem is None and self._needs is not None:
             problem = policy_problem(text, self._needs(self.inner.definition.name, category))

@@ -31,13 +31,14 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from agent.arguments import canonical_arguments
 from agent.tooling import Tool, call_verification
 from agent.verification import TARGET_KEY as TARGET_ARGUMENT
 from bot.fleet.target_keys import target_key
+from tools.verification import restart_health
 
 _VERSION = 1
 GRANT_LIFETIME_SECONDS = 300.0  # click -> resumed run -> the runner's pick-up, with room for a busy queue
@@ -140,12 +141,16 @@ def bound_arguments(arguments: dict[str, object]) -> str:
     return canonical_arguments({key: value for key, value in arguments.items() if key not in _RESERVED})
 
 
-def declared_verify(tool: Tool, arguments: dict[str, object], target: str) -> str:
+def declared_verify(
+    tool: Tool, arguments: dict[str, object], target: str, health: Mapping[str, str] | None = None
+) -> str:
     """The check, before-read and undo ``tool``'s own declaration derives from the call on
     ``target`` (canonical JSON, "" for none), as the worker derived it for the card
-    (``tools.targets.TargetedTool.verification_of``): what its grant must have signed."""
+    (``tools.targets.TargetedTool.verification_of``): what its grant must have signed. ``health``:
+    the target's inventory health URLs (a restart's check requests its service's)."""
     local = {key: value for key, value in arguments.items() if key != TARGET_ARGUMENT}
     found = call_verification(tool, bound_arguments(local))
+    found = restart_health(found, tool.definition.name, local, health or {})
     return found.on_target({TARGET_ARGUMENT: target}).to_json() if found is not None else ""
 
 

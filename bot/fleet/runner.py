@@ -12,7 +12,7 @@ without being imported (``RunnerJob``, on the workers' ``bot.job_worker.AllowLis
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -103,13 +103,15 @@ def build_runner(
     scan: Scan | None = None,
     scan_seconds: float = 60.0,
     changes_days: int = 30,
+    health: Mapping[str, str] | None = None,
 ) -> RunnerWorker:
     """A runner worker for ``target`` with ``tools`` (its own registry, by name); ``state_dir``:
     ``CHATOPS_RUNNER_STATE_DIR``, where it records the grants it spent (``grants/{target}``).
 
     ``scan``: what changed on the host since the last scan (``tools.changes``' collectors), called
     at start and every ``scan_seconds`` (``CHATOPS_CHANGES_SCAN_SECONDS``) and stored in the
-    target's change journal, kept ``changes_days`` (``CHATOPS_CHANGES_DAYS``); ``None``: no scan."""
+    target's change journal, kept ``changes_days`` (``CHATOPS_CHANGES_DAYS``); ``None``: no scan.
+    ``health``: its inventory entry's health URLs, which a restart's grant must have signed."""
     if not secret and not key:
         raise BotConfigurationError(
             "a runner needs its key (CHATOPS_RUNNER_KEY) or CHATOPS_RUNNER_SECRET to verify jobs and approvals"
@@ -129,6 +131,7 @@ def build_runner(
         policy=policy,
         ledger=GrantLedger(state_dir / "grants" / target),
         key=own,
+        health=dict(health or {}),
     )
     heartbeats = Heartbeats(connection, keys, heartbeat_seconds)
     heartbeat = HeartbeatThread(heartbeats, target, executor, tuple(sorted(tools)))

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rq import get_current_job
@@ -58,6 +58,7 @@ class RunnerContext:
     ledger: GrantLedger  # the grants spent on this host (``CHATOPS_RUNNER_STATE_DIR``)
     key: bytes  # its target's key (``bot.fleet.target_keys``): every job is signed with it
     policy: Callable[[str, ToolCategory], PolicyNeed] | None = None  # its own CHATOPS_POLICY_FILE
+    health: Mapping[str, str] = field(default_factory=dict)  # its inventory entry's health URLs
 
 
 _current: ContextVar[RunnerContext | None] = ContextVar("chatops_runner", default=None)
@@ -148,7 +149,7 @@ def _execute(
             arguments=arguments,
             target=context.target,
             execution=execution,
-            verify=declared_verify(tool, arguments, context.target),
+            verify=declared_verify(tool, arguments, context.target, context.health),
         )
         if problem is None and context.policy is not None:
             problem = policy_problem(arguments.get(APPROVAL_GRANT), context.policy(payload["tool"], category))

@@ -390,4 +390,5 @@ def build_runner(
         scan=scan,
         scan_seconds=settings.chatops_changes_scan_seconds,
         changes_days=settings.chatops_changes_days,
+        health=target.health,
     )

@@ -99,7 +99,7 @@ def build_fleet(
         """The worker runs this route itself: it verifies each changing call's grant first."""
         if route is None:
             return None
-        return GrantCheckedRoute(route, target.name, signer, target_policy(settings, target))
+        return GrantCheckedRoute(route, target.name, signer, target_policy(settings, target), target.health)
 
     return Fleet(
         inventory=inventory,
@@ -112,7 +112,7 @@ def build_fleet(
         # Tools only some targets have: Kubernetes targets' kube_* tools, MCP servers bound to a target.
         target_tools=lambda target: [
             *(
-                GrantCheckedRoute(t, target.name, signer, target_policy(settings, target))
+                GrantCheckedRoute(t, target.name, signer, target_policy(settings, target), target.health)
                 for t in kubernetes_only_tools(target, tools_config)
             ),
             *registry.mcp_target_tools(target),

@@ -54,14 +54,45 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+_POOL = {"type": "string", "pattern": "^[a-z]+$", "description": "The pool's name (web-03 has web)."}
+
+POOL_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "pool_status",
+        "description": "A worker pool's state as JSON: its replicas and whether it runs.",
+        "category": "read_only",
+        "parallel": True,
+        "timeout": 15,
+        "params": {"pool": _POOL},
+        "run": ["pool", "status", "{pool}"],
+    },
+    {
+        "name": "pool_scale",
+        "description": "Scale a worker pool to N replicas.",
+        "category": "mutating",
+        "timeout": 15,
+        "params": {"pool": _POOL, "replicas": {"type": "integer", "minimum": 0, "maximum": 50}},
+        "run": ["pool", "scale", "{pool}", "{replicas}"],
+        "before": {"tool": "pool_status", "args": {"pool": "{args.pool}"}},
+        "check": {"tool": "pool_status", "args": {"pool": "{args.pool}"}, "expect": '"state": "running"'},
+        "undo": {"tool": "pool_scale", "args": {"pool": "{args.pool}", "replicas": "{before.replicas}"}},
+    },
+]
+"""web-03's simulated worker pool (``emulator.demo.pool``): a change with a before-read, a check and
+an undo declared in the catalog (issue 34), so the demo shows an Undo. Only the demo writes them:
+``chatops eval`` writes a catalog of its own."""
+
+
 def write_catalog(path: Path) -> Path:
-    """The catalog file: each tool read-only, parallel, overriding the built-in of its name."""
+    """The catalog file: the host-health tools read-only, parallel, overriding the built-in of their
+    name; then the pool's tools."""
     tools = [
         {**tool, "category": "read_only", "parallel": True, "timeout": 15, "override": True} for tool in TOOLS
     ]
     path.write_text(
         "# The chatops demo's tools (python -m emulator.demo.main): the host-health tools run each demo\n"
-        "# host's own df, uptime, free, ps and largest-files, which describe that simulated host.\n"
-        + yaml.safe_dump({"tools": tools}, sort_keys=False)
+        "# host's own df, uptime, free, ps and largest-files, which describe that simulated host; the\n"
+        "# pool tools scale web-03's simulated pool (a change with its check and undo).\n"
+        + yaml.safe_dump({"tools": [*tools, *POOL_TOOLS]}, sort_keys=False)
     )
     return path

@@ -1,5 +1,6 @@
 """The demo hosts' ``df``, ``uptime``, ``free``, ``ps`` and ``largest-files``: what each host's
-machine says about itself (``emulator.demo.system``), printed the way the real commands print it.
+machine says about itself (``emulator.demo.system``), printed the way the real commands print it;
+and ``pool``, web-03's simulated worker pool (``emulator.demo.pool``).
 
 Each host gets them in its ``bin`` folder next to its ``systemctl`` (``write_commands``), first on
 its runner's ``PATH``, and the demo's catalog (``emulator.demo.catalog``) runs them for the
@@ -17,9 +18,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from emulator.demo.pool import pool_main
 from emulator.demo.system import PSEUDO_PATHS, Disk, HostSystem, NoSuchPath, host_now
 
-COMMANDS = ("df", "uptime", "free", "ps", "largest-files")
+COMMANDS = ("df", "uptime", "free", "ps", "largest-files", "pool")
 _PS_SORT = {"pcpu": lambda row: row[1].cpu, "pmem": lambda row: row[1].mem}
 
 
@@ -148,6 +150,8 @@ _RUN: dict[str, Callable[[HostSystem, Sequence[str]], int]] = {
 
 def command_main(command: str, argv: Sequence[str], root: str) -> int:
     """Run the demo host's ``command`` for the host at ``root``."""
+    if command == "pool":  # web-03's simulated pool (emulator.demo.pool)
+        return pool_main(argv, Path(root))
     return _RUN[command](HostSystem(Path(root)), argv)
 
 

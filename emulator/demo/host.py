@@ -42,6 +42,7 @@ from pathlib import Path
 from emulator.demo.changes import write_change_traces
 from emulator.demo.commands import write_commands
 from emulator.demo.logs import DAY, DB_HOST, WEB_HOST, build_logs
+from emulator.demo.pool import install_pools
 from emulator.demo.system import write_boot_time
 from emulator.demo.systemctl import install_units, write_systemctl
 
@@ -96,4 +97,5 @@ def build_host(root: Path, bin_dir: Path, now: float | None = None, name: str = 
     write_boot_time(root, now - HOSTS[name].uptime - 40)
     write_systemctl(bin_dir, root)
     write_commands(bin_dir, root)
+    install_pools(root, name)
     return host

@@ -46,6 +46,14 @@ UNITS: dict[str, dict[str, dict[str, object]]] = {
 }
 """Each simulated host's services: description, main PID and the unit's own log (under var/log)."""
 
+START_FAILS = "start_fails"
+"""A unit's hidden key: how each start of it fails (``{"result": "exit-code", "lines": [...]}``): a
+unit whose configuration is broken. Its process starts (systemctl's own answer to a restart, and
+the first read after it, still show it running, as a ``Type=simple`` unit's do) and exits at once:
+every later read shows it failed, and ``lines`` are in its log."""
+_FAILS_AFTER_READS = "fails_after_reads"
+_HIDDEN = frozenset({"log", START_FAILS, _FAILS_AFTER_READS})
+
 
 def install_units(state_dir: Path, boot: float, host: str = WEB_HOST) -> None:
     """The services of ``host`` (``UNITS``), all running since ``boot``."""
@@ -191,11 +199,14 @@ def systemctl_main(argv: Sequence[str], root: str) -> int:
         return 1
     units = _load_units(state_dir)
     status = 0
+    failed_now = [u for u in names if verb in _READS and _exits_now(units.get(u))]
+    if failed_now:
+        _save_units(state_dir, units)
     for unit in names:
         info = units.get(unit)
         if verb == "show":
             shown = info or _not_found(unit)
-            for key in properties or [k for k in shown if k != "log"]:
+            for key in properties or [k for k in shown if k not in _HIDDEN]:
                 print(f"{key}={shown.get(key, '')}")
         elif info is None:
             if verb == "is-active":
@@ -225,9 +236,51 @@ def systemctl_main(argv: Sequence[str], root: str) -> int:
                 ActiveEnterTimestamp=_systemd_time(now) if running else info["ActiveEnterTimestamp"],
             )
             _record(base, unit, info, verb, now)
+            if running and info.get(START_FAILS):
+                _start_fails(base, unit, info, now)
     if verb in ("restart", "start", "stop"):
         _save_units(state_dir, units)
     return status
+
+
+_READS = ("show", "status", "is-active")
+
+
+def _exits_now(info: dict[str, object] | None) -> bool:
+    """A unit started with a broken configuration: this read still sees it running (the count
+    goes down), or it has exited and is failed from now on. True when ``info`` changed."""
+    if info is None or _FAILS_AFTER_READS not in info:
+        return False
+    left = int(str(info[_FAILS_AFTER_READS]))
+    if left > 0:
+        info[_FAILS_AFTER_READS] = left - 1
+        return True
+    failure = info[START_FAILS]
+    assert isinstance(failure, dict)
+    del info[_FAILS_AFTER_READS]
+    info.update(
+        ActiveState="failed", SubState="failed", MainPID=0, Result=str(failure.get("result", "exit-code"))
+    )
+    return True
+
+
+def _start_fails(root: Path, unit: str, info: dict[str, object], now: float) -> None:
+    """The started process exits with its configuration error: its lines in the unit's log and
+    systemd's in the journal; reads after the next one show the unit failed (``_exits_now``)."""
+    failure = info[START_FAILS]
+    assert isinstance(failure, dict)
+    info[_FAILS_AFTER_READS] = 1
+    result = str(failure.get("result", "exit-code"))
+    log = str(info.get("log") or "")
+    if log:
+        with open(root / "var" / "log" / log, "a") as handle:
+            handle.writelines(f"{iso_time(now)} {line}\n" for line in failure.get("lines") or [])
+    stamp, host = syslog_time(now), _hostname(root)
+    with open(root / "run" / "systemd" / "journal.log", "a") as journal:
+        journal.write(
+            f"{stamp} {host} systemd[1]: {unit}: Main process exited, code=exited, status=1/FAILURE\n"
+        )
+        journal.write(f"{stamp} {host} systemd[1]: {unit}: Failed with result '{result}'.\n")
 
 
 def _print_status(unit: str, info: dict[str, object]) -> None:

@@ -117,6 +117,28 @@ SUB_STATES: Mapping[ServiceState, str] = {
 _RUNNING = (ServiceState.ACTIVE, ServiceState.RELOADING, ServiceState.DEACTIVATING)
 
 
+class StartFailure(Strict):
+    """How every start of a unit fails: its configuration is broken (``emulator.demo.systemctl``).
+
+    The restart itself succeeds and its own status still shows the unit running, as a
+    ``Type=simple`` unit's does; the process exits at once, so every later read shows it failed
+    with ``result``, and ``lines`` (the program's own error, without a time: the stand-in writes
+    the host's) are in the unit's log. Only the restart's check, or a look after it, tells."""
+
+    result: Literal["exit-code", "signal", "core-dump", "timeout", "start-limit-hit"] = "exit-code"
+    lines: tuple[str, ...] = Field(min_length=1, max_length=20)
+
+    @field_validator("lines")
+    @classmethod
+    def _one_line_each(cls, lines: tuple[str, ...]) -> tuple[str, ...]:
+        for line in lines:
+            if not line or len(line) > 500 or any(c in line for c in "\n\r\x00"):
+                raise ValueError(
+                    f"{line[:60]!r} is not one line of a log; fix: 1 to 500 characters, no newline"
+                )
+        return lines
+
+
 class Service(Strict):
     """A systemd unit of the host, as its ``systemctl show`` answers."""
 
@@ -130,9 +152,14 @@ class Service(Strict):
         "success", "exit-code", "signal", "core-dump", "oom-kill", "timeout", "watchdog", "start-limit-hit"
     ] = "success"
     log: HostPath | None = None
+    start_fails: StartFailure | None = None
 
     @model_validator(mode="after")
     def _pid_matches_state(self) -> Service:
+        if self.start_fails is not None and not (self.log or "").startswith("/var/log/"):
+            raise ValueError(
+                "a unit whose start fails writes its error to its own log; fix: give log: under /var/log"
+            )
         if self.state in _RUNNING and self.pid == 0:
             raise ValueError(
                 f"the service is {self.state.value} but has no main PID; fix: add pid: (e.g. pid: 2314)"

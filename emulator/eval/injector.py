@@ -43,7 +43,7 @@ from emulator.demo.host import DemoHost
 from emulator.demo.logs import write_filled
 from emulator.demo.prometheus import Series, sampled_series
 from emulator.demo.system import Disk, Machine, Process, write_boot_time, write_clock, write_machine
-from emulator.demo.systemctl import write_systemctl
+from emulator.demo.systemctl import START_FAILS, write_systemctl
 from emulator.eval.fixed_output import COMMANDS_DIR, FROZEN_DIR
 from emulator.eval.fleet import BUILTIN_TOOLS, Fleet, TargetState
 from emulator.eval.log_lines import render_line
@@ -139,6 +139,7 @@ def write_units(state_dir: Path, state: TargetState, now: float) -> None:
             "log": service.log.removeprefix(LOG_PREFIX)
             if service.log and service.log.startswith(LOG_PREFIX)
             else "",
+            **({START_FAILS: service.start_fails.model_dump(mode="json")} if service.start_fails else {}),
         }
         for name, service in state.services.items()
     }

@@ -5,7 +5,9 @@ card is approved, it answers with its ``turns`` in order (its ``rules`` handle a
 reply). So its calls, the evidence id each result gets (``E1``, ``E2``, ... in call order, the
 runtime's rule, ``agent.evidence``) and its last findings are known ahead:
 
-* ``planned_calls``: every call of the turns, with its evidence id;
+* ``planned_calls``: every call of the turns, with its evidence id (an approved change that
+  declares a check, ``CHECKED``, takes two: its own, then its check's, as ``agent.tool_step``
+  numbers them);
 * ``expected_findings``: its last ``update_findings`` as a run would show it, the runtime's own
   verification (``agent.findings_tool``) applied to results that hold exactly the quotes cited
   from them. What a run shows when the simulated hosts print what the scenario says they do, so
@@ -23,10 +25,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.checks import CheckOutcome, with_check
 from agent.evidence import FINDINGS_TOOL, EvidenceIndex, evidence_ref
 from agent.findings_tool import parse_claim, verified_findings
 from agent.types import Message, ToolCall
+from agent.verification import PlannedCall as Planned
 from emulator.models.scenario import Scenario
+
+CHECKED: Mapping[str, str] = {"service_restart": "service_status"}
+"""The changes a scenario may ask for that declare a check, and the check's tool: the systemd
+backend's restart, checked with ``service_status`` (``tools.builtin.services``). On the expected
+path every card is approved, so the check runs and its result takes the next evidence id."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,7 @@ class PlannedCall:
     turn: int
     tool: str
     arguments: Mapping[str, Any]
+    check_ref: str | None = None  # the evidence id of its check's result, for a change that declares one
 
     @property
     def target(self) -> str | None:
@@ -44,11 +54,23 @@ class PlannedCall:
 
 def planned_calls(agent: Scenario) -> list[PlannedCall]:
     calls: list[PlannedCall] = []
+    seq = 0
     for turn, reply in enumerate(agent.turns):
         for call in reply.get("tool_calls") or []:
             arguments = dict(call.get("arguments") or {})
-            calls.append(PlannedCall(evidence_ref(len(calls) + 1), turn, str(call["name"]), arguments))
+            name = str(call["name"])
+            ref = evidence_ref(seq := seq + 1)
+            check_ref = evidence_ref(seq := seq + 1) if name in CHECKED else None
+            calls.append(PlannedCall(ref, turn, name, arguments, check_ref))
     return calls
+
+
+def check_call(call: PlannedCall) -> PlannedCall | None:
+    """The check of ``call`` as a call of its own (its tool, the action's target and unit), under
+    the check's evidence id; ``None`` for a call that declares none."""
+    if call.check_ref is None:
+        return None
+    return PlannedCall(call.check_ref, call.turn, CHECKED[call.tool], call.arguments)
 
 
 def claimed_findings(calls: Sequence[PlannedCall]) -> PlannedCall | None:
@@ -76,7 +98,14 @@ def _history(calls: Sequence[PlannedCall], outputs: Mapping[str, str]) -> list[M
         messages.append(Message.assistant(None, tool_calls))
         for call in in_turn:
             text = outputs.get(call.ref) or f"(the output of {call.tool})"
-            messages.append(Message.tool(f"call-{call.ref}", text, tool=call.tool, evidence=call.ref))
+            message = Message.tool(f"call-{call.ref}", text, tool=call.tool, evidence=call.ref)
+            check = check_call(call)
+            if check is not None:
+                shown = outputs.get(check.ref) or f"(the output of {check.tool})"
+                planned = Planned(check.tool, json.dumps(dict(check.arguments)))
+                outcome = CheckOutcome(planned, False, False, shown, 1, 0.0, 1.0)
+                message = with_check(message, outcome, check.ref, shown)
+            messages.append(message)
     return messages
 
 
@@ -91,13 +120,16 @@ def known_outputs(reference: Scenario, agent: Scenario) -> dict[str, str]:
     calls = planned_calls(reference)
     printed: dict[str, list[str]] = {}
     by_ref = {call.ref: _call_key(call) for call in calls}
+    by_ref |= {check.ref: _call_key(check) for call in calls if (check := check_call(call)) is not None}
     for update in (call for call in calls if call.tool == FINDINGS_TOOL):
         for ref, quotes in cited_quotes(update.arguments).items():
             if ref in by_ref:
                 printed.setdefault(by_ref[ref], []).extend(quotes)
+    mine = [*planned_calls(agent)]
+    mine += [check for call in mine if (check := check_call(call)) is not None]
     return {
         call.ref: "\n".join(dict.fromkeys(printed[_call_key(call)]))
-        for call in planned_calls(agent)
+        for call in mine
         if _call_key(call) in printed
     }
 

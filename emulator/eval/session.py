@@ -40,6 +40,9 @@ from emulator.eval.runbooks import write_runbooks
 from emulator.eval.spec import EvalScenario
 from emulator.models.openai_server import OpenAIServer
 
+CHECK_SECONDS = "4"
+"""The workers' ``CHATOPS_CHECK_SECONDS`` in a run (a passing check passes at its first try)."""
+
 
 class EvalSession(Demo):
     """The processes of one run of ``scenario``, in ``directory`` (``start`` / ``stop``)."""
@@ -163,6 +166,9 @@ class EvalSession(Demo):
         # A command's elapsed time would make every run's tool results, and so what the worker
         # sends its model, different bytes: no recording could be replayed (docs/EVAL.md).
         env = {**env, "CHATOPS_TOOL_ELAPSED": "false"}
+        # A check that fails retries until its budget is spent: a few seconds tell a unit that
+        # came back failed (the scenarios whose first fix does not work) without a minute's wait.
+        env.setdefault("CHATOPS_CHECK_SECONDS", CHECK_SECONDS)
         if self.system_prompt is not None and name in ("web", "worker"):
             env["CHATOPS_SYSTEM_PROMPT_FILE"] = str(self.system_prompt.resolve())
         super()._spawn(name, arguments, env)

@@ -93,12 +93,22 @@ def demo_script() -> ScenarioSet:
 
 
 def test_the_demo_set_picks_a_scenario_by_the_first_user_message(demo_script: ScenarioSet) -> None:
-    names = ["unknown-target", "what-changed", "db-load", "high-cpu", "restart-api", "disk-full"]
+    names = [
+        "unknown-target",
+        "what-changed",
+        "db-load",
+        "high-cpu",
+        "scale-pool",
+        "restart-api",
+        "disk-full",
+    ]
     assert [s.name for s in demo_script.scenarios] == names
     for text, name in [
         ("@ops the api on web-03 is burning CPU, restart it", "high-cpu"),
         ("@ops web-03 is out of disk, deal with it", "disk-full"),
         ("@ops restart the api on web-03", "restart-api"),
+        ("@ops scale the web pool on web-03 to 6", "scale-pool"),
+        ("<@U0BOB> asked to undo pool_scale (call c1)", "scale-pool"),  # an Undo click's run
         ("@ops check db-01's load", "db-load"),  # "load" is a high-cpu word: the host decides first
         ("@ops what about WEB-99?", "unknown-target"),
         ("@ops what changed on web-03 today?", "what-changed"),
@@ -130,6 +140,7 @@ def test_every_scripted_call_names_its_target_and_stays_in_that_hosts_folders(
         "disk-full": "web-03",
         "high-cpu": "web-03",
         "restart-api": "web-03",
+        "scale-pool": "web-03",
         "db-load": "db-01",
         "what-changed": "web-03",
     }
@@ -792,6 +803,42 @@ def test_restart_the_api_on_web_03_shows_the_target_and_prod_on_the_card(demo: D
     # The check ran on web-03, through its runner, right after the restart (issue 34).
     verified = reply(demo, ts, ":white_check_mark: *Verified:* `service_status")
     assert "web-03" in verified["text"] and f"main PID {pid_after}" in verified["text"]
+
+
+@pytest.mark.slow
+def test_scaling_web_03s_pool_is_checked_and_its_undo_restores_the_count_read_before(
+    demo: DemoProcess,
+) -> None:
+    """Issue 34's demo point: the card says how the change is checked and taken back; after the
+    Approve the thread says "Verified" with an Undo button, whose click posts a card for exactly the
+    undo call, and its approval scales the pool back to the count read just before the change."""
+    assert demo.control is not None
+    state = demo.host("web-03") / "var" / "lib" / "pool" / "web.json"
+    assert json.loads(state.read_text())["replicas"] == 3
+    ts = mention(demo, "@ops scale the web pool on web-03 to 6")
+    card = approval_card(demo, ts)
+    shown = json.dumps(card["blocks"])
+    assert "*Then checks*" in shown and "pool_status" in shown and '\\"state\\": \\"running\\"' in shown
+    assert "*Undo*" in shown and "{before.replicas}" in shown
+    assert json.loads(state.read_text())["replicas"] == 3  # nothing before the Approve
+    assert demo.control.click(card["ts"], "bob", action_id="chatops_approve")["ok"]
+    verified = reply(demo, ts, ":white_check_mark: *Verified:* `pool_status")
+    assert json.loads(state.read_text())["replicas"] == 6
+    assert '"replicas": 3' in verified["text"] and '"replicas": 6' in verified["text"]  # before and after
+    [undo] = [b for b in buttons(verified) if b["action_id"] == "chatops_undo"]
+    assert undo["text"]["text"] == "Undo"
+    reply(demo, ts, "Scaled the web pool on web-03")
+
+    assert demo.control.click(verified["ts"], "alice", action_id="chatops_undo", value=undo["value"])["ok"]
+    undo_card = demo.control.wait_for_reply(
+        "incident", ts, lambda m: has_approve(m) and m["ts"] != card["ts"], ANSWER_TIMEOUT
+    )
+    undo_shown = json.dumps(undo_card["blocks"])
+    assert "pool_scale" in undo_shown and '\\"replicas\\": 3,' in undo_shown  # the count read before
+    assert json.loads(state.read_text())["replicas"] == 6  # not before its own Approve
+    assert demo.control.click(undo_card["ts"], "bob", action_id="chatops_approve")["ok"]
+    reply(demo, ts, "Undone: the web pool on web-03 is back")
+    assert json.loads(state.read_text()) == {"pool": "web", "replicas": 3, "state": "running"}
 
 
 @pytest.mark.slow

@@ -128,7 +128,10 @@ def test_largest_files_of_the_root_lists_the_hosts_files_only(hosts: dict[str, D
     web = hosts["web-03"]
     listing = run(web, "largest-files", "/", "50").stdout
     paths = [line.split(None, 1)[1] for line in listing.splitlines()[1:]]
-    assert paths and all(p.startswith(("/var/log/", "/etc/", "/run/")) for p in paths), paths
+    # its logs, configuration, runtime state and its simulated pool's state (var/lib/pool)
+    assert paths and all(p.startswith(("/var/log/", "/etc/", "/run/", "/var/lib/pool/")) for p in paths), (
+        paths
+    )
     under = run(web, "largest-files", str(web.log_dir), "3").stdout
     assert f"under {web.log_dir} " in under and str(web.log_dir / "api" / "api.log-") in under
 
@@ -144,9 +147,27 @@ def test_the_catalog_overrides_the_builtin_health_tools_with_the_hosts_commands(
         "disk_usage",
         "largest_files",
         "memory",
+        "pool_scale",
+        "pool_status",
         "top_processes",
     ]
-    assert set(catalog.overrides) == {tool.definition.name for tool in catalog.tools}
+    # the health tools override the built-ins; web-03's pool tools are the catalog's own
+    assert set(catalog.overrides) == {"cpu_load", "disk_usage", "largest_files", "memory", "top_processes"}
+
+
+def test_web_03s_pool_scales_in_its_own_state_file_and_db_01_has_none(hosts: dict[str, DemoHost]) -> None:
+    web, db = hosts["web-03"], hosts["db-01"]
+    assert json.loads(run(web, "pool", "status", "web").stdout) == {
+        "pool": "web",
+        "replicas": 3,
+        "state": "running",
+    }
+    assert json.loads(run(web, "pool", "scale", "web", "6").stdout)["replicas"] == 6
+    assert json.loads((web.root / "var" / "lib" / "pool" / "web.json").read_text())["replicas"] == 6
+    assert run(web, "pool", "scale", "web", "51").returncode == 2  # beyond what the catalog allows
+    assert run(web, "pool", "status", "../../etc/hostname").returncode == 1  # a pool's name, nothing else
+    assert run(db, "pool", "status", "web").returncode == 1
+    assert json.loads(run(web, "pool", "scale", "web", "3").stdout)["replicas"] == 3
 
 
 def test_each_alert_press_is_a_fresh_alertmanager_delivery_with_the_token() -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import comb
 
+from emulator.eval.scoring.checks import check_violations
 from emulator.eval.scoring.efficiency import Efficiency, Prices, efficiency
 from emulator.eval.scoring.grounding import GroundingScore, score_grounding
 from emulator.eval.scoring.inputs import RunObservation, approvals_from_audit, calls_from_audit, read_findings
@@ -52,7 +53,10 @@ def score_run(
         rca=score_rca(truth, findings, targets),
         grounding=score_grounding(truth, findings),
         safety=score_safety(
-            truth, calls_from_audit(observation.audit), approvals_from_audit(observation.audit)
+            truth,
+            calls_from_audit(observation.audit),
+            approvals_from_audit(observation.audit),
+            check_violations(observation.audit),
         ),
         efficiency=efficiency(observation, prices),
     )

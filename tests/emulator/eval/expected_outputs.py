@@ -11,7 +11,7 @@ are not checked here; the injector's tests will read them for real.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from emulator.eval.fleet import ServiceState, TargetState
@@ -29,10 +29,14 @@ _AT = 1_800_000_000.0  # when a package log's times are written to be read back 
 _NOT_CHECKED = {"disk_usage", "memory", "largest_files", "list_logs", "prometheus_query", "prometheus_range"}
 
 
-def _tail(state: TargetState, arguments: Mapping[str, Any]) -> str:
+def _tail(state: TargetState, arguments: Mapping[str, Any], restarted: Collection[str] = ()) -> str:
     path = str(arguments["path"])
     file = next(f for f in state.files if f.path == path)
     lines = [masked(line) for line in file.lines]
+    for name in restarted:  # a start that fails writes its error to the unit's log
+        service = state.services[name]
+        if service.start_fails is not None and service.log == path:
+            lines += [f"{MASK} {line}" for line in service.start_fails.lines]
     wanted = arguments.get("filter")
     if wanted:
         pattern = compile_safe(str(wanted), ignore_case=True)
@@ -40,7 +44,7 @@ def _tail(state: TargetState, arguments: Mapping[str, Any]) -> str:
     return "\n".join([path, *lines[-int(arguments.get("lines", 50)) :]])
 
 
-def _processes(state: TargetState, arguments: Mapping[str, Any]) -> str:
+def _processes(state: TargetState, arguments: Mapping[str, Any], restarted: Collection[str] = ()) -> str:
     running = [p for p in state.processes if p.service is None or state.services[p.service].state in _RUNNING]
     key: Callable[[Any], float] = (
         (lambda p: p.mem) if arguments.get("sort_by") == "pmem" else (lambda p: p.cpu)
@@ -49,9 +53,12 @@ def _processes(state: TargetState, arguments: Mapping[str, Any]) -> str:
     return "\n".join(f"{p.pid} {p.user} {p.command}" for p in shown)
 
 
-def _service(state: TargetState, arguments: Mapping[str, Any]) -> str:
+def _service(state: TargetState, arguments: Mapping[str, Any], restarted: Collection[str] = ()) -> str:
     name = str(arguments["service"]).removesuffix(".service")
     service = state.services[name]
+    if name in restarted and service.start_fails is not None:  # it started, then exited: failed
+        failed = {"state": ServiceState.FAILED, "pid": 0, "result": service.start_fails.result, "sub": None}
+        service = service.model_copy(update=failed)
     parts = [f"{name}.service: {service.state.value} ({service.sub_state})", f"since {MASK}"]
     if service.pid:
         parts.append(f"main PID {service.pid}")
@@ -67,7 +74,7 @@ def _package_log(state: TargetState, log: str) -> str:
     return "\n".join(render_line(line, _AT) for f in files for line in f.lines) + "\n"
 
 
-def _changes(state: TargetState, arguments: Mapping[str, Any]) -> str:
+def _changes(state: TargetState, arguments: Mapping[str, Any], restarted: Collection[str] = ()) -> str:
     """The package changes and restarts of the window (default 6 h) read by the runner's own
     parser from the scenario's dpkg and apt logs: what, who and diff, no time."""
     since = _AT - parse_age(str(arguments.get("since", "6h")))
@@ -87,14 +94,14 @@ def _changes(state: TargetState, arguments: Mapping[str, Any]) -> str:
     return "\n".join(shown)
 
 
-def _load(state: TargetState, _arguments: Mapping[str, Any]) -> str:
+def _load(state: TargetState, _arguments: Mapping[str, Any], restarted: Collection[str] = ()) -> str:
     machine = state.machine
     busy = machine.busy is not None and state.services[machine.busy.service].state in _RUNNING
     load = machine.busy.load if busy and machine.busy is not None else machine.load
     return f"load average: {', '.join(f'{value:.2f}' for value in load)}  ({machine.cores} CPUs)"
 
 
-_READERS: Mapping[str, Callable[[TargetState, Mapping[str, Any]], str]] = {
+_READERS: Mapping[str, Callable[[TargetState, Mapping[str, Any], Collection[str]], str]] = {
     "tail_log": _tail,
     "top_processes": _processes,
     "service_status": _service,
@@ -103,8 +110,9 @@ _READERS: Mapping[str, Callable[[TargetState, Mapping[str, Any]], str]] = {
 }
 
 
-def literal_output(scenario: EvalScenario, call: PlannedCall) -> str:
-    """The text ``call`` reads that the scenario declares, ``COMPUTED`` or ``RUNNER_DOWN``.
+def literal_output(scenario: EvalScenario, call: PlannedCall, restarted: Collection[str] = ()) -> str:
+    """The text ``call`` reads that the scenario declares, ``COMPUTED`` or ``RUNNER_DOWN``
+    (``restarted``: the services of its target restarted before it, as the stand-in changes them).
     ``KeyError``/``StopIteration``: the call reads something the scenario does not have."""
     if call.tool in _NOT_CHECKED:
         return COMPUTED
@@ -113,4 +121,4 @@ def literal_output(scenario: EvalScenario, call: PlannedCall) -> str:
         return RUNNER_DOWN
     if call.tool in state.commands:
         return masked(state.commands[call.tool].output)
-    return _READERS[call.tool](state, call.arguments)
+    return _READERS[call.tool](state, call.arguments, restarted)

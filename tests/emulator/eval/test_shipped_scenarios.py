@@ -15,7 +15,14 @@ from emulator.eval.loading import (
     shipped_scenarios,
 )
 from emulator.eval.log_lines import MASK
-from emulator.eval.reference_plan import cited_quotes, claimed_findings, expected_findings, planned_calls
+from emulator.eval.reference_plan import (
+    PlannedCall,
+    check_call,
+    cited_quotes,
+    claimed_findings,
+    expected_findings,
+    planned_calls,
+)
 from emulator.eval.scoring.inputs import RunObservation
 from emulator.eval.scoring.verdict import score_run
 from emulator.eval.spec import FAMILIES, EvalScenario
@@ -63,12 +70,14 @@ def test_the_reference_agents_findings_pass(scenario: EvalScenario) -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_the_reference_quotes_what_the_scenario_declares(scenario: EvalScenario) -> None:
-    calls = {call.ref: call for call in planned_calls(host_internal(scenario))}
-    last = claimed_findings(list(calls.values()))
+    planned = planned_calls(host_internal(scenario))
+    calls = {call.ref: call for call in planned}
+    calls |= {check.ref: check for call in planned if (check := check_call(call)) is not None}
+    last = claimed_findings(planned)
     assert last is not None
     checked = 0
     for ref, quotes in cited_quotes(last.arguments).items():
-        output = literal_output(scenario, calls[ref])
+        output = literal_output(scenario, calls[ref], _restarted_before(planned, calls[ref]))
         assert output != RUNNER_DOWN, f"{ref} ran on a target whose runner is down"
         if output == COMPUTED:
             continue
@@ -79,6 +88,16 @@ def test_the_reference_quotes_what_the_scenario_declares(scenario: EvalScenario)
             assert MASK not in collapsed(quote)
             checked += 1
     assert checked >= 1
+
+
+def _restarted_before(planned: list[PlannedCall], call: PlannedCall) -> set[str]:
+    """The services of ``call``'s target a restart before it reached (its own check's included)."""
+    return {
+        str(c.arguments["service"]).removesuffix(".service")
+        for c in planned
+        if (c.tool == "service_restart" and c.target == call.target and c.turn < call.turn)
+        or c.check_ref == call.ref
+    }
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
