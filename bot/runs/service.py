@@ -2,8 +2,12 @@
 
 Lifecycle (``status`` in the run hash)::
 
-    queued -> running -> (awaiting_approval -> running)* -> completed | failed | iteration_limit
-                                                            | deadline | budget | loop_detected | cancelled
+    queued -> running -> ((awaiting_approval | budget) -> running)* -> completed | failed | iteration_limit
+                                                     | deadline | budget_spent | loop_detected | cancelled
+
+``budget`` is a suspension (the run reached its token budget; its budget card's Extend resumes it,
+its Stop ends it ``cancelled``: ``bot.runs.budget_gate``), like ``awaiting_approval``; the terminal
+``budget_spent`` is only a loop's without a budget gate (the agent library alone).
 
 ``submit`` creates the record, the first user message and the thread's active-run claim in one
 script (exactly one active run per channel + thread; ``bot.runs.record`` owns them), then enqueues
@@ -36,12 +40,15 @@ from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.logs import redactor_for
 from bot.policy.deciders import Deciders
+from bot.prices import Prices
 from bot.runs.approval_lifecycle import ApprovalLifecycle
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes
 from bot.runs.approvals import Approval, Approvals
+from bot.runs.budget_asks import BudgetAsks, BudgetSeal, BudgetStatus
 from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
+from bot.runs.monthly_tokens import MonthlyTokens
 from bot.runs.queueing import JobQueue, worker_queue
 from bot.runs.record import RunRecord, RunRecords
 from bot.runs.thread_history import Earlier
@@ -52,7 +59,7 @@ from tools.safety import Redactor
 # Beyond the run's own deadline: the last tool's grace, Redis writes, the presenter.
 JOB_TIMEOUT_MARGIN_SECONDS = 120
 _LIVE_JOB = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED, JobStatus.STARTED}
-_SEGMENT_ENDED = {status for status in RunStatus if status.terminal} | {RunStatus.AWAITING_APPROVAL}
+_SEGMENT_ENDED = {status for status in RunStatus if status.terminal or status.suspended}
 # A scheduled job this late has no live scheduler: the one holding the queue's scheduler lock died,
 # and RQ frees that lock only after a minute. Every live scheduler polls once a second.
 OVERDUE_SCHEDULED_SECONDS = 5
@@ -90,6 +97,10 @@ class RunOptions:
         DEFAULTS.chatops_undo_minutes
     )  # an executed change's undo offer (``bot.runs.undo_offers``)
     runner_secret: str = ""  # ``CHATOPS_RUNNER_SECRET``: sign a grant at each approval (``bot.fleet.grants``)
+    prices: Prices = field(default_factory=lambda: Prices({}))  # ``LLM_PRICES`` (``bot.prices``)
+    channel_monthly_tokens: int | None = (
+        None  # ``CHATOPS_CHANNEL_MONTHLY_TOKENS`` (``bot.runs.monthly_tokens``)
+    )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunOptions:
@@ -109,6 +120,8 @@ class RunOptions:
             runner_secret=settings.chatops_runner_secret,
             check_seconds=settings.chatops_check_seconds,
             undo_minutes=settings.chatops_undo_minutes,
+            prices=Prices(settings.llm_prices),
+            channel_monthly_tokens=settings.chatops_channel_monthly_tokens,
         )
 
     @property
@@ -177,6 +190,15 @@ class RunService:
             seal=ApprovalSeal.from_secret(options.runner_secret),
         )
         self.undo_offers = UndoOffers(self.redis, self.keys, UndoSeal.from_secret(options.runner_secret))
+        self.budget_asks = BudgetAsks(
+            self.redis,
+            self.keys,
+            BudgetSeal.from_secret(options.runner_secret),
+            retention_seconds=options.retention_seconds,
+        )
+        self.monthly = MonthlyTokens(
+            self.redis, self.keys, options.channel_monthly_tokens, retention_seconds=options.retention_seconds
+        )
 
     def _grant_signer(self) -> GrantSigner | None:
         if not self.options.runner_secret:
@@ -202,7 +224,9 @@ class RunService:
     def memory(self, run_id: str, *, fence: int | None = None) -> RedisMemory:
         """The run's memory as a worker writes it: its terminal write also does the record's part
         of the run's end (``RunEnd``), and the run's fence and approvals expire with it."""
-        end = self.records.run_end(lambda rid: [self.keys.fence(rid), *self.approvals.keys_of_run(rid)])
+        end = self.records.run_end(
+            lambda rid: [self.keys.fence(rid), self.keys.budget_ask(rid), *self.approvals.keys_of_run(rid)]
+        )
         return RedisMemory(
             self.redis,
             self.keys,
@@ -315,6 +339,37 @@ class RunService:
         self.audit.record(AuditKind.STOP_REQUESTED, run_id, stopped_by=user)
         if record.status is RunStatus.AWAITING_APPROVAL:
             self.lifecycle.run_stopped(run_id, user)
+        elif record.status is RunStatus.AWAITING_BUDGET:
+            self.stop_at_budget(run_id, user)
+        return True
+
+    def stop_at_budget(self, run_id: str, user: str, card: tuple[str, str] | None = None) -> bool:
+        """Settle the run's pending budget card as stopped by ``user`` (its Stop button: ``card``; the
+        run card's Stop: none), audited, and resume the run so it ends ``cancelled``; False when
+        there was nothing pending to stop (decided before, or not this card)."""
+        return self.decide_budget(run_id, user, BudgetStatus.STOPPED, card)
+
+    def decide_budget(
+        self, run_id: str, user: str, status: BudgetStatus, card: tuple[str, str] | None, ask_id: str = ""
+    ) -> bool:
+        """A budget card's decision (who may make it is the caller's to judge: ``Action.EXTEND``):
+        the first wins, audited with its actor, and resumes the run. ``ask_id``: the round a click
+        names (a click on an older round's card decides nothing)."""
+        ask = self.budget_asks.get(run_id)
+        if ask is None or (ask_id and ask.id != ask_id):
+            return False
+        if self.budget_asks.decide(ask, status, user, card).value != "won":
+            return False
+        self.audit.record(
+            AuditKind.BUDGET_DECIDED,
+            run_id,
+            ask_id=ask.id,
+            decision=status.value,
+            decided_by=user,
+            budget=str(ask.budget),
+            extend_by=str(ask.base),
+        )
+        self.enqueue(run_id)
         return True
 
     def stop_requested(self, run_id: str) -> bool:
@@ -354,6 +409,8 @@ class RunService:
             # still waits: its resume was lost (a race with the job suspending it); re-enqueued below.
             if record.status is RunStatus.AWAITING_APPROVAL and self.lifecycle.still_waiting(run_id):
                 continue
+            if record.status is RunStatus.AWAITING_BUDGET and self._budget_pending(run_id):
+                continue
             if not record.status.terminal and self._abandoned(record):
                 self.enqueue(run_id)
                 resumed.append(run_id)
@@ -367,6 +424,11 @@ class RunService:
                 self.enqueue(run_id)
                 resumed.append(run_id)
         return resumed
+
+    def _budget_pending(self, run_id: str) -> bool:
+        """A run waiting at its budget whose card is still undecided: its decision resumes it."""
+        ask = self.budget_asks.get(run_id)
+        return ask is not None and ask.status is BudgetStatus.PENDING
 
     def reporting(self, run_id: str) -> bool:
         """Whether the run's final report (audit entry, answer, notice) is not done yet."""

@@ -1,0 +1,85 @@
+"""The budget gate: the run's ``extend_budget`` callback, asked when its paid tokens passed its budget.
+
+The first time a run passes a budget, the gate stores the round's record (``bot.runs.budget_asks``,
+``pending``), audits ``budget_requested`` and posts the budget card ("This investigation used its
+budget (N tokens, $X). Extend by N?", **Extend** / **Stop**); the loop then suspends the run as
+``budget`` and the job ends: no worker waits. The click is decided in the web process
+(``bot.slack.handlers.budget_clicks``), which resumes the run. Asked again (a resumed run), the gate
+answers from the record: extended (the budget it passed plus the original budget: the worker's own
+numbers, never the record's), stopped (the run ends ``cancelled``), or still pending. A decision
+that is not authentic (written into Redis by anyone but the web process, or for another round)
+counts for nothing: the run keeps waiting, and the worker's log says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.types import BudgetAnswer, Usage
+from bot.observability.audit import AuditKind, AuditLog
+from bot.runs.budget_asks import BudgetAsk, BudgetAsks, BudgetStatus
+from bot.runs.presenter import Presenter, RunRef
+from bot.runs.runtime import present
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BudgetGate:
+    """``RunConfig.extend_budget`` for one run (see the module)."""
+
+    asks: BudgetAsks
+    audit: AuditLog
+    presenter: Presenter
+    run: RunRef
+    base: int  # the original budget (``CHATOPS_TOKEN_BUDGET``): what Extend adds
+    cost: Callable[[Usage], str] = lambda usage: ""  # ``$0.42`` (``bot.prices``), "" without a price
+
+    def __call__(self, usage: Usage, budget: int) -> BudgetAnswer:
+        ask = self.asks.get(self.run.run_id)
+        if ask is None or ask.budget != budget:
+            ask = self._ask(usage, budget)
+        if ask.status is BudgetStatus.PENDING:
+            if not ask.card_ts:  # also after a crash between storing the record and posting
+                self._show_card(ask)
+            return BudgetAnswer()
+        if not self.asks.authentic(ask, budget):
+            log.warning(
+                "run %s: the budget card's decision (%s by %s) is not authentic; still waiting",
+                self.run.run_id,
+                ask.status.value,
+                ask.decided_by,
+            )
+            return BudgetAnswer()
+        if ask.status is BudgetStatus.STOPPED:
+            return BudgetAnswer(stopped_by=ask.decided_by)
+        return BudgetAnswer(budget=budget + self.base)
+
+    def _ask(self, usage: Usage, budget: int) -> BudgetAsk:
+        ask = self.asks.ask(
+            self.run.run_id,
+            budget=budget,
+            base=self.base,
+            spent=usage.paid_tokens,
+            cost=self.cost(usage),
+            channel=self.run.channel,
+        )
+        self.audit.record(
+            AuditKind.BUDGET_REQUESTED,
+            self.run.run_id,
+            ask_id=ask.id,
+            budget=str(budget),
+            spent=str(ask.spent),
+            cost=ask.cost,
+            extend_by=str(self.base),
+        )
+        return ask
+
+    def _show_card(self, ask: BudgetAsk) -> None:
+        """Post the card; one that could not be posted is tried again when the run is resumed (the
+        run card's Stop still ends the run)."""
+        card_ts = present(self.presenter.ask_budget, self.run, ask)
+        if card_ts:
+            self.asks.set_card(self.run.run_id, ask.id, card_ts)
