@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.types import BudgetAnswer, Usage
+from agent.types import BudgetAnswer, RunState, Usage
 from bot.observability.audit import AuditKind, AuditLog
 from bot.runs.budget_asks import BudgetAsk, BudgetAsks, BudgetStatus
 from bot.runs.presenter import Presenter, RunRef
@@ -83,3 +83,17 @@ class BudgetGate:
         card_ts = present(self.presenter.ask_budget, self.run, ask)
         if card_ts:
             self.asks.set_card(self.run.run_id, ask.id, card_ts)
+
+
+def decided_meanwhile(asks: BudgetAsks, run_id: str, state: RunState | None, base: int | None) -> bool:
+    """Whether the run's card was decided while the run was suspending (a click, then the job's last
+    write): an authentic decision of the round at the run's budget (``BudgetAsks.authentic``)."""
+    ask = asks.get(run_id)
+    budget = (state.token_budget if state is not None else None) or base
+    return ask is not None and budget is not None and asks.authentic(ask, budget)
+
+
+def waiting_for(asks: BudgetAsks, run_id: str) -> str:
+    """What a run suspended at its budget waits for (its ``run_suspended`` audit): the card's round."""
+    ask = asks.get(run_id)
+    return f"budget:{ask.id}" if ask is not None else "budget"

@@ -29,8 +29,7 @@ from bot.observability.metrics import MeteredModel, RunMetrics
 from bot.prices import Prices, dollars
 from bot.runs.approval_gate import ApprovalGate
 from bot.runs.approvals import ApprovalStatus
-from bot.runs.budget_asks import BudgetStatus
-from bot.runs.budget_gate import BudgetGate
+from bot.runs.budget_gate import BudgetGate, decided_meanwhile, waiting_for
 from bot.runs.charts import chart_for
 from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
@@ -281,16 +280,16 @@ class RunJob:
     ) -> RunResult:
         for _ in range(MAX_SEGMENTS_PER_JOB):
             result = Run(self._config(memory, ref, tracker, tools)).execute()
-            if result.status is RunStatus.AWAITING_BUDGET and self._budget_decided_meanwhile():
+            if result.status is RunStatus.AWAITING_BUDGET and self._budget_decided_meanwhile(memory):
                 continue
             if result.status is not RunStatus.AWAITING_APPROVAL or not self._settled_meanwhile(result):
                 return result
         return result
 
-    def _budget_decided_meanwhile(self) -> bool:
+    def _budget_decided_meanwhile(self, memory: RedisMemory) -> bool:
         """Extend or Stop clicked while the run was suspending at its budget: continue right away."""
-        ask = self._service.budget_asks.get(self._run_id)
-        return ask is not None and ask.status is not BudgetStatus.PENDING
+        base = self._rt.options.limits.token_budget
+        return decided_meanwhile(self._service.budget_asks, self._run_id, memory.load_state(), base)
 
     def _settled_meanwhile(self, result: RunResult) -> bool:
         """A decision, or a reply by someone who may decide, that arrived while the run was
@@ -411,7 +410,9 @@ class RunJob:
         # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
         steps: list[Step] = [("card", lambda: presenter.update_run_card(ref, card))]
         if result.status.suspended:
-            self._audit_suspended(result.pending_call_id or self._budget_round())
+            self._audit_suspended(
+                result.pending_call_id or waiting_for(self._service.budget_asks, self._run_id)
+            )
             if run_steps(self._run_id, steps, [], lambda _done: None):  # the next segment has its own
                 records.done_reporting(self._run_id)
             return
@@ -451,11 +452,6 @@ class RunJob:
             return
         self._service.audit.record(AuditKind.RUN_SUSPENDED, self._run_id, pending_call_id=call_id or None)
         self._records.mark_suspended(self._run_id, call_id)
-
-    def _budget_round(self) -> str:
-        """What a run suspended at its budget waits for: its budget card's round."""
-        ask = self._service.budget_asks.get(self._run_id)
-        return f"budget:{ask.id}" if ask is not None else "budget"
 
     def _give_up_report(self) -> bool:
         """True once a finished run's report has been tried for ``REPORT_GIVE_UP_SECONDS``: Slack

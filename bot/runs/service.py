@@ -46,6 +46,7 @@ from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes
 from bot.runs.approvals import Approval, Approvals
 from bot.runs.budget_asks import BudgetAsks, BudgetSeal, BudgetStatus
+from bot.runs.budget_lifecycle import BudgetLifecycle
 from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
 from bot.runs.monthly_tokens import MonthlyTokens
@@ -196,6 +197,9 @@ class RunService:
             BudgetSeal.from_secret(options.runner_secret),
             retention_seconds=options.retention_seconds,
         )
+        self.budgets = BudgetLifecycle(
+            self.budget_asks, self.audit, resume=lambda run_id: self.enqueue(run_id)
+        )
         self.monthly = MonthlyTokens(
             self.redis, self.keys, options.channel_monthly_tokens, retention_seconds=options.retention_seconds
         )
@@ -340,36 +344,7 @@ class RunService:
         if record.status is RunStatus.AWAITING_APPROVAL:
             self.lifecycle.run_stopped(run_id, user)
         elif record.status is RunStatus.AWAITING_BUDGET:
-            self.stop_at_budget(run_id, user)
-        return True
-
-    def stop_at_budget(self, run_id: str, user: str, card: tuple[str, str] | None = None) -> bool:
-        """Settle the run's pending budget card as stopped by ``user`` (its Stop button: ``card``; the
-        run card's Stop: none), audited, and resume the run so it ends ``cancelled``; False when
-        there was nothing pending to stop (decided before, or not this card)."""
-        return self.decide_budget(run_id, user, BudgetStatus.STOPPED, card)
-
-    def decide_budget(
-        self, run_id: str, user: str, status: BudgetStatus, card: tuple[str, str] | None, ask_id: str = ""
-    ) -> bool:
-        """A budget card's decision (who may make it is the caller's to judge: ``Action.EXTEND``):
-        the first wins, audited with its actor, and resumes the run. ``ask_id``: the round a click
-        names (a click on an older round's card decides nothing)."""
-        ask = self.budget_asks.get(run_id)
-        if ask is None or (ask_id and ask.id != ask_id):
-            return False
-        if self.budget_asks.decide(ask, status, user, card).value != "won":
-            return False
-        self.audit.record(
-            AuditKind.BUDGET_DECIDED,
-            run_id,
-            ask_id=ask.id,
-            decision=status.value,
-            decided_by=user,
-            budget=str(ask.budget),
-            extend_by=str(ask.base),
-        )
-        self.enqueue(run_id)
+            self.budgets.decide(run_id, user, BudgetStatus.STOPPED, None)
         return True
 
     def stop_requested(self, run_id: str) -> bool:
@@ -409,7 +384,7 @@ class RunService:
             # still waits: its resume was lost (a race with the job suspending it); re-enqueued below.
             if record.status is RunStatus.AWAITING_APPROVAL and self.lifecycle.still_waiting(run_id):
                 continue
-            if record.status is RunStatus.AWAITING_BUDGET and self._budget_pending(run_id):
+            if record.status is RunStatus.AWAITING_BUDGET and self.budgets.still_waiting(run_id):
                 continue
             if not record.status.terminal and self._abandoned(record):
                 self.enqueue(run_id)
@@ -424,11 +399,6 @@ class RunService:
                 self.enqueue(run_id)
                 resumed.append(run_id)
         return resumed
-
-    def _budget_pending(self, run_id: str) -> bool:
-        """A run waiting at its budget whose card is still undecided: its decision resumes it."""
-        ask = self.budget_asks.get(run_id)
-        return ask is not None and ask.status is BudgetStatus.PENDING
 
     def reporting(self, run_id: str) -> bool:
         """Whether the run's final report (audit entry, answer, notice) is not done yet."""

@@ -8,7 +8,7 @@ trusted but what Slack signs (who clicked, in which channel, on which message):
   run, a button copied to another message or channel, an older round's card, decides nothing;
 * the clicker must be someone who may decide in that channel (``Deciders.decide(EXTEND)``: who may
   approve there, under the policy file or ``CHATOPS_APPROVERS``); anyone else is told why, alone;
-* the record leaves ``pending`` once, in one script (``RunService.decide_budget``): of two clicks
+* the record leaves ``pending`` once, in one script (``bot.runs.budget_lifecycle``): of two clicks
   (a double click, a replay, Extend and Stop at once) only the first decides; it is audited
   (``budget_decided`` with its actor) and the run resumed. Extend past the channel's monthly
   token cap is refused (``bot.runs.monthly_tokens``).
@@ -87,7 +87,7 @@ class BudgetClicks:
             if over is not None:
                 return BudgetClicked(CAP_REACHED.format(refusal=over.refusal()))
         card = (click.channel, click.message_ts)
-        if not service.decide_budget(run_id, click.user, status, card, ask_id=ask_id):
+        if not service.budgets.decide(run_id, click.user, status, card, ask_id=ask_id):
             now = service.budget_asks.get(run_id) or ask  # another click was first
             return BudgetClicked(ALREADY.format(status=now.status.value, user=now.decided_by))
         log.info("run %s: budget card %s %s by %s", run_id, ask_id, status.value, click.user)
