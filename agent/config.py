@@ -13,7 +13,7 @@ from agent.events import Event
 from agent.memory import Memory
 from agent.recovery import RecoveryPolicy, RecoveryStrategy
 from agent.tooling import CallTarget, Tool, ToolCategory
-from agent.types import BudgetAnswer, Decision, Limits, Message, RunState, ToolCall, Usage
+from agent.types import BudgetAnswer, Decision, Limits, Message, RunState, ToolCall
 from agent.verification import Verification
 
 
@@ -53,9 +53,10 @@ InjectCallback = Callable[[], Sequence[Message]]
 InjectedCallback = Callable[[Sequence[Message]], None]
 StopPredicate = Callable[[RunState], bool]
 EventCallback = Callable[[Event], None]
-# Asked when the run's paid tokens passed its budget, before the next model request: the usage so
-# far and the budget it passed; idempotent per budget (a resumed run asks again).
-BudgetCallback = Callable[[Usage, int], BudgetAnswer]
+# Asked when the run's paid tokens passed its budget, before the next model request: the run's state
+# (its usage, the model that answered last) and the budget it passed; idempotent per budget (a
+# resumed run asks again).
+BudgetCallback = Callable[[RunState, int], BudgetAnswer]
 
 
 @dataclass

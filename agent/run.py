@@ -1,8 +1,8 @@
 """The ReAct loop: model -> tools -> model, inside boundaries held by code.
 
-One iteration, in order: check the token budget (extended by a person, or the run suspends or
-stops), inject, request, account usage, finish if the answer has no tool calls, run the tools (``agent.tool_step``), check the stop predicate. Before
-the first iteration a resumed run answers the calls its last turn left open (after an approval).
+One iteration, in order: check the token budget (``RunConfig.extend_budget``: extended, or the run
+suspends as ``budget`` or stops), inject, request, account usage, finish if the answer has no tool
+calls, run the tools (``agent.tool_step``), check the stop predicate. Before the first iteration a resumed run answers the calls its last turn left open (after an approval).
 Every message is stored before anything outside the run acts on it (a turn whose calls are all
 read-only is stored together with its results, in one write); every stop returns a full ``RunResult``.
 """
@@ -234,7 +234,7 @@ class Run:
         budget, extend = self._budget(ctx), self._config.extend_budget
         if extend is None or budget is None or ctx.state.usage.paid_tokens <= budget:
             return False
-        answer = extend(ctx.state.usage, budget)
+        answer = extend(ctx.state, budget)
         if answer.stopped_by:
             raise _Stop(
                 RunStatus.CANCELLED,

@@ -14,11 +14,11 @@ counts for nothing: the run keeps waiting, and the worker's log says why.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from agent.types import BudgetAnswer, RunState, Usage
+from agent.types import BudgetAnswer, RunState
 from bot.observability.audit import AuditKind, AuditLog
+from bot.prices import Prices, dollars
 from bot.runs.budget_asks import BudgetAsk, BudgetAsks, BudgetStatus
 from bot.runs.presenter import Presenter, RunRef
 from bot.runs.runtime import present
@@ -35,12 +35,12 @@ class BudgetGate:
     presenter: Presenter
     run: RunRef
     base: int  # the original budget (``CHATOPS_TOKEN_BUDGET``): what Extend adds
-    cost: Callable[[Usage], str] = lambda usage: ""  # ``$0.42`` (``bot.prices``), "" without a price
+    prices: Prices = field(default_factory=lambda: Prices({}))  # ``LLM_PRICES``: the card's cost
 
-    def __call__(self, usage: Usage, budget: int) -> BudgetAnswer:
+    def __call__(self, state: RunState, budget: int) -> BudgetAnswer:
         ask = self.asks.get(self.run.run_id)
         if ask is None or ask.budget != budget:
-            ask = self._ask(usage, budget)
+            ask = self._ask(state, budget)
         if ask.status is BudgetStatus.PENDING:
             if not ask.card_ts:  # also after a crash between storing the record and posting
                 self._show_card(ask)
@@ -57,13 +57,13 @@ class BudgetGate:
             return BudgetAnswer(stopped_by=ask.decided_by)
         return BudgetAnswer(budget=budget + self.base)
 
-    def _ask(self, usage: Usage, budget: int) -> BudgetAsk:
+    def _ask(self, state: RunState, budget: int) -> BudgetAsk:
         ask = self.asks.ask(
             self.run.run_id,
             budget=budget,
             base=self.base,
-            spent=usage.paid_tokens,
-            cost=self.cost(usage),
+            spent=state.usage.paid_tokens,
+            cost=dollars(self.prices.cost(state.model, state.usage)),
             channel=self.run.channel,
         )
         self.audit.record(

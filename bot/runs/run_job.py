@@ -356,7 +356,7 @@ class RunJob:
             confirm=gate,
             stop=lambda _state: self._service.stop_requested(self._run_id),
             limits=rt.options.limits,
-            extend_budget=self._budget_gate(ref, events),
+            extend_budget=self._budget_gate(ref),
             on_event=events,
             tool_output_filter=rt.tool_output_filter,
             redact=rt.redact,
@@ -366,19 +366,14 @@ class RunJob:
             evidence=True,  # evidence ids, update_findings, checked citations (agent.evidence)
         )
 
-    def _budget_gate(self, ref: RunRef, events: JobEvents) -> BudgetGate | None:
+    def _budget_gate(self, ref: RunRef) -> BudgetGate | None:
         """The run's budget card at its token budget (``bot.runs.budget_gate``); none without a budget."""
         base = self._rt.options.limits.token_budget
         if base is None:
             return None
-        prices = self._rt.options.prices
+        service = self._service
         return BudgetGate(
-            self._service.budget_asks,
-            self._service.audit,
-            self._rt.presenter,
-            ref,
-            base,
-            cost=lambda usage: dollars(prices.cost(events.model, usage)),
+            service.budget_asks, service.audit, self._rt.presenter, ref, base, self._rt.options.prices
         )
 
     def _give_up(self, memory: RedisMemory, state: RunState, attempts: int) -> RunResult:

@@ -278,8 +278,8 @@ def test_a_budget_callback_suspends_extends_and_stops_before_the_next_request() 
     asked: list[tuple[int, int]] = []
     answers = [BudgetAnswer(), BudgetAnswer(budget=800), BudgetAnswer(stopped_by="U_BOB")]
 
-    def extend(spent: Usage, budget: int) -> BudgetAnswer:
-        asked.append((spent.paid_tokens, budget))
+    def extend(state: RunState, budget: int) -> BudgetAnswer:
+        asked.append((state.usage.paid_tokens, budget))
         return answers[len(asked) - 1]
 
     model = FunctionModel(answer)

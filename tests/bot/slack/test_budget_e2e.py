@@ -131,7 +131,8 @@ def test_a_run_at_its_budget_waits_and_extend_by_a_decider_resumes_it(
     assert ask is not None and ask.status is BudgetStatus.PENDING
 
     # Bob extends: the run resumes with its budget raised by the original budget, and finishes.
-    assert bot.control.click(card["ts"], "U_BOB", action_id=ACTION_EXTEND)["status"] == 200
+    click = bot.control.click(card["ts"], "U_BOB", action_id=ACTION_EXTEND)
+    assert click["status"] == 200, click
     assert "Extended" in notes_to(bot, "U_BOB")[0]
     bot.work()
     assert bot.status(run_id) is RunStatus.COMPLETED
@@ -145,9 +146,12 @@ def test_a_run_at_its_budget_waits_and_extend_by_a_decider_resumes_it(
     assert not buttons(redrawn) and "Extended by 1,000 tokens by <@U_BOB>" in json.dumps(redrawn["blocks"])
     assert "3,000 tokens" in run_card_text(bot, ts) and "$0.03" in run_card_text(bot, ts)
 
-    # A second click (a replay of the same button) does nothing.
-    assert bot.control.click(card["ts"], "U_BOB", action_id=ACTION_BUDGET_STOP)["status"] == 200
-    assert notes_to(bot, "U_BOB", 2)[1] == ALREADY.format(status="extended", user="U_BOB")
+    # A second click (the same click replayed, or Stop on the same card) does nothing.
+    forged(bot, dict(click["payload"]))
+    stop = json.loads(json.dumps(click["payload"]))
+    stop["actions"][0]["action_id"] = ACTION_BUDGET_STOP
+    forged(bot, stop)
+    assert notes_to(bot, "U_BOB", 3)[1:] == [ALREADY.format(status="extended", user="U_BOB")] * 2
     bot.work()
     assert bot.status(run_id) is RunStatus.COMPLETED
     assert len([e for e in bot.service.audit.entries(run_id) if e.kind is AuditKind.BUDGET_DECIDED]) == 1
