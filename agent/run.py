@@ -2,9 +2,10 @@
 
 One iteration, in order: check the token budget (``RunConfig.extend_budget``: extended, or the run
 suspends as ``budget`` or stops), inject, request, account usage, finish if the answer has no tool
-calls, run the tools (``agent.tool_step``), check the stop predicate. Before the first iteration a resumed run answers the calls its last turn left open (after an approval).
-Every message is stored before anything outside the run acts on it (a turn whose calls are all
-read-only is stored together with its results, in one write); every stop returns a full ``RunResult``.
+calls, run the tools (``agent.tool_step``), check the stop predicate. Before the first iteration
+a resumed run answers the calls its last turn left open (after an approval). Every message is
+stored before anything outside the run acts on it (a turn whose calls are all read-only is stored
+together with its results, in one write); every stop returns a full ``RunResult``.
 """
 
 from __future__ import annotations
