@@ -30,16 +30,10 @@ from slack_bolt import Ack, App, BoltResponse
 from bot.errors import NotReplicatedError
 from bot.policy.deciders import Action
 from bot.runs.budget_asks import BudgetAsk, BudgetStatus
-from bot.slack.delivery.blocks import redacted_blocks
 from bot.slack.handlers.findings_clicks import Clicked
-from bot.slack.handlers.forget_clicks import clicked_from
+from bot.slack.handlers.forget_clicks import clicked_from, redraw_and_tell
 from bot.slack.handlers.runtime import WebRuntime
-from bot.slack.rendering.budget_card import (
-    ACTION_BUDGET_STOP,
-    ACTION_EXTEND,
-    budget_text,
-    decided_blocks,
-)
+from bot.slack.rendering.budget_card import ACTION_BUDGET_STOP, ACTION_EXTEND, decided_blocks
 
 log = logging.getLogger(__name__)
 
@@ -124,19 +118,5 @@ def register_budget(app: App, runtime: WebRuntime, after: Executor) -> None:
 
 def _shown(runtime: WebRuntime, done: BudgetClicked, where: Clicked) -> None:
     """The card redrawn with the decision and who made it; the clicker told (alone)."""
-    client = runtime.client()
-    try:
-        if done.decided is not None:
-            blocks = decided_blocks(done.decided, done.status, where.user)
-            client.chat_update(
-                channel=where.channel,
-                ts=where.message_ts,
-                text=budget_text(blocks),
-                blocks=redacted_blocks(blocks, runtime.redact),
-            )
-        if where.channel and where.user:
-            client.chat_postEphemeral(
-                channel=where.channel, user=where.user, text=done.note, thread_ts=where.thread_ts
-            )
-    except Exception:
-        log.exception("the budget click by %s was decided, but not shown", where.user)
+    blocks = decided_blocks(done.decided, done.status, where.user) if done.decided is not None else []
+    redraw_and_tell(runtime, where, blocks, done.note, "budget")

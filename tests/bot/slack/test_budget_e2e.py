@@ -8,7 +8,6 @@ into Redis, do nothing; a channel past its monthly token cap refuses the next ru
 from __future__ import annotations
 
 import json
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,8 +23,8 @@ from bot.slack.handlers.budget_clicks import ALREADY, NOT_THIS_CARD
 from bot.slack.rendering.budget_card import ACTION_BUDGET_STOP, ACTION_EXTEND
 from emulator.slack import SlackEmulator
 from tests.bot.slack.test_clicks import notes_to
+from tests.bot.slack.test_undo_e2e import forged
 from tests.support.slack_bot import SlackBot
-from tests.support.slack_http import signed_post
 from tests.support.slack_workspace import CHANNEL, buttons, suite_workspace
 from tests.support.waiting import wait_for
 
@@ -98,20 +97,6 @@ def at_budget(bot: SlackBot) -> tuple[str, str, dict[str, Any]]:
 
 def run_card_text(bot: SlackBot, ts: str) -> str:
     return json.dumps(bot.bot_replies(ts)[0].get("blocks") or [])
-
-
-def forged(bot: SlackBot, payload: dict[str, Any], **change: str) -> None:
-    """A real click's payload, changed (``message_ts``, ``channel``, ``value``), signed and sent."""
-    copy = json.loads(json.dumps(payload))
-    if "message_ts" in change:
-        copy["container"]["message_ts"] = copy["message"]["ts"] = change["message_ts"]
-    if "channel" in change:
-        copy["container"]["channel_id"] = copy["channel"]["id"] = change["channel"]
-    if "value" in change:
-        copy["actions"][0]["value"] = change["value"]
-    body = urllib.parse.urlencode({"payload": json.dumps(copy)}).encode()
-    answer = signed_post(bot.events_url, body, content_type="application/x-www-form-urlencoded")
-    assert answer.status == 200, answer
 
 
 def test_a_run_at_its_budget_waits_and_extend_by_a_decider_resumes_it(
