@@ -145,12 +145,21 @@ class BudgetAsks:
     retention_seconds: int = 7 * 24 * 3600
 
     def get(self, run_id: str) -> BudgetAsk | None:
-        raw = as_text_dict(self.redis.hgetall(self.keys.budget_ask(run_id)))  # type: ignore[arg-type]
+        raw = as_text_dict(self.redis.hgetall(self.keys.budget_ask(run_id)))
         return BudgetAsk.from_hash(raw) if raw else None
 
     def ask(self, run_id: str, *, budget: int, base: int, spent: int, cost: str, channel: str) -> BudgetAsk:
         """The pending record for ``budget`` (created now, or the one already there)."""
-        args = [uuid.uuid4().hex, run_id, budget, base, spent, cost, channel, self.retention_seconds]
+        args: list[str | int] = [
+            uuid.uuid4().hex,
+            run_id,
+            budget,
+            base,
+            spent,
+            cost,
+            channel,
+            self.retention_seconds,
+        ]
         self.redis.eval(_ASK, 1, self.keys.budget_ask(run_id), *args)
         ask = self.get(run_id)
         if ask is None:
@@ -169,7 +178,7 @@ class BudgetAsks:
         reply = self.redis.eval(
             _DECIDE, 1, self.keys.budget_ask(ask.run_id), ask.id, channel, ts, status.value, by, tag
         )
-        return DecideOutcome(as_text(reply[0]) or "missing")  # type: ignore[index]
+        return DecideOutcome(as_text(reply[0]) or "missing")
 
     def authentic(self, ask: BudgetAsk, budget: int) -> bool:
         """Whether ``ask`` is a decision the web process made for the round at ``budget`` (the

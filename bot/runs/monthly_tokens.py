@@ -111,7 +111,7 @@ class MonthlyTokens:
         month = Month.at(self._clock())
         keys = (self.keys.month_counted(run_id), self.keys.month_tokens(channel, month.key))
         expiry = month.ends_at + EXPIRY_AFTER_MONTH_SECONDS
-        return int(self.redis.eval(_COUNT, 2, *keys, paid_tokens, expiry, self.retention_seconds))  # type: ignore[arg-type]
+        return int(self.redis.eval(_COUNT, 2, *keys, paid_tokens, expiry, self.retention_seconds))
 
     def usage(self, channel: str) -> Usage | None:
         """The channel's month against its cap; ``None`` without a cap."""
@@ -119,7 +119,7 @@ class MonthlyTokens:
             return None
         month = Month.at(self._clock())
         used = self.redis.get(self.keys.month_tokens(channel, month.key))
-        return Usage(month, int(used or 0), self.cap)  # type: ignore[arg-type]
+        return Usage(month, int(used or 0), self.cap)
 
     def over_cap(self, channel: str) -> Usage | None:
         """The channel's month when it is at or past its cap (new runs are refused), else ``None``."""
