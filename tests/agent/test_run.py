@@ -273,7 +273,8 @@ def test_a_budget_callback_suspends_extends_and_stops_before_the_next_request() 
     def answer(req: Request) -> Response:
         from agent.scripted import to_response
 
-        return to_response(tool_call("probe"), req, "m").model_copy(update={"usage": usage})
+        call = tool_call("probe", n=len(req.messages))  # a new call each time: no loop detected
+        return to_response(call, req, "m").model_copy(update={"usage": usage})
 
     asked: list[tuple[int, int]] = []
     answers = [BudgetAnswer(), BudgetAnswer(budget=800), BudgetAnswer(stopped_by="U_BOB")]
