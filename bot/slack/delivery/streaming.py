@@ -84,7 +84,8 @@ MAX_STREAMS = 500  # streams one process keeps track of (a run whose lease it lo
 TITLE_CHARS = 120
 DETAILS_CHARS = 200
 OUTPUT_CHARS = 300
-WAITING_NOTE = "_Waiting for a person: see the approval or budget card in this thread._"
+WAITING_NOTE = "_Waiting for an approval: see the approval card in this thread._"
+BUDGET_NOTE = "_Waiting at its token budget: see the budget card in this thread._"
 STOPPED_NOTE = "_The run stopped: see the notice in this thread._"
 LONG_NOTE = "_The answer is long: it follows below._"
 _TASK_STATUS = {
@@ -185,7 +186,9 @@ class AnswerStreams:
                 self._forget(run.run_id)  # the next segment looks again
             return
         if card.status.suspended or (card.status.terminal and card.status is not RunStatus.COMPLETED):
-            note = WAITING_NOTE if card.status.suspended else STOPPED_NOTE
+            note = STOPPED_NOTE
+            if card.status.suspended:
+                note = BUDGET_NOTE if card.status is RunStatus.AWAITING_BUDGET else WAITING_NOTE
             self._forget(run.run_id)  # the segment is over: a resumed one opens its own stream
             send: Callable[[], object] = lambda: self._stop(stream, note)  # noqa: E731
             self._deliver(self._key(run), "chat.stopStream", send, run, True, 0.0)
