@@ -13,7 +13,7 @@ from agent.events import Event
 from agent.memory import Memory
 from agent.recovery import RecoveryPolicy, RecoveryStrategy
 from agent.tooling import CallTarget, Tool, ToolCategory
-from agent.types import Decision, Limits, Message, RunState, ToolCall
+from agent.types import BudgetAnswer, Decision, Limits, Message, RunState, ToolCall
 from agent.verification import Verification
 
 
@@ -53,6 +53,10 @@ InjectCallback = Callable[[], Sequence[Message]]
 InjectedCallback = Callable[[Sequence[Message]], None]
 StopPredicate = Callable[[RunState], bool]
 EventCallback = Callable[[Event], None]
+# Asked when the run's paid tokens passed its budget, before the next model request: the run's state
+# (its usage, the model that answered last) and the budget it passed; idempotent per budget (a
+# resumed run asks again).
+BudgetCallback = Callable[[RunState, int], BudgetAnswer]
 
 
 @dataclass
@@ -73,6 +77,10 @@ class RunConfig:
     * ``recovery``: what to do when the model request fails (``agent.recovery.RecoveryStrategy``;
       by default ``RecoveryPolicy``).
     * ``limits``: iterations, wall-clock deadline, token budget.
+    * ``extend_budget``: asked, before the next model request, when the paid tokens passed the
+      budget; without it the run stops there as ``budget_spent``. Its answer raises the budget
+      (kept in ``RunState.token_budget``), stops the run (``cancelled``) or suspends it as
+      ``budget`` (a person decides; a later run over the same memory asks again).
     * ``loop_window`` / ``loop_warn_at`` / ``loop_stop_at``: loop detection.
     * ``on_event``: typed events (``agent.events``).
     * ``tool_output_filter``: applied to every tool result text (redaction and truncation).
@@ -96,6 +104,7 @@ class RunConfig:
     condense: HistoryCondenser = field(default_factory=Condenser)
     recovery: RecoveryStrategy = field(default_factory=RecoveryPolicy)
     limits: Limits = field(default_factory=Limits)
+    extend_budget: BudgetCallback | None = None
     loop_window: int = LOOP_WINDOW
     loop_warn_at: int = LOOP_WARN_AT
     loop_stop_at: int = LOOP_STOP_AT

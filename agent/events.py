@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from agent.findings import Findings
 from agent.series import SeriesSet
 from agent.tooling import ToolCategory
-from agent.types import Message, RunResult, ToolCall
+from agent.types import Message, RunResult, ToolCall, Usage
 
 if TYPE_CHECKING:
     from agent.checks import CheckOutcome
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class IterationStarted:
     iteration: int
+    usage: Usage = field(default_factory=Usage)  # the run's usage so far (the card's tokens and cost)
+    model: str | None = None  # the model that answered last (what the usage is priced by)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """The ReAct loop: model -> tools -> model, inside boundaries held by code.
 
-One iteration, in order: inject, request, account usage and check the budget, finish if the
-answer has no tool calls, run the tools (``agent.tool_step``), check the stop predicate. Before
-the first iteration a resumed run answers the calls its last turn left open (after an approval).
-Every message is stored before anything outside the run acts on it (a turn whose calls are all
-read-only is stored together with its results, in one write); every stop returns a full ``RunResult``.
+One iteration, in order: check the token budget (``RunConfig.extend_budget``: extended, or the run
+suspends as ``budget`` or stops), inject, request, account usage, finish if the answer has no tool
+calls, run the tools (``agent.tool_step``), check the stop predicate. Before the first iteration
+a resumed run answers the calls its last turn left open (after an approval). Every message is
+stored before anything outside the run acts on it (a turn whose calls are all read-only is stored
+together with its results, in one write); every stop returns a full ``RunResult``.
 """
 
 from __future__ import annotations
@@ -177,9 +178,11 @@ class Run:
             if ctx.state.iteration >= limits.max_iterations:
                 raise _Stop(RunStatus.ITERATION_LIMIT, f"stopped after {ctx.state.iteration} iterations")
             self._check_deadline(ctx)
+            if self._budget_spent(ctx):
+                return self._suspend(ctx, None, RunStatus.AWAITING_BUDGET)
             ctx.state.iteration += 1
             if ctx.listening:
-                ctx.emit(IterationStarted(ctx.state.iteration))
+                ctx.emit(IterationStarted(ctx.state.iteration, ctx.state.usage, ctx.state.model))
             self._inject(ctx)
             response = self._request(ctx)
             message = self._answer(ctx, response)
@@ -221,6 +224,29 @@ class Run:
     def _check_deadline(self, ctx: RunContext) -> None:
         if ctx.deadline_passed():
             raise _Stop(RunStatus.DEADLINE, f"the {self._config.limits.deadline_seconds:g}s deadline passed")
+
+    def _budget(self, ctx: RunContext) -> int | None:
+        """The run's token budget: as people extended it, else the limits' own."""
+        return ctx.state.token_budget or self._config.limits.token_budget
+
+    def _budget_spent(self, ctx: RunContext) -> bool:
+        """Before a model request: True when the run must wait for a person to extend its budget.
+        A budget extended now is stored before the request it pays for; a stop ends the run."""
+        budget, extend = self._budget(ctx), self._config.extend_budget
+        if extend is None or budget is None or ctx.state.usage.paid_tokens <= budget:
+            return False
+        answer = extend(ctx.state, budget)
+        if answer.stopped_by:
+            raise _Stop(
+                RunStatus.CANCELLED,
+                f"stopped at its token budget ({ctx.state.usage.paid_tokens} of {budget} tokens) "
+                f"by {answer.stopped_by}",
+            )
+        if answer.budget is None or answer.budget <= budget:
+            return True
+        ctx.state.token_budget = answer.budget
+        ctx.save_state()
+        return self._budget_spent(ctx)  # still past it (a budget raised by less than was spent)
 
     def _inject(self, ctx: RunContext) -> bool:
         """Store and acknowledge new messages from the inject callback; True when there were any."""
@@ -340,8 +366,8 @@ class Run:
         state.usage = state.usage + response.usage
         if response.model and response.model != state.model:
             state.model = response.model
-        budget = self._config.limits.token_budget
-        if budget is not None and ctx.state.usage.paid_tokens > budget:
+        budget = self._budget(ctx)
+        if self._config.extend_budget is None and budget is not None and ctx.state.usage.paid_tokens > budget:
             message = response.message
             output = message.content if message is not None and not message.tool_calls else None
             if output:
@@ -371,9 +397,11 @@ class Run:
 
     # -- endings ----------------------------------------------------------------------------
 
-    def _suspend(self, ctx: RunContext, call_id: str | None) -> RunResult:
+    def _suspend(
+        self, ctx: RunContext, call_id: str | None, status: RunStatus = RunStatus.AWAITING_APPROVAL
+    ) -> RunResult:
         ctx.end_segment()
-        ctx.state.status = RunStatus.AWAITING_APPROVAL
+        ctx.state.status = status
         ctx.save_state()
         return self._result(ctx, pending_call_id=call_id)
 

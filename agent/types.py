@@ -303,6 +303,15 @@ class Decision(BaseModel):
         return cls(status=DecisionStatus.PENDING, reason=reason)
 
 
+class BudgetAnswer(BaseModel):
+    """An ``extend_budget`` callback's answer for a run at its token budget: ``budget`` (the new,
+    higher budget: go on), ``stopped_by`` (someone stopped it: it ends ``cancelled``), or neither
+    (a person will decide: the run suspends as ``budget``, holding no worker)."""
+
+    budget: int | None = None
+    stopped_by: str | None = None
+
+
 class Limits(BaseModel):
     """The terminal boundaries of a run. ``deadline_seconds`` is wall clock for the whole run."""
 
@@ -313,20 +322,35 @@ class Limits(BaseModel):
 
 
 class RunStatus(StrEnum):
+    """A run's status. ``budget`` is a suspension (the run reached its token budget and waits for
+    a person to extend it: ``RunConfig.extend_budget``); ``budget_spent`` is the terminal stop of a
+    run whose budget nobody can extend (a loop without that callback)."""
+
     QUEUED = "queued"
     RUNNING = "running"
     AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_BUDGET = "budget"
     COMPLETED = "completed"
     FAILED = "failed"
     ITERATION_LIMIT = "iteration_limit"
     DEADLINE = "deadline"
-    BUDGET = "budget"
+    BUDGET = "budget_spent"
     LOOP_DETECTED = "loop_detected"
     CANCELLED = "cancelled"
 
     @property
     def terminal(self) -> bool:
-        return self not in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+        return self not in (
+            RunStatus.QUEUED,
+            RunStatus.RUNNING,
+            RunStatus.AWAITING_APPROVAL,
+            RunStatus.AWAITING_BUDGET,
+        )
+
+    @property
+    def suspended(self) -> bool:
+        """Waiting for a person (an approval, a budget extension): no worker holds the run."""
+        return self in (RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_BUDGET)
 
 
 class RunResult(BaseModel):
@@ -394,6 +418,8 @@ class RunState(BaseModel):
     model: str | None = None
     tools_used: list[str] = Field(default_factory=list)
     executing_call_id: str | None = None
+    # The token budget as extended by people (``RunConfig.extend_budget``); ``None``: the limits' own.
+    token_budget: int | None = None
     call_seq: int = 0  # tool calls numbered so far: the next call's runtime id
     dry_run: DryRun | None = None  # the dry run of the destructive call waiting for its approval
     evidence_seq: int = 0  # tool results given an evidence id so far: the next one is E<seq + 1>

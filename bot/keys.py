@@ -15,6 +15,8 @@ and the bot's:
 
 * ``{p}run:{id}:fence``      counter: the last fencing token handed out (INCR)
 * ``{p}run:{id}:approvals``  hash: tool call id -> approval id
+* ``{p}run:{id}:budget``     hash: the run's budget card, asked at its token budget, decided once (``bot.runs.budget_asks``)
+* ``{p}run:{id}:month_counted``  string: the run's paid tokens already counted into its channel's month (``bot.runs.monthly_tokens``)
 
 Shared:
 
@@ -27,6 +29,8 @@ Shared:
 * ``{p}seen:...``            strings: dedupe claims (Slack event ids, message timestamps)
 * ``{p}metrics:{name}``      hash: one metric's values by labels (and buckets), from all processes
 * ``{p}slack:{kind}:...``    the Slack layer's caches and flags
+* ``{p}tokens:month:{channel}:{yyyymm}``  string: a channel's paid tokens in one UTC calendar month
+  (INCRBY, expires a day past the month's end; ``bot.runs.monthly_tokens``)
 * ``{p}limits:{kind}:{id}``  sorted sets of ``bot.runs.limits``: recent runs per user and channel, a channel's runs
 * ``{p}durability:probe``   string: ``bot.runs.durability``'s write that ``WAIT`` / ``WAITAOF`` wait on (PX 60 s)
 * ``{p}data_marker``        string: written once (``SET NX``, no TTL) by the lost-run sweep
@@ -109,6 +113,18 @@ class Keys(MemoryKeys):
 
     def approvals(self, run_id: str) -> str:
         return f"{self.run(run_id)}:approvals"
+
+    def budget_ask(self, run_id: str) -> str:
+        """The run's budget card (``bot.runs.budget_asks``)."""
+        return f"{self.run(run_id)}:budget"
+
+    def month_counted(self, run_id: str) -> str:
+        """The run's tokens counted into its channel's month (``bot.runs.monthly_tokens``)."""
+        return f"{self.run(run_id)}:month_counted"
+
+    def month_tokens(self, channel: str, month: str) -> str:
+        """A channel's paid tokens in one UTC month, ``month`` as ``YYYYMM`` (``bot.runs.monthly_tokens``)."""
+        return f"{self.prefix}tokens:month:{key_part(channel, 'channel')}:{key_part(month, 'month')}"
 
     # -- the fleet (a runner's ACL: ``bot.fleet.runner_acl``) -----------------------------------
 

@@ -13,6 +13,7 @@ from agent import defaults as agent_defaults
 from agent.errors import AgentError
 from agent.keys import DEFAULT_PREFIX
 from agent.models.endpoints import PRIMARY_KEY_ENV, ModelEndpoint, parse_fallbacks
+from bot.prices import check_prices
 from tools.config import BOT_SECRET_ENV, KUBE_NAMESPACE, LOG_DIRS, SERVICE_BACKEND, SERVICE_BACKENDS
 from tools.egress import DEFAULT_UNLISTED, Unlisted
 from tools.egress_endpoints import ALL_INTERFACES
@@ -263,7 +264,17 @@ class Settings(BaseSettings):
     # Run limits
     chatops_max_iterations: int = Field(default=agent_defaults.MAX_ITERATIONS, ge=1)
     chatops_deadline_seconds: float = Field(default=agent_defaults.DEADLINE_SECONDS, gt=0)
-    chatops_token_budget: int | None = None
+    chatops_token_budget: int | None = Field(default=None, ge=1)
+    # Paid tokens a channel's runs may use in one calendar month (UTC); empty: no cap (bot/runs/monthly_tokens.py)
+    chatops_channel_monthly_tokens: int | None = Field(default=None, ge=1)
+    # JSON {model: {"input": USD per million tokens, "output": ..., "cache_read": ...}} (bot/runs/prices.py)
+    llm_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @field_validator("llm_prices")
+    @classmethod
+    def _prices(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        check_prices(value)  # raises ValueError: an unknown key or a negative price fails at start
+        return value
 
     # Limits
     chatops_rate_window_seconds: int = Field(default=60, ge=1)

@@ -96,6 +96,8 @@ class AuditKind(StrEnum):
     UNDO_OFFERED = "undo_offered"  # an executed change's undo, derived when it ran (``approval_id``, ``call_id``, ``offer_id``)
     UNDO_REQUESTED = "undo_requested"  # an Undo click claimed its offer (``user``, ``offer_id``, ``approval_id``, ``call_id``)
     UNDO_EXECUTED = "undo_executed"  # an undo's call ran (``offer_id``, ``call_id``; the action's ``action_run_id``, ``approval_id``, ``action_call_id``)
+    BUDGET_REQUESTED = "budget_requested"  # a run reached its token budget: its budget card (``ask_id``, ``budget``, ``spent``, ``cost``, ``extend_by``)
+    BUDGET_DECIDED = "budget_decided"  # Extend or Stop on it (``decision``: extended / stopped, ``decided_by``, ``budget``)
 
 
 @dataclass(frozen=True)

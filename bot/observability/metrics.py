@@ -133,8 +133,15 @@ WEBHOOK_REPLAYS = Spec(
     "refused: older than the replay window).",
     ("source", "outcome"),
 )
+RUNS_REFUSED = Spec(
+    "chatops_runs_refused",
+    "counter",
+    "New runs refused before they started, by reason (monthly_tokens: the channel's monthly token cap).",
+    ("reason",),
+)
 SPECS = (
     RUNS_STARTED,
+    RUNS_REFUSED,
     RUNS_FINISHED,
     RUN_ITERATIONS,
     LLM_TOKENS,
@@ -237,6 +244,10 @@ class RunMetrics:
     def run_started(self) -> None:
         if self.store:
             self.store.inc(RUNS_STARTED)
+
+    def run_refused(self, reason: str) -> None:
+        if self.store:
+            self.store.inc(RUNS_REFUSED, reason=reason)
 
     def run_finished(self, result: RunResult) -> None:
         if self.store:

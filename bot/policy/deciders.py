@@ -25,6 +25,8 @@ FORGET         (a past incident's Forget button, ``bot.slack.handlers.forget_cli
                approve a mutating call in that channel: the policy file's first ``approve:`` rule
                that matches the channel alone (no tool, label or target condition of its own),
                else ``CHATOPS_APPROVERS`` (empty: every full member)
+EXTEND         (a budget card's Extend or Stop, ``bot.slack.handlers.budget_clicks``) who may
+               approve a mutating call in that channel, as FORGET
 REQUEST        (an Undo click, ``bot.slack.handlers.undo_clicks``: the undo's call asked for in
                a run of the clicker's) a person (as STEER) whom the policy file's ``request:``
                rule for that call in that channel lets request it (``may_request``)
@@ -73,6 +75,7 @@ MAY_DECLINE = "Only someone who may approve it or the person who asked may decli
 MAY_SUPERSEDE = "Only an approver or the person who asked may cancel a pending approval."
 MAY_STOP = "Only the person who asked or an approver may stop this run."
 MAY_FORGET = "Only someone who may approve in this channel may make the bot forget a past incident."
+MAY_EXTEND = "Only someone who may approve in this channel may extend or stop an investigation at its budget."
 FORGET_SUBJECT = "forget_incident"  # what the policy is asked about: no tool has this name
 MAY_STEER = (
     "Only a person's Slack account may steer a run (not a bot, an app, or an unknown or deactivated account)."
@@ -93,6 +96,7 @@ class Action(StrEnum):
     STEER = "steer"
     FORGET = "forget"
     REQUEST = "request"
+    EXTEND = "extend"
 
 
 class Proposal(Protocol):
@@ -169,7 +173,7 @@ class Deciders(Generic[P]):
     ) -> Ruling:
         """May ``user`` do ``action``? ``approval``: the card decided on (APPROVE, DECLINE);
         ``requester``: whose run it is (SUPERSEDE, STOP); ``pending``: the run's pending cards a
-        reply would cancel (SUPERSEDE); ``channel``: where it is asked (FORGET); ``subject``: the call
+        reply would cancel (SUPERSEDE); ``channel``: where it is asked (FORGET, EXTEND); ``subject``: the call
         asked for (REQUEST; its ``user`` is replaced by ``user``)."""
         if action is Action.APPROVE:
             return self._approve(user, _needs(approval, action))
@@ -186,7 +190,9 @@ class Deciders(Generic[P]):
         if action is Action.STEER:
             return _ruling(self._steer(user), user, action)
         if action is Action.FORGET:
-            return _ruling(self._forget(user, channel), user, action)
+            return _ruling(self._in_channel(user, channel, MAY_FORGET), user, action)
+        if action is Action.EXTEND:
+            return _ruling(self._in_channel(user, channel, MAY_EXTEND), user, action)
         if action is Action.REQUEST:
             return _ruling(self._request(user, subject), user, action)
         if action is Action.TRANSCRIPT:
@@ -321,11 +327,11 @@ class Deciders(Generic[P]):
             return Verdict(False, UNREADABLE)
         return may_request(policy.decide(replace(subject, user=user)), self.identity)
 
-    def _forget(self, user: str, channel: str) -> Verdict:
+    def _in_channel(self, user: str, channel: str, refusal: str) -> Verdict:
         """Who may approve in ``channel`` (see the table), judged as for a mutating call nobody
         requested: only a rule matching the channel alone applies, no tool, label or target does."""
         if not channel:
-            return Verdict(False, MAY_FORGET)
+            return Verdict(False, refusal)
         try:
             policy = current_policy(self.policy_file, self.approvers)
         except (OSError, PolicyConfigError):
@@ -342,7 +348,7 @@ class Deciders(Generic[P]):
             None,
         )
         own = Policy(rules=(rule,) if rule is not None else (), default_approvers=policy.default_approvers)
-        return self._may_approve_any(own.decide(subject).requirement, user, ToolCategory.MUTATING, MAY_FORGET)
+        return self._may_approve_any(own.decide(subject).requirement, user, ToolCategory.MUTATING, refusal)
 
     def _break_glass(self, user: str) -> Verdict:
         try:

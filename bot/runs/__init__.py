@@ -13,6 +13,9 @@ and acts at most once per approval.
   its audit entry), ``approval_gate`` (the run's confirm callback), ``approval_seal`` (the facts the
   worker proposed, sealed), ``approval_votes`` (several approvals on one card), ``durability`` (the
   consumed mark made durable before the side effect), ``replication`` (``WAIT`` behind Sentinel).
+- Budgets: ``budget_asks`` (a run's budget card, decided once), ``budget_gate`` (the run's
+  ``extend_budget`` callback), ``budget_lifecycle`` (Extend / Stop, audited), ``monthly_tokens``
+  (a channel's paid tokens per UTC month, and its cap).
 - Undo: ``undo_offers`` (an executed change's undo, sealed, claimed once), ``undo_offering`` (made
   when its check ends), ``undo_requests`` (a claimed undo's run, with the stored call pending).
 - ``presenter``: the seam to the chat transport (Slack's is ``bot.slack.delivery.presenter``).

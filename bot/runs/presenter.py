@@ -35,6 +35,7 @@ from agent.tooling import ToolCategory
 from agent.types import Message, RunStatus
 from bot.errors import BotError
 from bot.runs.approvals import Approval
+from bot.runs.budget_asks import BudgetAsk
 from bot.runs.charts import Chart
 from bot.runs.undo_offers import UndoOffer
 
@@ -127,6 +128,7 @@ class CardView:
     steps: tuple[Step, ...] = ()
     iterations: int = 0
     tokens: int = 0
+    cost: str = ""  # what the tokens cost (``$0.42``, ``bot.prices``); "" without ``LLM_PRICES``
 
     @property
     def targets(self) -> list[str]:
@@ -198,6 +200,11 @@ class Presenter(Protocol):
 
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         """Replace an approval card's buttons with its decision (approved, expired, ...)."""
+        ...
+
+    def ask_budget(self, run: RunRef, ask: BudgetAsk) -> str | None:
+        """Post the budget card (Extend / Stop) of a run at its token budget; returns its message ts
+        (``None``: this presenter shows no cards)."""
         ...
 
     def post_answer(
@@ -348,8 +355,8 @@ class CardTracker:
                 return
         self.steps.append(done)
 
-    def view(self, status: RunStatus, iterations: int, tokens: int) -> CardView:
-        return CardView(status, tuple(self.steps), iterations, tokens)
+    def view(self, status: RunStatus, iterations: int, tokens: int, cost: str = "") -> CardView:
+        return CardView(status, tuple(self.steps), iterations, tokens, cost)
 
 
 @dataclass(frozen=True)
@@ -400,6 +407,9 @@ class InMemoryPresenter:
     def show_decision(self, run: RunRef, approval: Approval) -> None:
         self._record("show_decision", run, approval)
 
+    def ask_budget(self, run: RunRef, ask: BudgetAsk) -> str | None:
+        return self._record("ask_budget", run, ask)
+
     def post_answer(
         self,
         run: RunRef,
@@ -448,6 +458,12 @@ class LoggingPresenter:
     def ask_approval(self, run: RunRef, approval: Approval) -> str | None:
         log.info(
             "run %s: approval %s asked for %s %s", run.run_id, approval.id, approval.tool, approval.args_json
+        )
+        return None
+
+    def ask_budget(self, run: RunRef, ask: BudgetAsk) -> str | None:
+        log.info(
+            "run %s: used its budget (%d tokens %s); waiting for Extend", run.run_id, ask.spent, ask.cost
         )
         return None
 

@@ -22,12 +22,14 @@ from agent.events import CheckEnded, Event, FindingsUpdated, IterationStarted, T
 from agent.redis_memory import RedisMemory
 from agent.run import Run
 from agent.tooling import Tool
-from agent.types import Message, RunResult, RunState, RunStatus
+from agent.types import Message, RunResult, RunState, RunStatus, Usage
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.logs import run_context
 from bot.observability.metrics import MeteredModel, RunMetrics
+from bot.prices import Prices, dollars
 from bot.runs.approval_gate import ApprovalGate
 from bot.runs.approvals import ApprovalStatus
+from bot.runs.budget_gate import BudgetGate, decided_meanwhile, waiting_for
 from bot.runs.charts import chart_for
 from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
@@ -75,10 +77,16 @@ class JobEvents:
     # Where the offer's Undo button was posted (``UndoOffers.set_message``): only a click there claims it.
     undo_shown: Callable[[UndoOffer, str], None] = lambda offer, ts: None
     undo_ran: Callable[[ToolEnd], None] = lambda event: None  # ``bot.runs.undo_requests.record_executed``
+    prices: Prices = field(default_factory=lambda: Prices({}))  # ``LLM_PRICES``: the card's cost
+    usage: Usage = field(default_factory=Usage)  # the run's so far, as of the last iteration's start
+    model: str | None = None  # the model that answered last (what ``usage`` is priced by)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, IterationStarted):
             self.iteration = event.iteration
+            if event.usage.paid_tokens != self.usage.paid_tokens:  # the card's tokens and cost move on
+                self.usage, self.model = event.usage, event.model
+                self._update()
         elif isinstance(event, ToolStart):
             self.tracker.started(event)
             self._update()
@@ -137,9 +145,9 @@ class JobEvents:
             present(self.presenter.show_chart, self.run, chart)
 
     def _update(self) -> None:
-        present(
-            self.presenter.update_run_card, self.run, self.tracker.view(RunStatus.RUNNING, self.iteration, 0)
-        )
+        tokens, cost = self.usage.paid_tokens, dollars(self.prices.cost(self.model, self.usage))
+        view = self.tracker.view(RunStatus.RUNNING, self.iteration, tokens, cost)
+        present(self.presenter.update_run_card, self.run, view)
 
 
 def involved_people(history: Sequence[Message]) -> tuple[str, ...]:
@@ -272,9 +280,16 @@ class RunJob:
     ) -> RunResult:
         for _ in range(MAX_SEGMENTS_PER_JOB):
             result = Run(self._config(memory, ref, tracker, tools)).execute()
+            if result.status is RunStatus.AWAITING_BUDGET and self._budget_decided_meanwhile(memory):
+                continue
             if result.status is not RunStatus.AWAITING_APPROVAL or not self._settled_meanwhile(result):
                 return result
         return result
+
+    def _budget_decided_meanwhile(self, memory: RedisMemory) -> bool:
+        """Extend or Stop clicked while the run was suspending at its budget: continue right away."""
+        base = self._rt.options.limits.token_budget
+        return decided_meanwhile(self._service.budget_asks, self._run_id, memory.load_state(), base)
 
     def _settled_meanwhile(self, result: RunResult) -> bool:
         """A decision, or a reply by someone who may decide, that arrived while the run was
@@ -315,6 +330,9 @@ class RunJob:
             undo_ran=lambda event: record_executed(
                 self._service.undo_offers, self._service.audit, ref.run_id, event
             ),
+            prices=rt.options.prices,
+            usage=stored.usage if stored is not None else Usage(),
+            model=stored.model if stored is not None else None,
         )
         gate = ApprovalGate(
             self._service,
@@ -338,6 +356,7 @@ class RunJob:
             confirm=gate,
             stop=lambda _state: self._service.stop_requested(self._run_id),
             limits=rt.options.limits,
+            extend_budget=self._budget_gate(ref),
             on_event=events,
             tool_output_filter=rt.tool_output_filter,
             redact=rt.redact,
@@ -345,6 +364,16 @@ class RunJob:
             max_parallel_tools=rt.options.max_parallel_tools,
             check_seconds=rt.options.check_seconds,
             evidence=True,  # evidence ids, update_findings, checked citations (agent.evidence)
+        )
+
+    def _budget_gate(self, ref: RunRef) -> BudgetGate | None:
+        """The run's budget card at its token budget (``bot.runs.budget_gate``); none without a budget."""
+        base = self._rt.options.limits.token_budget
+        if base is None:
+            return None
+        service = self._service
+        return BudgetGate(
+            service.budget_asks, service.audit, self._rt.presenter, ref, base, self._rt.options.prices
         )
 
     def _give_up(self, memory: RedisMemory, state: RunState, attempts: int) -> RunResult:
@@ -364,7 +393,10 @@ class RunJob:
         """
         audit, presenter, records = self._service.audit, self._rt.presenter, self._records
         records.reset_attempts(self._run_id)  # a clean end: the crash counter restarts
-        card = tracker.view(result.status, result.iterations, _tokens(result))
+        # Counted into the channel's month once (the script adds only what was not counted yet).
+        self._service.monthly.count(self._run_id, ref.channel, _tokens(result))
+        cost = dollars(self._rt.options.prices.cost(result.model, result.usage))
+        card = tracker.view(result.status, result.iterations, _tokens(result), cost)
         # Queued, and sent by the card's final wait below: a job that resumed a run, or reports one
         # another job ended, shows the stored findings once (a version it sent is not sent again).
         if result.findings is not None:
@@ -372,8 +404,10 @@ class RunJob:
         # First the card's final state (waited for here, after the run's state is saved, never in
         # the loop): the answer follows it. Not delivered in time, it stays for the sweep's job.
         steps: list[Step] = [("card", lambda: presenter.update_run_card(ref, card))]
-        if result.status is RunStatus.AWAITING_APPROVAL:
-            self._audit_suspended(result.pending_call_id or "")
+        if result.status.suspended:
+            self._audit_suspended(
+                result.pending_call_id or waiting_for(self._service.budget_asks, self._run_id)
+            )
             if run_steps(self._run_id, steps, [], lambda _done: None):  # the next segment has its own
                 records.done_reporting(self._run_id)
             return

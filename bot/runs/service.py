@@ -2,8 +2,12 @@
 
 Lifecycle (``status`` in the run hash)::
 
-    queued -> running -> (awaiting_approval -> running)* -> completed | failed | iteration_limit
-                                                            | deadline | budget | loop_detected | cancelled
+    queued -> running -> ((awaiting_approval | budget) -> running)* -> completed | failed | iteration_limit
+                                                     | deadline | budget_spent | loop_detected | cancelled
+
+``budget`` is a suspension (the run reached its token budget; its budget card's Extend resumes it,
+its Stop ends it ``cancelled``: ``bot.runs.budget_gate``), like ``awaiting_approval``; the terminal
+``budget_spent`` is only a loop's without a budget gate (the agent library alone).
 
 ``submit`` creates the record, the first user message and the thread's active-run claim in one
 script (exactly one active run per channel + thread; ``bot.runs.record`` owns them), then enqueues
@@ -36,12 +40,16 @@ from bot.keys import Keys
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.logs import redactor_for
 from bot.policy.deciders import Deciders
+from bot.prices import Prices
 from bot.runs.approval_lifecycle import ApprovalLifecycle
 from bot.runs.approval_seal import ApprovalSeal
 from bot.runs.approval_votes import ApprovalVotes
 from bot.runs.approvals import Approval, Approvals
+from bot.runs.budget_asks import BudgetAsks, BudgetSeal, BudgetStatus
+from bot.runs.budget_lifecycle import BudgetLifecycle
 from bot.runs.inbox import Delivery, Inbox
 from bot.runs.lease import Lease
+from bot.runs.monthly_tokens import MonthlyTokens
 from bot.runs.queueing import JobQueue, worker_queue
 from bot.runs.record import RunRecord, RunRecords
 from bot.runs.thread_history import Earlier
@@ -52,7 +60,7 @@ from tools.safety import Redactor
 # Beyond the run's own deadline: the last tool's grace, Redis writes, the presenter.
 JOB_TIMEOUT_MARGIN_SECONDS = 120
 _LIVE_JOB = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED, JobStatus.STARTED}
-_SEGMENT_ENDED = {status for status in RunStatus if status.terminal} | {RunStatus.AWAITING_APPROVAL}
+_SEGMENT_ENDED = {status for status in RunStatus if status.terminal or status.suspended}
 # A scheduled job this late has no live scheduler: the one holding the queue's scheduler lock died,
 # and RQ frees that lock only after a minute. Every live scheduler polls once a second.
 OVERDUE_SCHEDULED_SECONDS = 5
@@ -90,6 +98,10 @@ class RunOptions:
         DEFAULTS.chatops_undo_minutes
     )  # an executed change's undo offer (``bot.runs.undo_offers``)
     runner_secret: str = ""  # ``CHATOPS_RUNNER_SECRET``: sign a grant at each approval (``bot.fleet.grants``)
+    prices: Prices = field(default_factory=lambda: Prices({}))  # ``LLM_PRICES`` (``bot.prices``)
+    channel_monthly_tokens: int | None = (
+        None  # ``CHATOPS_CHANNEL_MONTHLY_TOKENS`` (``bot.runs.monthly_tokens``)
+    )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunOptions:
@@ -109,6 +121,8 @@ class RunOptions:
             runner_secret=settings.chatops_runner_secret,
             check_seconds=settings.chatops_check_seconds,
             undo_minutes=settings.chatops_undo_minutes,
+            prices=Prices(settings.llm_prices),
+            channel_monthly_tokens=settings.chatops_channel_monthly_tokens,
         )
 
     @property
@@ -177,6 +191,18 @@ class RunService:
             seal=ApprovalSeal.from_secret(options.runner_secret),
         )
         self.undo_offers = UndoOffers(self.redis, self.keys, UndoSeal.from_secret(options.runner_secret))
+        self.budget_asks = BudgetAsks(
+            self.redis,
+            self.keys,
+            BudgetSeal.from_secret(options.runner_secret),
+            retention_seconds=options.retention_seconds,
+        )
+        self.budgets = BudgetLifecycle(
+            self.budget_asks, self.audit, resume=lambda run_id: self.enqueue(run_id)
+        )
+        self.monthly = MonthlyTokens(
+            self.redis, self.keys, options.channel_monthly_tokens, retention_seconds=options.retention_seconds
+        )
 
     def _grant_signer(self) -> GrantSigner | None:
         if not self.options.runner_secret:
@@ -202,7 +228,9 @@ class RunService:
     def memory(self, run_id: str, *, fence: int | None = None) -> RedisMemory:
         """The run's memory as a worker writes it: its terminal write also does the record's part
         of the run's end (``RunEnd``), and the run's fence and approvals expire with it."""
-        end = self.records.run_end(lambda rid: [self.keys.fence(rid), *self.approvals.keys_of_run(rid)])
+        end = self.records.run_end(
+            lambda rid: [self.keys.fence(rid), self.keys.budget_ask(rid), *self.approvals.keys_of_run(rid)]
+        )
         return RedisMemory(
             self.redis,
             self.keys,
@@ -315,6 +343,8 @@ class RunService:
         self.audit.record(AuditKind.STOP_REQUESTED, run_id, stopped_by=user)
         if record.status is RunStatus.AWAITING_APPROVAL:
             self.lifecycle.run_stopped(run_id, user)
+        elif record.status is RunStatus.AWAITING_BUDGET:
+            self.budgets.decide(run_id, user, BudgetStatus.STOPPED, None)
         return True
 
     def stop_requested(self, run_id: str) -> bool:
@@ -353,6 +383,8 @@ class RunService:
             # Still pending: its decision or expiry resumes it. Nothing pending any more but the run
             # still waits: its resume was lost (a race with the job suspending it); re-enqueued below.
             if record.status is RunStatus.AWAITING_APPROVAL and self.lifecycle.still_waiting(run_id):
+                continue
+            if record.status is RunStatus.AWAITING_BUDGET and self.budgets.still_waiting(run_id):
                 continue
             if not record.status.terminal and self._abandoned(record):
                 self.enqueue(run_id)

@@ -12,7 +12,7 @@ from agent.events import Event, IterationStarted, MessagesInjected, RunFinished,
 from agent.memory import InMemoryMemory
 from agent.scripted import FunctionModel, ScriptedModel, tool_call
 from agent.tooling import ToolCategory
-from agent.types import Decision, Limits, Message, Request, Response, RunState, RunStatus, Usage
+from agent.types import BudgetAnswer, Decision, Limits, Message, Request, Response, RunState, RunStatus, Usage
 from tests.support.tools import RecordingTool, failing, sleeping
 
 
@@ -265,6 +265,36 @@ def test_token_budget_counts_paid_tokens_not_cache_reads() -> None:
     # 150, 300, 450: the third request crosses 400; with cache reads counted it would stop at the first.
     assert len(model.requests) == 3
     assert result.usage.paid_tokens == 450 and result.usage.cache_read_tokens == 2700
+
+
+def test_a_budget_callback_suspends_extends_and_stops_before_the_next_request() -> None:
+    usage = Usage(prompt_tokens=150)  # 150 paid per answer
+
+    def answer(req: Request) -> Response:
+        from agent.scripted import to_response
+
+        call = tool_call("probe", n=len(req.messages))  # a new call each time: no loop detected
+        return to_response(call, req, "m").model_copy(update={"usage": usage})
+
+    asked: list[tuple[int, int]] = []
+    answers = [BudgetAnswer(), BudgetAnswer(budget=800), BudgetAnswer(stopped_by="U_BOB")]
+
+    def extend(state: RunState, budget: int) -> BudgetAnswer:
+        asked.append((state.usage.paid_tokens, budget))
+        return answers[len(asked) - 1]
+
+    model = FunctionModel(answer)
+    config = make_config(
+        model, [RecordingTool("probe")], limits=Limits(token_budget=400), extend_budget=extend
+    )
+    first = run(config)  # 150, 300, 450: past 400, the loop asks before the fourth request and waits
+    assert first.status is RunStatus.AWAITING_BUDGET and not first.status.terminal
+    assert len(model.requests) == 3 and asked == [(450, 400)]
+    second = run(config)  # extended to 800: 600, 750, 900, then asked again at 800 and stopped
+    assert second.status is RunStatus.CANCELLED and "U_BOB" in (second.error or "")
+    assert asked == [(450, 400), (450, 400), (900, 800)] and len(model.requests) == 6
+    state = config.memory.load_state()
+    assert state is not None and state.token_budget == 800
 
 
 def test_injected_messages_are_stored_before_they_are_acknowledged() -> None:

@@ -39,3 +39,16 @@ def test_env_example_loads_as_settings(tmp_path: Path, monkeypatch: pytest.Monke
 def test_lists_accept_commas_and_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHATOPS_APPROVERS", "U_ALICE, S_ONCALL U_BOB")
     assert Settings(_env_file=None).chatops_approvers == ["U_ALICE", "S_ONCALL", "U_BOB"]  # type: ignore[call-arg]
+
+
+def test_llm_prices_are_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_PRICES", '{"gpt-4o": {"input": 2.5, "output": 10}}')
+    assert Settings(_env_file=None).llm_prices == {"gpt-4o": {"input": 2.5, "output": 10}}  # type: ignore[call-arg]
+    for value, said in (
+        ('{"gpt-4o": {"input": 2.5, "output": 10, "cached": 1}}', "unknown key(s) cached"),
+        ('{"gpt-4o": {"input": -1, "output": 10}}', "negative price for input"),
+        ('{"gpt-4o": {"input": 1}}', "missing output"),
+    ):
+        monkeypatch.setenv("LLM_PRICES", value)
+        with pytest.raises(ValueError, match=re.escape(said)):
+            Settings(_env_file=None)  # type: ignore[call-arg]

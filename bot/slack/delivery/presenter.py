@@ -50,6 +50,7 @@ from agent.findings import Citation, Findings
 from agent.types import Message, RunStatus
 from bot.keys import Keys
 from bot.runs.approvals import Approval, Approvals
+from bot.runs.budget_asks import BudgetAsk
 from bot.runs.charts import Chart
 from bot.runs.presenter import CardView, NotDelivered, RunRef, StopNotice, Undeliverable
 from bot.runs.record import RunRecords
@@ -66,6 +67,7 @@ from bot.slack.delivery.sender import Delivery, Outcome, RetryAfter, SlackSender
 from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
 from bot.slack.delivery.thread_status import StatusRefusals
 from bot.slack.rendering import render
+from bot.slack.rendering.budget_card import budget_blocks, budget_text
 from bot.slack.rendering.check_line import check_blocks, check_text
 from bot.slack.rendering.citations import Style, cite, finisher, plain_answer
 from bot.slack.rendering.mrkdwn import split_mrkdwn
@@ -167,7 +169,7 @@ class SlackPresenter:
 
     def update_run_card(self, run: RunRef, card: CardView) -> None:
         """Queue the card's new state; never waits, except for a final state (see the module)."""
-        final = card.status.terminal or card.status is RunStatus.AWAITING_APPROVAL
+        final = card.status.terminal or card.status.suspended
         with self._lock:
             self._last_card[run.run_id] = card
         delivery = self._queue_card(run, card, final)
@@ -177,7 +179,7 @@ class SlackPresenter:
         if not final:
             return
         with self._lock:
-            if card.status in (RunStatus.COMPLETED, RunStatus.AWAITING_APPROVAL):
+            if card.status is RunStatus.COMPLETED or card.status.suspended:
                 self._last_card.pop(run.run_id, None)  # no stop notice follows; kept otherwise
         self._sender.wait_all(run.run_id, self._final_wait)
         if delivery is None or delivery.outcome in (Outcome.SENT, Outcome.SUPERSEDED):
@@ -264,6 +266,11 @@ class SlackPresenter:
         )
         ts = response.get("ts")
         return str(ts) if ts else None
+
+    def ask_budget(self, run: RunRef, ask: BudgetAsk) -> str | None:
+        """The budget card (``bot.slack.rendering.budget_card``): the bot's words and numbers only."""
+        blocks = budget_blocks(ask)
+        return self._posted_ts(self._post_blocks(run, budget_text(blocks), blocks))
 
     def post_notice(self, run: RunRef, text: str) -> None:
         self._post_text(run, text)

@@ -85,6 +85,7 @@ TITLE_CHARS = 120
 DETAILS_CHARS = 200
 OUTPUT_CHARS = 300
 WAITING_NOTE = "_Waiting for an approval: see the approval card in this thread._"
+BUDGET_NOTE = "_Waiting at its token budget: see the budget card in this thread._"
 STOPPED_NOTE = "_The run stopped: see the notice in this thread._"
 LONG_NOTE = "_The answer is long: it follows below._"
 _TASK_STATUS = {
@@ -181,13 +182,13 @@ class AnswerStreams:
         stream = self._stream(run, card)
         stream.view = card
         if stream.broken:
-            if card.status is RunStatus.AWAITING_APPROVAL or card.status.terminal:
+            if card.status.suspended or card.status.terminal:
                 self._forget(run.run_id)  # the next segment looks again
             return
-        if card.status is RunStatus.AWAITING_APPROVAL or (
-            card.status.terminal and card.status is not RunStatus.COMPLETED
-        ):
-            note = WAITING_NOTE if card.status is RunStatus.AWAITING_APPROVAL else STOPPED_NOTE
+        if card.status.suspended or (card.status.terminal and card.status is not RunStatus.COMPLETED):
+            note = STOPPED_NOTE
+            if card.status.suspended:
+                note = BUDGET_NOTE if card.status is RunStatus.AWAITING_BUDGET else WAITING_NOTE
             self._forget(run.run_id)  # the segment is over: a resumed one opens its own stream
             send: Callable[[], object] = lambda: self._stop(stream, note)  # noqa: E731
             self._deliver(self._key(run), "chat.stopStream", send, run, True, 0.0)

@@ -36,6 +36,7 @@ from bot.slack.delivery.client import make_client
 from bot.slack.delivery.lost_cards import clicked_lost_card
 from bot.slack.handlers.actions import Interactions, Reply
 from bot.slack.handlers.break_glass import register_ops_command
+from bot.slack.handlers.budget_clicks import register_budget
 from bot.slack.handlers.callbacks import answer_app_rate_limited
 from bot.slack.handlers.events import EventHandler, Outcome, OutcomeKind
 from bot.slack.handlers.feedback import register_feedback
@@ -145,6 +146,7 @@ def build_app(runtime: WebRuntime, *, socket_mode: bool = False, pools: PoolFact
     _register_actions(app, runtime, pools("chatops-click"))
     register_feedback(app, runtime)  # the feedback buttons under streamed answers
     register_forget(app, runtime, pools("chatops-forget"))  # Forget on a "Similar:" note
+    register_budget(app, runtime, pools("chatops-budget"))  # Extend / Stop on a budget card
     register_ops_command(app, runtime)  # /ops break-glass (CHATOPS_POLICY_FILE), /ops postmortem
     return app
 

@@ -191,6 +191,9 @@ class EventHandler:
         state = self._claims.take(message_key)
         if state is not ClaimState.NEW:
             return where.outcome(_not_taken(state))
+        refused = self._over_monthly_cap(where, message_key)
+        if refused is not None:
+            return refused
         try:
             admission = self._limits.admit(where.channel, where.user, where.ts)
         except BaseException:
@@ -232,6 +235,21 @@ class EventHandler:
         self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
         pipeline.execute()
         return where.outcome(OutcomeKind.STARTED, run_id=submission.run_id, similar=tuple(similar))
+
+    def _over_monthly_cap(self, where: Origin, message_key: str) -> Outcome | None:
+        """The channel used its monthly tokens (``bot.runs.monthly_tokens``): no new run, a note in
+        the thread saying so, and ``chatops_runs_refused{reason="monthly_tokens"}``."""
+        try:
+            over = self._rt.service().monthly.over_cap(where.channel)
+        except BaseException:
+            self._claims.release(message_key)
+            raise
+        if over is None:
+            return None
+        self._claims.confirm(message_key, "limited")  # a retry of this mention is answered once
+        self._rt.metrics().run_refused("monthly_tokens")
+        log.info("a run in %s refused: %d of %d monthly tokens used", where.channel, over.used, over.cap)
+        return where.outcome(OutcomeKind.LIMITED, note=over.refusal())
 
     def _started_by(self, run_id: str, ts: str) -> bool:
         """Whether ``run_id`` was started by the message at ``ts``."""

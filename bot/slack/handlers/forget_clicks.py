@@ -133,20 +133,25 @@ def register_forget(app: App, runtime: WebRuntime, after: Executor) -> None:
 
 def _shown(runtime: WebRuntime, forgot: Forgot, where: Clicked, blocks: list[Any]) -> None:
     """The note redrawn with the forgotten line replaced by who forgot it; the clicker told (alone)."""
+    shown = forgotten_blocks(blocks, forgot.forgotten, where.user) if forgot.forgotten else []
+    redraw_and_tell(runtime, where, shown, forgot.note, "forget")
+
+
+def redraw_and_tell(runtime: WebRuntime, where: Clicked, blocks: list[Any], note: str, what: str) -> None:
+    """After a decided click: the message clicked redrawn as ``blocks`` (none: left as it is), and
+    the clicker told ``note``, alone. Slack's failures are logged: the click was decided."""
     client = runtime.client()
     try:
-        if forgot.forgotten:
-            shown = forgotten_blocks(blocks, forgot.forgotten, where.user)
-            if shown:
-                client.chat_update(
-                    channel=where.channel,
-                    ts=where.message_ts,
-                    text=notification_text(shown),
-                    blocks=redacted_blocks(shown, runtime.redact),
-                )
+        if blocks:
+            client.chat_update(
+                channel=where.channel,
+                ts=where.message_ts,
+                text=notification_text(blocks),
+                blocks=redacted_blocks(blocks, runtime.redact),
+            )
         if where.channel and where.user:
             client.chat_postEphemeral(
-                channel=where.channel, user=where.user, text=forgot.note, thread_ts=where.thread_ts
+                channel=where.channel, user=where.user, text=note, thread_ts=where.thread_ts
             )
     except Exception:
-        log.exception("the forget click by %s was decided, but not shown", where.user)
+        log.exception("the %s click by %s was decided, but not shown", what, where.user)

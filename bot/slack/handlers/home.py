@@ -48,6 +48,7 @@ _STATUS = {
     "queued": ":hourglass_flowing_sand: queued",
     "running": ":gear: working",
     "awaiting_approval": ":raised_hand: waiting for approval",
+    "budget": ":money_with_wings: waiting for a budget extension",
 }
 
 

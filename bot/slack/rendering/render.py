@@ -127,7 +127,8 @@ _STATUS = {
     "failed": (":x:", "Failed"),
     "iteration_limit": (":warning:", "Stopped: iteration limit"),
     "deadline": (":warning:", "Stopped: deadline"),
-    "budget": (":warning:", "Stopped: token budget"),
+    "budget": (":money_with_wings:", "Waiting: token budget reached"),
+    "budget_spent": (":warning:", "Stopped: token budget"),
     "loop_detected": (":warning:", "Stopped: loop detected"),
     "cancelled": (":octagonal_sign:", "Cancelled"),
 }
@@ -219,8 +220,10 @@ def card_blocks(
     head: list[Block] = [section(f"{icon} {said} · requested by {mention(requester)}")]
     blocks: list[Block] = []
     usage = [plural(card.iterations, "iteration")]
-    if card.tokens or card.status.terminal:  # the worker counts tokens when a segment ends
+    if card.tokens or card.status.terminal:  # counted as the run goes (each iteration's start)
         usage.append(plural(card.tokens, "token"))
+        if card.cost:  # LLM_PRICES (bot.prices): the bot's own number
+            usage.append(card.cost)
     usage.append(f"run `{escape(run_id[:12])}`")
     if card.targets:  # the inventory's names (validated), never the model's text
         usage.insert(0, "targets " + ", ".join(f"`{escape(name)}`" for name in card.targets))

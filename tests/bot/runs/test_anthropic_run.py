@@ -162,15 +162,17 @@ def test_the_budget_counts_cache_writes_but_not_cache_reads(
     enough = harness.submit("plan: check_health check_health", thread_ts="200.1")
     harness.work()
     assert harness.status(enough) is RunStatus.COMPLETED
-    # ... and one token less stops it at its last answer.
+    # ... and a budget its first answer passes makes it wait for a person before its next request
+    # (``budget``: the budget card's Extend or Stop decides), having paid for that answer only.
     claude.cache = PromptCache()
     harness.options = replace(
-        harness.options,
-        limits=Limits(max_iterations=40, deadline_seconds=60, token_budget=total.paid_tokens - 1),
+        harness.options, limits=Limits(max_iterations=40, deadline_seconds=60, token_budget=1)
     )
     short = harness.submit("plan: check_health check_health", thread_ts="300.1")
     harness.work()
-    assert harness.status(short) is RunStatus.BUDGET
+    assert harness.status(short) is RunStatus.AWAITING_BUDGET
+    state = harness.service.memory(short).load_state()
+    assert state is not None and 1 < state.usage.paid_tokens < total.paid_tokens
 
 
 def test_cache_reads_and_writes_reach_the_metrics(anthropic_harness: Harness) -> None:
