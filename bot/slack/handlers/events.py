@@ -233,6 +233,9 @@ class EventHandler:
             return where.outcome(OutcomeKind.LIMITED, note=note)
         follows, earlier = self._earlier(where)
         similar = self._similar(where, text)
+        # One round trip (MULTI/EXEC) for what a started run writes after its record: the start job,
+        # the limits' binding, the thread's last run, the message's and the event's claims.
+        pipeline = self._rt.redis().pipeline()
         try:
             submission = service.submit(
                 where.channel,
@@ -243,6 +246,7 @@ class EventHandler:
                 follows=follows,
                 earlier=earlier,
                 similar=similar_lines(similar),
+                pipeline=pipeline,
             )
         except BaseException:
             self._limits.cancel(where.channel, where.user, where.ts)
@@ -257,7 +261,6 @@ class EventHandler:
             # The message claim must go first, or the inbox would take the message for a retry.
             self._claims.release(message_key)
             return self._inject(where, text) or IGNORED
-        pipeline = self._rt.redis().pipeline()  # one round trip (MULTI/EXEC) for the three
         self._limits.bind(where.channel, where.ts, submission.run_id, pipeline=pipeline)
         remember_last_run(pipeline, self._rt.keys, where.channel, where.thread_ts, submission.run_id)
         self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
