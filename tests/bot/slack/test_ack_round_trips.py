@@ -45,7 +45,9 @@ def reads(probe: redis.Redis) -> int:
     return int(probe.info("stats")["total_reads_processed"])
 
 
-def mention_body(event_id: str, ts: str, text: str = "web-03 is out of disk, deal with it") -> dict[str, Any]:
+def mention_body(
+    event_id: str, ts: str, text: str = "web-03 is out of disk, deal with it", thread_ts: str = ""
+) -> dict[str, Any]:
     event = {
         "type": "app_mention",
         "user": "U_ALICE",
@@ -54,6 +56,8 @@ def mention_body(event_id: str, ts: str, text: str = "web-03 is out of disk, dea
         "event_ts": ts,
         "channel": CHANNEL,
     }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
     return {"type": "event_callback", "event_id": event_id, "event": event}
 
 
@@ -61,16 +65,19 @@ def new_ts() -> str:
     return f"{int(time.time())}.{secrets.randbelow(10**6):06d}"
 
 
-def test_a_new_threads_mention_is_stored_in_six_round_trips(private_redis: RedisProcess) -> None:
-    settings = Settings(
+def settings_on(server: RedisProcess) -> Settings:
+    return Settings(
         _env_file=None,  # type: ignore[call-arg]
         slack_bot_token=TOKEN,
         slack_signing_secret=SECRET,
-        redis_url=private_redis.url,
+        redis_url=server.url,
         chatops_redis_prefix="ack:",
         chatops_queue=QUEUE,
     )
-    runtime = web_runtime(settings)
+
+
+def test_a_new_threads_mention_is_stored_in_six_round_trips(private_redis: RedisProcess) -> None:
+    runtime = web_runtime(settings_on(private_redis))
     handler = EventHandler(runtime)
     probe = private_redis.client()
 
@@ -95,3 +102,34 @@ def test_a_new_threads_mention_is_stored_in_six_round_trips(private_redis: Redis
     before = reads(probe)
     retry = handler.mention(mention_body("EvPinned", outcome.ts), BOT_USER)
     assert retry.kind is OutcomeKind.DUPLICATE and reads(probe) - before - 1 == 2
+
+
+def test_a_new_threads_mention_whose_thread_has_a_run_already_is_neither_lost_nor_a_second_run(
+    private_redis: RedisProcess,
+) -> None:
+    """The speculative claim of a new thread's message is given back when the thread turns out to
+    have a run: a reply's mention that Slack delivered before the root's, or a thread claim that a
+    hostile Redis writer planted naming no run at all."""
+    runtime = web_runtime(settings_on(private_redis))
+    handler = EventHandler(runtime)
+    probe, keys = private_redis.client(), runtime.keys
+    root, reply = new_ts(), new_ts()
+    first = handler.mention(mention_body("EvReply", reply, "check web-04 too", thread_ts=root), BOT_USER)
+    assert first.kind is OutcomeKind.STARTED and first.thread_ts == root
+    late = handler.mention(mention_body("EvRoot", root), BOT_USER)
+    assert late.kind is OutcomeKind.INJECTED and late.run_id == first.run_id
+    assert [item.text for item in runtime.service().inbox.peek(first.run_id)] == [
+        "web-03 is out of disk, deal with it"
+    ]
+    assert probe.get(keys.seen_message(CHANNEL, root)) == first.run_id.encode()  # the inbox's claim
+    again = handler.mention(mention_body("EvRootAgain", root), BOT_USER)  # the same message, another id
+    assert again.kind is OutcomeKind.INJECTED and len(runtime.service().inbox.peek(first.run_id)) == 1
+    assert probe.zcard(keys.active_runs()) == 1
+
+    planted = new_ts()
+    probe.set(keys.thread(CHANNEL, planted), "no-such-run")
+    started = handler.mention(mention_body("EvPlanted", planted), BOT_USER)
+    assert started.kind is OutcomeKind.STARTED and started.run_id != "no-such-run"
+    assert probe.get(keys.thread(CHANNEL, planted)) == started.run_id.encode()
+    assert probe.get(keys.seen_message(CHANNEL, planted)) == started.run_id.encode()
+    assert probe.zcard(keys.active_runs()) == 2
