@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import redis
+from redis.client import Pipeline
 from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
@@ -229,7 +230,7 @@ class RunService:
         earlier: Earlier | None = None,
         similar: Sequence[str] = (),
         then: Sequence[Message] = (),
-        pipeline: redis.client.Pipeline | None = None,
+        pipeline: Pipeline | None = None,
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
@@ -332,7 +333,7 @@ class RunService:
         first: bool = False,
         delay: float | None = None,
         job_id: str | None = None,
-        pipeline: redis.client.Pipeline | None = None,
+        pipeline: Pipeline | None = None,
     ) -> Job:
         """Enqueue (or schedule) the job that works on the run; it is safe to enqueue one too many.
 
