@@ -24,6 +24,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from enum import StrEnum
+from typing import Any
 
 import redis
 
@@ -60,10 +61,20 @@ class Claims:
         client = self._redis()
         if client.set(key, PENDING, nx=True, px=_milliseconds(self._pending)):
             return ClaimState.NEW
-        value = as_text(client.get(key))
-        # ``None``: the other attempt's pending claim expired or was released a moment ago; let
-        # the sender come back rather than racing it here.
-        return ClaimState.DONE if value not in (None, PENDING) else ClaimState.IN_PROGRESS
+        return _state(client.get(key))
+
+    def take_along(
+        self, key: str, reads: Callable[[redis.client.Pipeline], object]
+    ) -> tuple[ClaimState, list[Any]]:
+        """``take``, with the reads ``reads`` queues on the same pipeline (their owners' commands,
+        answered in that order): one round trip for the claim and what the caller reads with it.
+        Not a transaction: the claim is the one atomic step, as in ``take``."""
+        pipeline = self._redis().pipeline(transaction=False)
+        pipeline.set(key, PENDING, nx=True, px=_milliseconds(self._pending))
+        pipeline.get(key)
+        reads(pipeline)
+        taken, value, *read = pipeline.execute()
+        return (ClaimState.NEW if taken else _state(value)), read
 
     def confirm(
         self,
@@ -82,6 +93,13 @@ class Claims:
         """Best effort: when Redis is what failed, the pending TTL frees the claim instead."""
         with contextlib.suppress(redis.RedisError):
             self._redis().delete(key)
+
+
+def _state(value: bytes | str | None) -> ClaimState:
+    """A claim this request did not take, by the value it holds. ``None``: the other attempt's
+    pending claim expired or was released a moment ago; let the sender come back rather than
+    racing it here."""
+    return ClaimState.DONE if as_text(value) not in (None, PENDING) else ClaimState.IN_PROGRESS
 
 
 def claim_once(client: redis.Redis, key: str, seconds: float, value: str = "1") -> bool:

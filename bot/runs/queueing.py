@@ -93,12 +93,14 @@ class JobQueue:
         job_id: str | None = None,
         delay: float | None = None,
         deferrals: int = 0,
+        pipeline: Pipeline | None = None,
     ) -> Job:
         """The job that works on the run: ``start`` for a new run, else ``resume``; safe to enqueue one too many.
 
         ``job_id``: the id the run record already names (``RunService.submit`` stores it with the
         record). ``delay``: seconds from now, by RQ's scheduler. ``deferrals``: how often the run's
-        jobs have found its lease taken (``RunJob``), carried to the next one.
+        jobs have found its lease taken (``RunJob``), carried to the next one. ``pipeline`` (not
+        with ``delay``): the job goes out with the caller's other writes, when the caller executes it.
         """
         function = START if first else RESUME
         args = (run_id, deferrals) if deferrals else (run_id,)
@@ -106,10 +108,12 @@ class JobQueue:
         options = {**self._run_options, "description": description, "job_id": job_id}
         if delay:
             return self._queue.enqueue_in(timedelta(seconds=delay), function, *args, **options)
+        if pipeline is not None:
+            return self._queue.enqueue(function, *args, pipeline=pipeline, **options)
         # One round trip: RQ registers the queue and stores and pushes the job in one MULTI/EXEC.
-        pipeline = self._redis.pipeline()
-        job = self._queue.enqueue(function, *args, pipeline=pipeline, **options)
-        pipeline.execute()
+        own = self._redis.pipeline()
+        job = self._queue.enqueue(function, *args, pipeline=own, **options)
+        own.execute()
         return job
 
     def expiry_at(self, approval_id: str, expires_at: float) -> Job:

@@ -298,6 +298,10 @@ class RunRecords:
         """The id the thread's claim names: its active run."""
         return as_text(self._redis.get(self._keys.thread(channel, thread_ts)))
 
+    def read_active_run(self, pipeline: redis.client.Pipeline, channel: str, thread_ts: str) -> None:
+        """``active_run`` queued on the caller's ``pipeline`` (its answer: ``as_text`` of it)."""
+        pipeline.get(self._keys.thread(channel, thread_ts))
+
     def active_ids(self) -> list[str]:
         return _ids(self._redis.zrange(self._keys.active_runs(), 0, -1))
 

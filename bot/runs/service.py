@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import redis
+from redis.client import Pipeline
 from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
@@ -257,6 +258,7 @@ class RunService:
         earlier: Earlier | None = None,
         similar: Sequence[str] = (),
         then: Sequence[Message] = (),
+        pipeline: Pipeline | None = None,
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
@@ -267,7 +269,9 @@ class RunService:
         the first message; ``then``: messages stored after the first, in the same write (an undo's
         assistant message with its stored call: the run starts with that call pending, and the
         model never writes it). Every text is stored redacted (secrets never at rest, nor sent to
-        the model)."""
+        the model). ``pipeline``: a created run's start job goes out with the caller's other writes
+        (one round trip less), once the caller executes it; should that fail, the run stays
+        ``queued`` with no job, which the recovery sweep re-enqueues (``recover``)."""
         text = self._redacted(text)
         record = RunRecord(
             run_id=uuid.uuid4().hex,
@@ -290,7 +294,7 @@ class RunService:
         stored = self.records.create(record, first, *then)
         if stored != record.run_id:
             return Submission(stored, created=False)
-        self.enqueue(record.run_id, first=True, job_id=record.job_id)
+        self.enqueue(record.run_id, first=True, job_id=record.job_id, pipeline=pipeline)
         return Submission(record.run_id, created=True)
 
     def deliver(
@@ -353,13 +357,20 @@ class RunService:
     # -- jobs -----------------------------------------------------------------------------------
 
     def enqueue(
-        self, run_id: str, *, first: bool = False, delay: float | None = None, job_id: str | None = None
+        self,
+        run_id: str,
+        *,
+        first: bool = False,
+        delay: float | None = None,
+        job_id: str | None = None,
+        pipeline: Pipeline | None = None,
     ) -> Job:
         """Enqueue (or schedule) the job that works on the run; it is safe to enqueue one too many.
 
         ``job_id``: the id the run record already names (``submit`` stores it with the record).
+        ``pipeline``: enqueued with the caller's writes, when the caller executes it.
         """
-        job = self.jobs.run(run_id, first=first, job_id=job_id, delay=delay)
+        job = self.jobs.run(run_id, first=first, job_id=job_id, delay=delay, pipeline=pipeline)
         if job_id is None:
             self.records.set_job(run_id, job.id)
         return job

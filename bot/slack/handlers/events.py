@@ -26,10 +26,11 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from agent.redis_util import as_text
 from bot.claims import Claims, ClaimState, claim_once
 from bot.memory.notes import named_targets, similar_for_run, similar_lines
 from bot.memory.similar import Similar
@@ -74,6 +75,7 @@ class Outcome:
     notify: bool = False  # refused_channel: say so (the first time in this channel)
     note: str = ""  # limited: the polite reply (``bot.runs.limits``)
     similar: tuple[Similar, ...] = ()  # started: the past incidents its first message names
+    event_confirmed: bool = False  # the event id's claim was confirmed in the outcome's own write
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Origin:
     ts: str
     thread_ts: str
     user: str
+    event_key: str = ""  # the event id's claim (``_once``), which a started run confirms in its write
 
     def outcome(
         self,
@@ -93,8 +96,20 @@ class Origin:
         notify: bool = False,
         note: str = "",
         similar: tuple[Similar, ...] = (),
+        event_confirmed: bool = False,
     ) -> Outcome:
-        return Outcome(kind, self.channel, self.ts, self.thread_ts, self.user, run_id, notify, note, similar)
+        return Outcome(
+            kind,
+            self.channel,
+            self.ts,
+            self.thread_ts,
+            self.user,
+            run_id,
+            notify,
+            note,
+            similar,
+            event_confirmed,
+        )
 
 
 IGNORED = Outcome(OutcomeKind.IGNORED)
@@ -177,18 +192,34 @@ class EventHandler:
     def _start_or_inject(self, where: Origin, text: str) -> Outcome:
         service = self._rt.service()
         message_key = self._rt.keys.seen_message(where.channel, where.ts)
-        active = service.active_run(where.channel, where.thread_ts)
+        helps = asks_for_help(text)  # no model call, no run: answered by the follow-up half
+        state: ClaimState | None = None
+        if where.ts == where.thread_ts and not helps:
+            # A new thread's mention: a run in its thread is rare (an earlier attempt of this very
+            # message, or a reply's mention that Slack delivered first), so the message is claimed
+            # in the same round trip as the thread's active run is read.
+            state, (raw,) = self._claims.take_along(
+                message_key,
+                lambda pipe: service.records.read_active_run(pipe, where.channel, where.thread_ts),
+            )
+            active = as_text(raw)
+        else:
+            active = service.active_run(where.channel, where.thread_ts)
         if active:
             if self._started_by(active, where.ts):
                 # An earlier attempt for this very message started the run, then failed to confirm.
                 self._claims.confirm(message_key, active)
                 return where.outcome(OutcomeKind.DUPLICATE)
+            if state is ClaimState.NEW:
+                self._claims.release(message_key)  # the inbox claims the message itself
             injected = self._inject(where, text)
             if injected is not None:
                 return injected
-        if asks_for_help(text):  # no model call, no run: answered by the follow-up half
+            state = None  # the run ended meanwhile: the message is claimed for a new one below
+        if helps:
             return where.outcome(OutcomeKind.HELP)
-        state = self._claims.take(message_key)
+        if state is None:
+            state = self._claims.take(message_key)
         if state is not ClaimState.NEW:
             return where.outcome(_not_taken(state))
         refused = self._over_monthly_cap(where, message_key)
@@ -205,6 +236,9 @@ class EventHandler:
             return where.outcome(OutcomeKind.LIMITED, note=note)
         follows, earlier = self._earlier(where)
         similar = self._similar(where, text)
+        # One round trip (MULTI/EXEC) for what a started run writes after its record: the start job,
+        # the limits' binding, the thread's last run, the message's and the event's claims.
+        pipeline = self._rt.redis().pipeline()
         try:
             submission = service.submit(
                 where.channel,
@@ -215,6 +249,7 @@ class EventHandler:
                 follows=follows,
                 earlier=earlier,
                 similar=similar_lines(similar),
+                pipeline=pipeline,
             )
         except BaseException:
             self._limits.cancel(where.channel, where.user, where.ts)
@@ -229,12 +264,18 @@ class EventHandler:
             # The message claim must go first, or the inbox would take the message for a retry.
             self._claims.release(message_key)
             return self._inject(where, text) or IGNORED
-        pipeline = self._rt.redis().pipeline()  # one round trip (MULTI/EXEC) for the three
         self._limits.bind(where.channel, where.ts, submission.run_id, pipeline=pipeline)
         remember_last_run(pipeline, self._rt.keys, where.channel, where.thread_ts, submission.run_id)
         self._claims.confirm(message_key, submission.run_id, pipeline=pipeline)
+        if where.event_key:  # the event id's claim too (``_once``): no round trip of its own
+            self._claims.confirm(where.event_key, pipeline=pipeline)
         pipeline.execute()
-        return where.outcome(OutcomeKind.STARTED, run_id=submission.run_id, similar=tuple(similar))
+        return where.outcome(
+            OutcomeKind.STARTED,
+            run_id=submission.run_id,
+            similar=tuple(similar),
+            event_confirmed=bool(where.event_key),
+        )
 
     def _over_monthly_cap(self, where: Origin, message_key: str) -> Outcome | None:
         """The channel used its monthly tokens (``bot.runs.monthly_tokens``): no new run, a note in
@@ -380,13 +421,13 @@ class EventHandler:
         if state is not ClaimState.NEW:
             return where.outcome(_not_taken(state))
         try:
-            outcome = handle(where)
+            outcome = handle(replace(where, event_key=key))
         except BaseException:
             self._claims.release(key)
             raise
         if outcome.kind is OutcomeKind.IN_PROGRESS:
             self._claims.release(key)  # the message is being stored by another request: retry later
-        else:
+        elif not outcome.event_confirmed:
             self._claims.confirm(key)
         return outcome
 
