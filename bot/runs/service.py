@@ -229,6 +229,7 @@ class RunService:
         earlier: Earlier | None = None,
         similar: Sequence[str] = (),
         then: Sequence[Message] = (),
+        requested: str = "",
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
@@ -238,7 +239,8 @@ class RunService:
         past incidents it starts from (``bot.memory.notes.similar_lines``), after the request in
         the first message; ``then``: messages stored after the first, in the same write (an undo's
         assistant message with its stored call: the run starts with that call pending, and the
-        model never writes it). Every text is stored redacted (secrets never at rest, nor sent to
+        model never writes it); ``requested``: what people asked when ``text`` is not only that (an
+        alert's target and labels: its annotations are read text, ``agent.provenance``). Every text is stored redacted (secrets never at rest, nor sent to
         the model)."""
         text = self._redacted(text)
         record = RunRecord(
@@ -252,6 +254,7 @@ class RunService:
             source_url=source_url,
             job_id=str(uuid.uuid4()),  # the start job's id, stored with the record (no second write)
             follows=follows,
+            requested=self._redacted(requested) if requested else "",
         )
         first = Message.user(text, slack_user=requester, ts=message_ts or thread_ts)
         if earlier is not None:
