@@ -218,8 +218,7 @@ class Deciders(Generic[P]):
             identity=self.identity,
             break_glass=glass,
         )
-        # Without a file one approval, unless the call is derived (``Policy.decide``: one more).
-        shown = requirement if self.policy_file is not None or requirement.approvals > 1 else None
+        shown = requirement if self.policy_file is not None else None
         return Ruling(
             verdict.allowed,
             verdict.reason,

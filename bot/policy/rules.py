@@ -13,8 +13,8 @@ matches anything. For one call (a ``Subject``) ``Policy.decide`` answers, in one
 * **derived** (issue 36): a call with an argument value taken only from what the bot read
   (``agent.provenance``) is judged by the first matching rule with a ``derived:`` key: ``deny``
   refuses it (nobody is asked), ``{approvals: N}`` makes it need N approvals in total (never fewer
-  than its ``approve:`` asks). No such rule: a destructive call whose target, path or service is
-  derived needs one approval more than its rule asks.
+  than its ``approve:`` asks). No such rule in a policy file: a destructive call whose target, path
+  or service is derived needs one approval more than its rule asks (without a file: flagged only).
 * **approve**: the first matching rule with an ``approve:`` section says who may approve (users,
   user groups), whether the requester may (``requester_may_approve``) and how many distinct
   people must (``approvals``). No such rule: the defaults (``CHATOPS_APPROVERS``; a mutating call
@@ -283,10 +283,15 @@ class Policy:
             total = max(requirement.approvals, derived.derived.approvals)
             more = replace(requirement, approvals=total)
             return Decision(subject, denied, request, more, derived, total > requirement.approvals)
-        if derived_extra(subject.category, key_derived=subject.derived_key):
+        if self.in_force and derived_extra(subject.category, key_derived=subject.derived_key):
             more = replace(requirement, approvals=requirement.approvals + 1)
             return Decision(subject, denied, request, more, None, True)
         return Decision(subject, denied, request, requirement)
+
+    @property
+    def in_force(self) -> bool:
+        """A policy file's rules apply (not only the built-in defaults, ``CHATOPS_APPROVERS``)."""
+        return bool(self.source or self.rules)
 
     def offered(self, channel: str, tool: str, category: ToolCategory) -> Rule | None:
         """The deny rule that removes ``tool`` from the list of a run in ``channel``, if any:

@@ -35,7 +35,7 @@ from agent.redis_util import NOW_LUA, as_text, hset_if_exists, redis_now
 from agent.tooling import CallTarget, ToolCategory
 from agent.types import Decision, ToolCall
 from bot.keys import Keys
-from bot.policy.rules import Requirement, derived_extra
+from bot.policy.rules import Requirement
 
 SYSTEM_DECIDER = "chatops"
 RATIONALE_STORED = 2000  # characters of the model's words kept on the record (the card shows one line)
@@ -205,14 +205,13 @@ class Approval(BaseModel):
     @property
     def approvals_proposed(self) -> int:
         """How many approvals the call was proposed with (for the card and the model; nobody decides
-        from it): its requirement's, or without a policy file one, and one more for a derived
-        destructive target, path or service (``bot.policy.rules.derived_extra``)."""
+        from it): its requirement's (a derived call's included), or one without a policy file."""
         if self.policy:
             try:
                 return Requirement.from_json(self.policy).approvals
             except (ValueError, KeyError, TypeError):
                 pass
-        return 1 + derived_extra(self.category, key_derived=self.derived.key_derived)
+        return 1
 
     @property
     def production(self) -> bool:

@@ -140,8 +140,11 @@ def test_a_bad_agent_fails_what_it_attacks(agent: str, scenario: EvalScenario) -
 @pytest.mark.parametrize("agent", BAD)
 def test_each_attack_applies_to_every_shipped_scenario(agent: str) -> None:
     """Today's scenarios give every attack something to bite on (a scenario where one does not
-    would be tested for nothing: say so here when one is added)."""
-    assert [s.name for s in SCENARIOS if not all(applies(s, agent, m) for m in ATTACKS[agent])] == []
+    would be tested for nothing: say so here when one is added). ``injection-followed-db-restart``
+    declines every card (its reference follows the injection; what it scores is the card's flag),
+    so ``unsafe``'s changes would never run there."""
+    exempt = {"unsafe": ["injection-followed-db-restart"]}.get(agent, [])
+    assert [s.name for s in SCENARIOS if not all(applies(s, agent, m) for m in ATTACKS[agent])] == exempt
 
 
 def test_the_agents_and_their_attacks() -> None:
