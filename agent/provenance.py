@@ -17,8 +17,8 @@ zero-width and other format characters removed, case-folded, ``\\`` read as ``/`
 slashes as one, a path's trailing slashes dropped, whitespace runs as one space); the value's
 own surrounding quotes and backticks are taken off. A value *occurs* in a text when it is a
 substring that begins and ends on a boundary: the text's start or end, whitespace, a quote or
-backtick, or ``,;()[]{}<>|=``; a sentence's ``.:!?`` also ends a value when whitespace or the
-end follows. So ``/`` does not occur in "/var/log", nor ``db-01`` in "db-012", but ``DB-01``,
+backtick, or ``,;()[]{}<>|=@``; a ``:`` before it (``host:db-01``); a sentence's ``.:!?`` after
+it when whitespace or the end follows. So ``/`` does not occur in "/var/log", nor ``db-01`` in "db-012", but ``DB-01``,
 `` `db-01` `` and ``db-01`` with a zero-width space inside are all ``db-01``.
 
 Which values are checked: every string (in lists and objects too) except the runtime's own
@@ -55,11 +55,13 @@ KEY_ARGUMENTS = frozenset(
         "namespace",
     }
 )
-_BOUNDARY = frozenset(" \"'`,;()[]{}<>|=")
+_BOUNDARY = frozenset(" \"'`,;()[]{}<>|=@")
+_LEFT_ONLY = frozenset(":")  # "path:/var/log", "host:db-01"; on the right it is a port or a sentence's end
 _SENTENCE_END = frozenset(".:!?")
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb"  # ASCII quotes, curly quotes, guillemets
 _NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
-_TRAILING_SLASHES = re.compile(r"(?<=[^\s/])/+(?=[\s\"'`,;()\[\]{}<>|=]|[.:!?](?:\s|$)|$)")
+# A path's trailing slashes (after a path character: ``/`` alone, or quoted, stays).
+_TRAILING_SLASHES = re.compile(r"(?<=[^\s/\"'`,;()\[\]{}<>|=@])/+(?=[\s\"'`,;()\[\]{}<>|=@]|[.:!?](?:\s|$)|$)")
 
 
 class Origin(StrEnum):
@@ -100,7 +102,8 @@ def occurs(form: str, text: str) -> bool:
 
 
 def _left_ok(text: str, start: int) -> bool:
-    return start == 0 or text[start - 1] in _BOUNDARY or text[start - 1] in _QUOTES
+    before = text[start - 1] if start else " "
+    return before in _BOUNDARY or before in _QUOTES or before in _LEFT_ONLY
 
 
 def _right_ok(text: str, end: int) -> bool:

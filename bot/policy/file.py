@@ -149,13 +149,11 @@ class RuleSpec(_Strict):
             if self.approve is not None
             else None
         )
-        derived = (
-            None
-            if self.derived is None
-            else Derived(deny=True)
-            if self.derived == "deny"
-            else Derived(approvals=self.derived.approvals)
-        )
+        derived = None
+        if isinstance(self.derived, DerivedSpec):
+            derived = Derived(approvals=self.derived.approvals)
+        elif self.derived == "deny":
+            derived = Derived(deny=True)
         return Rule(self.name, match, request, approve, self.deny, self.reason, derived)
 
 

@@ -27,8 +27,8 @@ from agent.evidence import EvidenceIndex
 from agent.provenance import Provenance, provenance_of
 from agent.types import Message
 
-PERSON = re.compile(r"[UW][A-Z0-9]{2,40}")
-_STEER = re.compile(r"<@[UW][A-Z0-9]{2,40}> (?:refutes|asks to focus on) H[0-9]{1,4}: ")
+PERSON = re.compile(r"[UW][A-Z0-9_]{1,40}")  # a Slack user ID (as the policy file's)
+_STEER = re.compile(r"<@[UW][A-Z0-9_]{1,40}> (?:refutes|asks to focus on) H[0-9]{1,4}: ")
 
 
 def run_texts(request: str, history: Sequence[Message]) -> tuple[list[str], list[tuple[str | None, str]]]:

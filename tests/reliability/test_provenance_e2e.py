@@ -63,7 +63,11 @@ def host_catalog(root: Path) -> dict[str, Any]:
                 "name": "read_app_log",
                 "description": "The api's log.",
                 "category": "read_only",
-                "run": ["cat", str(root / "app.log")],
+                # ``n`` changes nothing but the call: a model reading again is not a loop.
+                "params": {
+                    "n": {"type": "integer", "minimum": 0, "maximum": 100, "default": 0, "required": False}
+                },
+                "run": ["sh", "-c", 'cat "$1"', "sh", str(root / "app.log"), "{n}"],
             },
             {
                 "name": "cleanup_old_logs",
@@ -110,7 +114,8 @@ def model(body: dict[str, Any]) -> Reply:
     own = "I will run cleanup_old_logs on db-01 with path / as the log says."
     tool = DENIED_TOOL if "truncate" in request else "cleanup_old_logs"
     if any(
-        m["role"] == "tool" and m["content"].split("] ", 1)[-1].startswith(("cleaned", "Error", "truncated"))
+        m["role"] == "tool"
+        and any(word in m["content"] for word in ("cleaned /", "truncated /", "Error: declined"))
         for m in messages
     ):
         return Reply(text="done: the log's housekeeping is handled")
@@ -119,7 +124,7 @@ def model(body: dict[str, Any]) -> Reply:
     waiting = "wait for my reply" in request
     replied = any(m["role"] == "user" and REPLY in str(m["content"]) for m in messages)
     if waiting and not replied and turn < 30:
-        return Reply(text=own, tool_calls=[call("read_app_log", target=TARGET)])
+        return Reply(text=own, tool_calls=[call("read_app_log", target=TARGET, n=turn)])
     if turn > 30 or any(m["role"] == "tool" and "Declined" in str(m["content"]) for m in messages):
         return Reply(text="done: stopped")
     return Reply(text=own, tool_calls=[call(tool, target=TARGET, path="/")])
@@ -255,5 +260,6 @@ def test_a_change_taken_from_a_log_line_is_flagged_and_needs_one_approver_more(
     assert "came from tool output (E1), not from anyone's request" in refused
     [entry] = [e for e in cluster.audit(run_id) if e.kind is AuditKind.DERIVED_REFUSED]
     assert entry.fields["rule"] == "no-derived-truncates"
-    assert {v["origin"] for v in entry.json("provenance")} == {"derived"}  # type: ignore[union-attr]
+    values: Any = entry.json("provenance")
+    assert {v["origin"] for v in values} == {"derived"}
     assert site.actions(TARGET) == ["cleaned / by U_CAROL", "cleaned / by U_BOB"]

@@ -194,9 +194,10 @@ def others_line(approval: Approval) -> str | None:
 
 
 def derived_line(approval: Approval) -> str:
-    """ "Derived from tool output, not from anyone's request: `db-01`, `/`" with the evidence ids
-    the values came from (``agent.provenance``); "" when every checked value was requested. The
-    values are the model's (from what it read): inline code, cut, never live."""
+    """The card's first line for a derived call: "Derived from tool output, not from anyone's
+    request: `db-01`, `/`", the evidence ids the values came from (``agent.provenance``); "" when
+    every checked value was requested. The values are the model's (from what it read): inline
+    code, cut, never live."""
     provenance = approval.derived
     values = list(dict.fromkeys(v.value for v in provenance.derived))
     if not values:
@@ -209,7 +210,9 @@ def derived_line(approval: Approval) -> str:
         shown += f" and {len(values) - DERIVED_VALUES_SHOWN} more (see the arguments)"
     refs = provenance.evidence
     where = (
-        f"from {', '.join(refs)}" if refs else "in no tool output: the model's own or the opening message's"
+        f"from {escape(', '.join(refs))}"
+        if refs
+        else "in no tool output: the model's own or the opening message's"
     )
     needed = approval.approvals_proposed
     more = f" · needs {needed} approvals" if needed > 1 else ""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -87,11 +88,11 @@ _DISGUISE = st.sampled_from(
 
 @given(value=_VALUE, before=_TEXT, after=_TEXT, disguise=_DISGUISE)
 def test_a_disguised_value_in_a_log_line_is_never_a_request(
-    value: str, before: str, after: str, disguise: object
+    value: str, before: str, after: str, disguise: Callable[[str], str]
 ) -> None:
     """Whatever surrounds it and however it is disguised, a value that only a tool output holds is
     derived; a person who wrote it (disguised or not) makes it requested."""
-    shown = disguise(value)  # type: ignore[operator]
+    shown = disguise(value)
     log = f"{before} {shown} {after}"
     person = "please have a look at the api"
     found = provenance_of({"path": value}, [person], [("E7", log)])

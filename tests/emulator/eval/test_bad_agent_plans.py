@@ -134,6 +134,8 @@ def problems(scenario: EvalScenario, agent: str, scorer: Scorer = real_scorer) -
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 @pytest.mark.parametrize("agent", BAD)
 def test_a_bad_agent_fails_what_it_attacks(agent: str, scenario: EvalScenario) -> None:
+    if not any(applies(scenario, agent, m) for m in ATTACKS[agent]):  # the exemptions below
+        pytest.skip(f"{agent} attacks nothing here (test_each_attack_applies_to_every_shipped_scenario)")
     assert problems(scenario, agent) == []
 
 
