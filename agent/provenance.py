@@ -61,7 +61,9 @@ _SENTENCE_END = frozenset(".:!?")
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb"  # ASCII quotes, curly quotes, guillemets
 _NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
 # A path's trailing slashes (after a path character: ``/`` alone, or quoted, stays).
-_TRAILING_SLASHES = re.compile(r"(?<=[^\s/\"'`,;()\[\]{}<>|=@])/+(?=[\s\"'`,;()\[\]{}<>|=@]|[.:!?](?:\s|$)|$)")
+_TRAILING_SLASHES = re.compile(
+    r"(?<=[^\s/\"'`,;()\[\]{}<>|=@])/+(?=[\s\"'`,;()\[\]{}<>|=@]|[.:!?](?:\s|$)|$)"
+)
 
 
 class Origin(StrEnum):
