@@ -162,18 +162,7 @@ def policy_file(tmp_path: Path) -> Path:
 
 
 def production_worker(cluster: Cluster, site: FleetSite, llm: OpenAIServer, policy: Path) -> Worker:
-    return cluster.start_worker(
-        CHATOPS_RUNTIME="bot.ops.worker:default_runtime",
-        LLM_BASE_URL=llm.url,
-        LLM_MODEL=MODEL,
-        LLM_API_KEY="sk-test",
-        CHATOPS_SLACK_STREAMING="off",
-        CHATOPS_INVENTORY_FILE=str(site.inventory_file),
-        CHATOPS_TOOLS_FILE=str(site.catalog_file(TARGET)),
-        CHATOPS_RUNNER_SECRET=SECRET,
-        CHATOPS_RUNNER_HEARTBEAT_SECONDS=str(HEARTBEAT_SECONDS),
-        CHATOPS_POLICY_FILE=str(policy),
-    )
+    return cluster.start_worker(**site.worker_env(TARGET, llm.url, MODEL), CHATOPS_POLICY_FILE=str(policy))
 
 
 def card_text(card: dict[str, Any]) -> str:
