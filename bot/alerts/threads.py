@@ -367,6 +367,9 @@ def alert_message(
     return "\n".join(lines)
 
 
+_REQUESTED_ALERTS = 50  # alerts whose own labels count as the request (a storm's group is bounded)
+
+
 def alert_request(routed: RoutedNotification) -> str:
     """What the alert asks of its run as a person's request (``agent.provenance``): the target the
     operator's route resolved and the alert's labels, never its annotations or descriptions."""
@@ -375,6 +378,10 @@ def alert_request(routed: RoutedNotification) -> str:
     lines = [f"Target: {routed.target}"] if routed.target else []
     if labels:
         lines.append("Labels: " + ", ".join(f"{key}={value}" for key, value in sorted(labels.items())))
+    for alert in list(notification.alerts)[:_REQUESTED_ALERTS]:  # each alert's own labels (its rule's)
+        lines.append(
+            "Alert labels: " + ", ".join(f"{key}={value}" for key, value in sorted(alert.labels.items()))
+        )
     return "\n".join(lines) or "alert"
 
 
