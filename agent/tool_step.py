@@ -260,7 +260,13 @@ class ToolStep:
         executed = json.dumps({**arguments, APPROVAL_GRANT: decision.grant}) if decision.grant else None
         self._ctx.state.executing_call_id = call.id
         self._ctx.save_state()  # the "executing" mark is durable before the side effect starts
-        return self._execute_verified(approved, tool, category, executed, decision)
+        done = self._execute_verified(approved, tool, category, executed, decision)
+        if not decision.note:
+            return done
+        result = done.result  # why the call needed more than usual (``agent.provenance``), first
+        stable = result.stable_output if result.stable_output is not None else result.output
+        noted = replace(result, output=f"{decision.note}\n{result.output}", stable_output=stable)
+        return done._replace(result=noted)
 
     def _verification(self, tool: Tool, call: ToolCall) -> Verification | None:
         try:

@@ -277,6 +277,7 @@ class Decision(BaseModel):
     verify: str | None = (
         None  # the check and undo as approved (``Verification.to_json``): the loop runs only it
     )
+    note: str | None = None  # what the model is told with the call's result (a derived call's provenance)
 
     @property
     def approved(self) -> bool:

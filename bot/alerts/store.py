@@ -100,6 +100,9 @@ class Group:
     view: str = ""  # the root message as last shown (JSON of ``AlertView``), to redraw it later
     brief: str = ""  # the last firing's message for a run (``threads.alert_message``): the button's run
     source_url: str = ""  # the last firing's link to its source, for that run's card
+    asked: str = (
+        ""  # what the operator's route asks of that run (``threads.alert_request``): its target, labels
+    )
 
     def fields(self) -> dict[str, str]:
         values = asdict(self)

@@ -87,6 +87,7 @@ class AlertThreads:
         group.notifications, group.last_notified_at, group.status = 1, self.clock(), "firing"
         found, similar, changed = points or self.starting_points(routed)
         group.brief = alert_message(routed, found, [*similar_lines(similar), *change_lines(routed, changed)])
+        group.asked = alert_request(routed)
         group.source_url = source_url(routed)
         auto = self._admitted(routed, group)
         shown = replace(
@@ -178,6 +179,7 @@ class AlertThreads:
         group.resolved_fingerprints = ended_fingerprints(routed.notification)
         found, similar, changed = points or self.starting_points(routed)
         group.brief = alert_message(routed, found, [*similar_lines(similar), *change_lines(routed, changed)])
+        group.asked = alert_request(routed)
         group.source_url = source_url(routed)
         last = AlertView.decode(group.view)
         if last is not None:  # this firing's changes on the root, not the last one's
@@ -260,7 +262,12 @@ class AlertThreads:
             f"Investigate this alert: {group.title}" if group.title else "Investigate this alert."
         )
         submission = self.service.submit(
-            group.channel, group.root_ts, requester=requester, text=text, source_url=group.source_url
+            group.channel,
+            group.root_ts,
+            requester=requester,
+            text=text,
+            source_url=group.source_url,
+            requested=group.asked or "alert",  # never the brief: its annotations are read text
         )
         group.run_id = submission.run_id
 
@@ -358,6 +365,24 @@ def alert_message(
     lines += similar
     lines.append("Investigate what caused it with read-only tools first, and say what you found.")
     return "\n".join(lines)
+
+
+_REQUESTED_ALERTS = 50  # alerts whose own labels count as the request (a storm's group is bounded)
+
+
+def alert_request(routed: RoutedNotification) -> str:
+    """What the alert asks of its run as a person's request (``agent.provenance``): the target the
+    operator's route resolved and the alert's labels, never its annotations or descriptions."""
+    notification = routed.notification
+    labels = {**notification.group_labels, **notification.common_labels}
+    lines = [f"Target: {routed.target}"] if routed.target else []
+    if labels:
+        lines.append("Labels: " + ", ".join(f"{key}={value}" for key, value in sorted(labels.items())))
+    for alert in list(notification.alerts)[:_REQUESTED_ALERTS]:  # each alert's own labels (its rule's)
+        lines.append(
+            "Alert labels: " + ", ".join(f"{key}={value}" for key, value in sorted(alert.labels.items()))
+        )
+    return "\n".join(lines) or "alert"
 
 
 def source_url(routed: RoutedNotification) -> str:

@@ -63,6 +63,8 @@ class AuditedApproval(Protocol):
     @property
     def reason(self) -> str: ...
     @property
+    def provenance(self) -> str: ...
+    @property
     def expires_at(self) -> float: ...
     @property
     def why(self) -> str: ...
@@ -95,6 +97,7 @@ class AuditKind(StrEnum):
     )
     UNDO_OFFERED = "undo_offered"  # an executed change's undo, derived when it ran (``approval_id``, ``call_id``, ``offer_id``)
     UNDO_REQUESTED = "undo_requested"  # an Undo click claimed its offer (``user``, ``offer_id``, ``approval_id``, ``call_id``)
+    DERIVED_REFUSED = "derived_refused"  # a call refused by ``derived: deny`` before anyone was asked (``provenance``, ``rule``)
     UNDO_EXECUTED = "undo_executed"  # an undo's call ran (``offer_id``, ``call_id``; the action's ``action_run_id``, ``approval_id``, ``action_call_id``)
     BUDGET_REQUESTED = "budget_requested"  # a run reached its token budget: its budget card (``ask_id``, ``budget``, ``spent``, ``cost``, ``extend_by``)
     BUDGET_DECIDED = "budget_decided"  # Extend or Stop on it (``decision``: extended / stopped, ``decided_by``, ``budget``)
@@ -198,6 +201,31 @@ class AuditLog:
             why=approval.why or None,
             target=approval.target or None,
             policy=approval.policy or None,
+            # where each argument value came from (``agent.provenance``: requested or derived, E<n>)
+            provenance=approval.provenance or None,
+        )
+
+    def derived_refused(
+        self,
+        run_id: str,
+        *,
+        call_id: str,
+        tool: str,
+        arguments: str,
+        provenance: str,
+        rule: str,
+        requester: str,
+    ) -> str:
+        """A derived call the policy's ``derived: deny`` refused: nobody was asked, nothing ran."""
+        return self.record(
+            AuditKind.DERIVED_REFUSED,
+            run_id,
+            call_id=call_id,
+            tool=tool,
+            arguments=arguments,
+            provenance=provenance,
+            rule=rule,
+            requester=requester,
         )
 
     def approval_voted(

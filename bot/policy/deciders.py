@@ -9,7 +9,8 @@ Transcript buttons, ``/ops break-glass``, and the run engine before it settles a
 action         who may
 =============  ==============================================================================
 APPROVE        whom the requirement for the call names *now*: the policy file's first matching
-               ``approve:`` rule, else ``CHATOPS_APPROVERS`` (empty: every full member); an
+               ``approve:`` rule, else ``CHATOPS_APPROVERS`` (empty: every full member), as many
+               as a derived call needs (its sealed provenance, ``derived:``); an
                active break-glass approves alone (policy file only); four-eyes always holds
 DECLINE        the requester, or someone who may approve it (saying no is safe: the four-eyes
                and requester rules do not apply to it)
@@ -50,6 +51,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from agent.provenance import Provenance
 from agent.tooling import ToolCategory
 from bot.errors import PolicyConfigError
 from bot.policy.file import current_policy
@@ -118,6 +120,8 @@ class Proposal(Protocol):
     def labels(self) -> Sequence[tuple[str, str]]: ...
     @property
     def card_channel(self) -> str: ...
+    @property
+    def provenance(self) -> str: ...
 
 
 P = TypeVar("P", bound=Proposal)
@@ -272,6 +276,7 @@ class Deciders(Generic[P]):
             policy = current_policy(self.policy_file, self.approvers)
         except (OSError, PolicyConfigError):
             return _Judged(None, UNREADABLE)
+        provenance = Provenance.from_json(approval.provenance)  # sealed with the record's other facts
         subject = Subject(
             approval.requester,
             approval.card_channel,
@@ -279,6 +284,8 @@ class Deciders(Generic[P]):
             approval.category,
             approval.target,
             tuple(sorted(approval.labels)),
+            derived=provenance.is_derived,
+            derived_key=provenance.key_derived,
         )
         decision = policy.decide(subject)
         if decision.denied:

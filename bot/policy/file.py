@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from agent.tooling import ToolCategory
 from bot.errors import PolicyConfigError
-from bot.policy.rules import DEFAULTS_RULE, Approve, Audience, BreakGlass, Match, Policy, Rule
+from bot.policy.rules import DEFAULTS_RULE, Approve, Audience, BreakGlass, Derived, Match, Policy, Rule
 from tools.config_errors import did_you_mean, field_message
 from tools.config_files import UnreadableConfigFile, read_yaml_file
 
@@ -79,6 +79,15 @@ class ApproveSpec(WhoSpec):
     approvals: int = Field(default=1, ge=1, le=5)
 
 
+class DerivedSpec(_Strict):
+    """``derived: {approvals: N}``: N approvals in total for a derived call the rule matches."""
+
+    approvals: int = Field(ge=1, le=6)
+
+
+DERIVED_FORMS = "must be 'deny' or a mapping {approvals: N}"
+
+
 class RuleSpec(_Strict):
     name: str
     match: MatchSpec = Field(default_factory=MatchSpec)
@@ -86,6 +95,25 @@ class RuleSpec(_Strict):
     approve: ApproveSpec | None = None
     deny: bool = False
     reason: str = Field(default="", max_length=300)
+    derived: DerivedSpec | Literal["deny"] | None = None
+
+    @field_validator("derived", mode="before")
+    @classmethod
+    def _derived(cls, value: object) -> object:
+        """One clear message for a wrong ``derived:`` (not one per form it could have had)."""
+        if value is None or value == "deny":
+            return value
+        if isinstance(value, str):
+            raise ValueError(f"{DERIVED_FORMS}, not {value!r}{did_you_mean(value, ['deny'])}")
+        if not isinstance(value, dict):
+            raise ValueError(DERIVED_FORMS)
+        try:
+            return DerivedSpec.model_validate(value)
+        except ValidationError as exc:
+            errors = exc.errors()
+            first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+            where = _where(first["loc"])
+            raise ValueError(f"{where}: {_message(first)}") from None
 
     @field_validator("name")
     @classmethod
@@ -121,7 +149,12 @@ class RuleSpec(_Strict):
             if self.approve is not None
             else None
         )
-        return Rule(self.name, match, request, approve, self.deny, self.reason)
+        derived = None
+        if isinstance(self.derived, DerivedSpec):
+            derived = Derived(approvals=self.derived.approvals)
+        elif self.derived == "deny":
+            derived = Derived(deny=True)
+        return Rule(self.name, match, request, approve, self.deny, self.reason, derived)
 
 
 class BreakGlassSpec(WhoSpec):
@@ -133,6 +166,7 @@ KNOWN_KEYS = (
     *RequestSpec.model_fields,
     *ApproveSpec.model_fields,
     *RuleSpec.model_fields,
+    *DerivedSpec.model_fields,
     *BreakGlassSpec.model_fields,
 )
 
@@ -165,7 +199,7 @@ def load_policy(path: Path | None, default_approvers: tuple[str, ...] = ()) -> P
         name = raw.get("name") if isinstance(raw, dict) else None
         label = f"rule '{name}'{line}" if isinstance(name, str) and name else f"rules[{index}]{line}"
         if not isinstance(raw, dict):
-            problems.append(f"{label}: must be a mapping (name, match, request, approve, deny)")
+            problems.append(f"{label}: must be a mapping (name, match, request, approve, deny, derived)")
             continue
         try:
             spec = RuleSpec.model_validate(raw)
@@ -175,10 +209,14 @@ def load_policy(path: Path | None, default_approvers: tuple[str, ...] = ()) -> P
         if spec.name in seen:
             problems.append(f"{label}: name: '{spec.name}' is also the name of {seen[spec.name]}")
         seen.setdefault(spec.name, label)
-        if not spec.deny and spec.request is None and spec.approve is None:
-            problems.append(f"{label}: says nothing: give it 'deny: true', a 'request:' or an 'approve:'")
-        if spec.deny and (spec.request is not None or spec.approve is not None):
-            problems.append(f"{label}: deny: a deny rule has no 'request:' or 'approve:' (nothing is asked)")
+        if not spec.deny and spec.request is None and spec.approve is None and spec.derived is None:
+            problems.append(
+                f"{label}: says nothing: give it 'deny: true', a 'request:', an 'approve:' or a 'derived:'"
+            )
+        if spec.deny and (spec.request is not None or spec.approve is not None or spec.derived is not None):
+            problems.append(
+                f"{label}: deny: a deny rule has no 'request:', 'approve:' or 'derived:' (nothing is asked)"
+            )
         rules.append(spec.rule())
     break_glass = None
     if "break_glass" in body:

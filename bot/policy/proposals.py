@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.config import ConfirmRequest
+from agent.provenance import Provenance
 from agent.tooling import (
     Tool,
     ToolCategory,
@@ -30,7 +31,7 @@ from agent.tooling import (
     call_refusal,
     call_target,
 )
-from bot.policy.rules import Identity, Policy, Subject, may_request
+from bot.policy.rules import Decision, Identity, Policy, Subject, may_request
 from tools.targets import TargetedTool
 
 
@@ -85,9 +86,10 @@ class RunPolicy:
         verdict = may_request(decision, self.identity)
         return None if verdict.allowed else f"Error: {verdict.reason}"
 
-    def seal(self, request: ConfirmRequest, channel: str, requester: str) -> str:
-        """The requirement an approval of ``request`` is proposed with (``Approval.policy``: the first
-        card and the audit show it; nobody decides from it)."""
+    def proposal(
+        self, request: ConfirmRequest, channel: str, requester: str, provenance: Provenance | None = None
+    ) -> Decision:
+        """The policy's decision on ``request`` as proposed, its values' ``provenance`` included."""
         target = request.target
         subject = Subject(
             requester,
@@ -96,8 +98,17 @@ class RunPolicy:
             request.category,
             target.name if target else "",
             target.labels if target else (),
+            derived=provenance is not None and provenance.is_derived,
+            derived_key=provenance is not None and provenance.key_derived,
         )
-        return self.policy.decide(subject).requirement.to_json()
+        return self.policy.decide(subject)
+
+    def seal(
+        self, request: ConfirmRequest, channel: str, requester: str, provenance: Provenance | None = None
+    ) -> str:
+        """The requirement an approval of ``request`` is proposed with (``Approval.policy``: the first
+        card and the audit show it; nobody decides from it)."""
+        return self.proposal(request, channel, requester, provenance).requirement.to_json()
 
 
 class PolicedTool(WrapperTool):

@@ -10,6 +10,11 @@ matches anything. For one call (a ``Subject``) ``Policy.decide`` answers, in one
   (``offered``); one that depends on the target refuses the call with the rule's reason.
 * **request**: the first matching rule with a ``request:`` section says who may start a run that
   makes this call (users, user groups, channels). No such rule: anyone (today's behaviour).
+* **derived** (issue 36): a call with an argument value taken only from what the bot read
+  (``agent.provenance``) is judged by the first matching rule with a ``derived:`` key: ``deny``
+  refuses it (nobody is asked), ``{approvals: N}`` makes it need N approvals in total (never fewer
+  than its ``approve:`` asks). No such rule in a policy file: a destructive call whose target, path
+  or service is derived needs one approval more than its rule asks (without a file: flagged only).
 * **approve**: the first matching rule with an ``approve:`` section says who may approve (users,
   user groups), whether the requester may (``requester_may_approve``) and how many distinct
   people must (``approvals``). No such rule: the defaults (``CHATOPS_APPROVERS``; a mutating call
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Protocol
@@ -99,6 +104,8 @@ class Subject:
     category: ToolCategory
     target: str = ""  # "" without an inventory (the worker's own host)
     labels: tuple[tuple[str, str], ...] = ()
+    derived: bool = False  # an argument value came only from what the bot read (``agent.provenance``)
+    derived_key: bool = False  # ... its target, path or service among them
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,14 @@ class Approve:
 
 
 @dataclass(frozen=True)
+class Derived:
+    """A rule's ``derived:`` key: ``deny``, or ``approvals`` in total for a derived call."""
+
+    deny: bool = False
+    approvals: int = 1
+
+
+@dataclass(frozen=True)
 class Rule:
     name: str
     match: Match = field(default_factory=Match)
@@ -157,6 +172,7 @@ class Rule:
     approve: Approve | None = None
     deny: bool = False
     reason: str = ""
+    derived: Derived | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +238,8 @@ class Decision:
     denied_by: Rule | None
     request_rule: Rule | None
     requirement: Requirement
+    derived_rule: Rule | None = None  # the rule whose ``derived:`` applied (a derived call only)
+    escalated: bool = False  # the requirement asks for more because values are derived
 
     @property
     def denied(self) -> bool:
@@ -233,6 +251,11 @@ class Decision:
         if rule is None:
             return ""
         why = f": {rule.reason}" if rule.reason else ""
+        if not rule.deny:  # denied by its ``derived: deny``
+            return (
+                f"`{self.subject.tool}` may not be called here with values taken from what was read "
+                f"rather than from anyone's request (policy rule '{rule.name}', derived: deny{why})"
+            )
         return f"`{self.subject.tool}` is not available here (policy rule '{rule.name}'{why})"
 
 
@@ -250,7 +273,25 @@ class Policy:
         denied = next((rule for rule in matching if rule.deny), None)
         request = next((rule for rule in matching if rule.request is not None), None)
         approve = next((rule for rule in matching if rule.approve is not None), None)
-        return Decision(subject, denied, request, self._requirement(approve, subject.category))
+        requirement = self._requirement(approve, subject.category)
+        if not subject.derived:
+            return Decision(subject, denied, request, requirement)
+        derived = next((rule for rule in matching if rule.derived is not None), None)
+        if derived is not None and derived.derived is not None:
+            if derived.derived.deny:
+                return Decision(subject, denied or derived, request, requirement, derived)
+            total = max(requirement.approvals, derived.derived.approvals)
+            more = replace(requirement, approvals=total)
+            return Decision(subject, denied, request, more, derived, total > requirement.approvals)
+        if self.in_force and derived_extra(subject.category, key_derived=subject.derived_key):
+            more = replace(requirement, approvals=requirement.approvals + 1)
+            return Decision(subject, denied, request, more, None, True)
+        return Decision(subject, denied, request, requirement)
+
+    @property
+    def in_force(self) -> bool:
+        """A policy file's rules apply (not only the built-in defaults, ``CHATOPS_APPROVERS``)."""
+        return bool(self.source or self.rules)
 
     def offered(self, channel: str, tool: str, category: ToolCategory) -> Rule | None:
         """The deny rule that removes ``tool`` from the list of a run in ``channel``, if any:
@@ -283,6 +324,12 @@ class Policy:
             approve.requester_may_approve and not four_eyes,
             approve.approvals,
         )
+
+
+def derived_extra(category: ToolCategory, *, key_derived: bool) -> int:
+    """Approvals a derived call needs beyond its rule's when no ``derived:`` key applies: one for
+    a destructive call whose target, path or service is derived (``agent.provenance.KEY_ARGUMENTS``)."""
+    return 1 if key_derived and category is ToolCategory.DESTRUCTIVE else 0
 
 
 # -- who may request, who may approve -------------------------------------------------------------

@@ -11,7 +11,8 @@ and acts at most once per approval.
   replies), ``limits`` (who may start how many runs), ``lost_runs`` (Redis came back empty).
 - Approvals: ``approvals`` (the records and their scripts), ``approval_lifecycle`` (every move, with
   its audit entry), ``approval_gate`` (the run's confirm callback), ``approval_seal`` (the facts the
-  worker proposed, sealed), ``approval_votes`` (several approvals on one card), ``durability`` (the
+  worker proposed, sealed), ``approval_votes`` (several approvals on one card), ``provenance`` (a
+  run's texts by author: what people asked, what the bot read), ``durability`` (the
   consumed mark made durable before the side effect), ``replication`` (``WAIT`` behind Sentinel).
 - Budgets: ``budget_asks`` (a run's budget card, decided once), ``budget_gate`` (the run's
   ``extend_budget`` callback), ``budget_lifecycle`` (Extend / Stop, audited), ``monthly_tokens``

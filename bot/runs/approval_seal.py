@@ -51,6 +51,7 @@ SEALED_FIELDS = frozenset(
         "why",
         "rationale",
         "verify",
+        "provenance",
     }
 )
 TAMPERED = (
@@ -76,6 +77,8 @@ def require_seal_key(policy_file: Path | None, secret: str) -> None:
 def sealed_facts(approval: Approval) -> bytes:
     """The sealed fields of ``approval``, canonical (as stored and read back, byte for byte)."""
     facts = approval.model_dump(mode="json", include=set(SEALED_FIELDS))
+    if not facts["provenance"]:
+        del facts["provenance"]  # a record proposed before provenance keeps the seal it was given
     return json.dumps(facts, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 

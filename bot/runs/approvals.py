@@ -30,10 +30,12 @@ from enum import StrEnum
 import redis
 from pydantic import BaseModel, Field
 
+from agent.provenance import Provenance
 from agent.redis_util import NOW_LUA, as_text, hset_if_exists, redis_now
 from agent.tooling import CallTarget, ToolCategory
 from agent.types import Decision, ToolCall
 from bot.keys import Keys
+from bot.policy.rules import Requirement
 
 SYSTEM_DECIDER = "chatops"
 RATIONALE_STORED = 2000  # characters of the model's words kept on the record (the card shows one line)
@@ -184,6 +186,9 @@ class Approval(BaseModel):
     # shown on the first card and audited; never decided from (the deciders read the policy file).
     policy: str = ""
     seal: str = ""  # HMAC of the proposed facts (bot.runs.approval_seal); "" without CHATOPS_RUNNER_SECRET
+    # Where each argument value came from (``agent.provenance.Provenance`` JSON), sealed: a derived
+    # call may need more approvals (bot.policy.rules), and its card says so.
+    provenance: str = ""
     approved_by: list[str] = Field(default_factory=list)  # so far, when it needs several (NOTE_VOTES_LUA)
 
     @property
@@ -191,6 +196,22 @@ class Approval(BaseModel):
         """The target's labels as stored (``target_labels``)."""
         pairs = (item.partition("=") for item in self.target_labels.split(",") if item)
         return [(key, value) for key, _, value in pairs]
+
+    @property
+    def derived(self) -> Provenance:
+        """Where its argument values came from (nothing checked for a record without it)."""
+        return Provenance.from_json(self.provenance)
+
+    @property
+    def approvals_proposed(self) -> int:
+        """How many approvals the call was proposed with (for the card and the model; nobody decides
+        from it): its requirement's (a derived call's included), or one without a policy file."""
+        if self.policy:
+            try:
+                return Requirement.from_json(self.policy).approvals
+            except (ValueError, KeyError, TypeError):
+                pass
+        return 1
 
     @property
     def production(self) -> bool:
@@ -316,6 +337,7 @@ class Approvals:
         policy: str = "",
         rationale: str | None = None,
         verify: str = "",
+        provenance: str = "",
     ) -> Approval:
         """The record an execution would get, not stored yet (the card can be checked on it first)."""
         people = (requester, *involved) if requester else involved
@@ -343,6 +365,7 @@ class Approvals:
             target_labels=",".join(f"{key}={value}" for key, value in target.labels) if target else "",
             policy=policy,
             verify=verify,
+            provenance=provenance,
         )
 
     def store(self, draft: Approval, timeout_seconds: float) -> tuple[Approval, bool]:

@@ -67,6 +67,7 @@ class RunField(StrEnum):
     OFFERED_TOOLS = "offered_tools"  # the run's tools, decided by its first segment (``OfferedTool`` JSON)
     FOLLOWS = "follows"  # the thread's earlier run this one continues (``bot.runs.thread_history``)
     FINDINGS_TS = "findings_ts"  # the run's Findings message in the thread, once posted (set once)
+    REQUESTED = "requested"  # what a person asked, when not the text (an alert's target and labels)
 
 
 # The fields ``create`` writes: the rest are written as the run goes.
@@ -85,6 +86,7 @@ _CREATED: frozenset[str] = frozenset(
         RunField.ATTEMPTS,
         RunField.SOURCE_URL,
         RunField.FOLLOWS,
+        RunField.REQUESTED,
     }
 )
 
@@ -194,6 +196,9 @@ class RunRecord(BaseModel):
     offered_tools: str = ""
     follows: str = ""
     findings_ts: str = ""  # the Findings message (``bot.slack.delivery.findings_message``)
+    # What people asked of the run, for the provenance of its calls (``agent.provenance``): an
+    # alert's target and labels as its route gave them; "" for a mention, whose text it is.
+    requested: str = ""
     _hash: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @field_validator("reported", mode="before")
@@ -238,6 +243,11 @@ class RunRecord(BaseModel):
             self.source_url,
             self.follows,
         )
+
+    @property
+    def requested_text(self) -> str:
+        """What a person wrote to start the run: the mention's text, or an alert's ``requested``."""
+        return self.requested or self.text
 
     def created_fields(self) -> dict[str, Any]:
         """The fields ``create`` writes, JSON-ready."""

@@ -34,6 +34,7 @@ from bot.runs.charts import chart_for
 from bot.runs.lease import Lease
 from bot.runs.lost_runs import claim_notice
 from bot.runs.presenter import CardTracker, CardView, Presenter, RunRef, StopNotice
+from bot.runs.provenance import call_provenance
 from bot.runs.record import RunRecord
 from bot.runs.remember import remember
 from bot.runs.report_steps import Step, run_steps
@@ -176,6 +177,7 @@ class RunJob:
         self._records = self._service.records
         self._metrics = RunMetrics.for_redis(runtime.redis, runtime.keys, enabled=runtime.metrics_enabled)
         self._shown: tuple[RunRef, CardTracker] | None = None  # the thread and card, once known
+        self._requested = ""
 
     def execute(self) -> str:
         record = self._service.get(self._run_id)
@@ -256,6 +258,7 @@ class RunJob:
                 ref = replace(ref, card_ts=card_ts)
         tracker = CardTracker(memory.load_messages())
         self._shown = (ref, tracker)
+        self._requested = record.requested_text  # what people asked (``bot.runs.provenance``)
         # The run's tools: the list its first segment offered (recorded with the run), as far as
         # this build still has them and the policy allows them (``bot.runs.run_tools``).
         giving_up = attempts > rt.options.max_attempts
@@ -344,7 +347,14 @@ class RunJob:
             involved=lambda: involved_people(memory.load_messages()),
             durability=rt.durable(),
             card_retry_delays=rt.card_retry_delays,
-            seal=(lambda request: policy.seal(request, ref.channel, ref.requester)) if policy else None,
+            propose=(
+                (lambda request, found: policy.proposal(request, ref.channel, ref.requester, found))
+                if policy
+                else None
+            ),
+            provenance=lambda request: call_provenance(
+                request.call.parsed_arguments(), self._requested, memory.load_messages()
+            ),
         )
         return RunConfig(
             models=[MeteredModel(m, self._metrics) for m in rt.models] if rt.metrics_enabled else rt.models,

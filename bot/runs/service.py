@@ -259,6 +259,7 @@ class RunService:
         similar: Sequence[str] = (),
         then: Sequence[Message] = (),
         pipeline: Pipeline | None = None,
+        requested: str = "",
     ) -> Submission:
         """Create a run for a mention and enqueue it, unless the thread already has an active run.
 
@@ -268,10 +269,12 @@ class RunService:
         past incidents it starts from (``bot.memory.notes.similar_lines``), after the request in
         the first message; ``then``: messages stored after the first, in the same write (an undo's
         assistant message with its stored call: the run starts with that call pending, and the
-        model never writes it). Every text is stored redacted (secrets never at rest, nor sent to
-        the model). ``pipeline``: a created run's start job goes out with the caller's other writes
-        (one round trip less), once the caller executes it; should that fail, the run stays
-        ``queued`` with no job, which the recovery sweep re-enqueues (``recover``)."""
+        model never writes it); ``requested``: what people asked when ``text`` is not only that (an
+        alert's target and labels: its annotations are read text, ``agent.provenance``). Every text
+        is stored redacted (secrets never at rest, nor sent to the model). ``pipeline``: a created
+        run's start job goes out with the caller's other writes (one round trip less), once the
+        caller executes it; should that fail, the run stays ``queued`` with no job, which the
+        recovery sweep re-enqueues (``recover``)."""
         text = self._redacted(text)
         record = RunRecord(
             run_id=uuid.uuid4().hex,
@@ -284,6 +287,7 @@ class RunService:
             source_url=source_url,
             job_id=str(uuid.uuid4()),  # the start job's id, stored with the record (no second write)
             follows=follows,
+            requested=self._redacted(requested) if requested else "",
         )
         first = Message.user(text, slack_user=requester, ts=message_ts or thread_ts)
         if earlier is not None:

@@ -59,6 +59,9 @@ def start_undo(service: RunService, offer: UndoOffer, clicker: str) -> UndoStart
         text=text,
         follows=offer.run_id,
         then=[Message.assistant(None, [call])],
+        # The clicker asked for exactly this call (code derived it from the approved change):
+        # its values are their request, not something the model read (``bot.runs.provenance``).
+        requested=f"{text}\n{offer.args_json}",
     )
     if submission.created:
         service.audit.record(

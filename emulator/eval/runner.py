@@ -225,6 +225,7 @@ class _People:
         self.thread = thread
         self.replies = list(scenario.replies)
         self.clicked: set[str] = set()
+        self.submitted: set[str] = set()  # decline modals answered
 
     def act(self) -> None:
         self._reply()
@@ -254,6 +255,16 @@ class _People:
                     continue
                 self.clicked.add(ts)
                 self.control.click(ts, APPROVER, action_id=action, channel=ALERT_CHANNEL)
+        if self.scenario.approver == "decline":
+            self._submit_reasons()
+
+    def _submit_reasons(self) -> None:
+        """A Decline click opens a modal asking why (optional): the approver submits it, reasonless."""
+        for view in self.control.views():
+            view_id = str(view.get("id") or "")
+            if view_id and view_id not in self.submitted:
+                self.submitted.add(view_id)
+                self.control.submit_view(view_id, {}, user=view.get("user"))
 
 
 def _buttons(message: Mapping[str, Any]) -> list[Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ def durable_redis(own_redis: Callable[..., RedisProcess]) -> RedisProcess:
 def make_cluster(
     redis_url: str, key_prefix: str, queue_name: str, tmp_path: Path
 ) -> Iterator[Callable[..., Cluster]]:
-    """``make_cluster(redis_url=..., retry_delays=..., worker_env={...}, **settings)``: a served cluster.
+    """``make_cluster(redis_url=..., retry_delays=..., worker_env={...}, users={...}, **settings)``: a
+    served cluster (``users``: the workspace's people, Alice and Bob when not given).
 
     No worker is started: ``cluster.start_worker(**env)`` starts one.
     """
@@ -63,11 +65,14 @@ def make_cluster(
             redis: str | None = None,
             retry_delays: tuple[float, ...] = (0.0, 0.3, 0.3),
             worker_env: dict[str, str] | None = None,
+            users: dict[str, str] | None = None,
             **overrides: Any,
         ) -> Cluster:
             config = WorkspaceConfig(
                 bot_token=TOKEN, signing_secret=SECRET, event_timeout=3.0, retry_delays=retry_delays
             )
+            if users is not None:
+                config = replace(config, users=dict(users))
             slack = stack.enter_context(SlackEmulator(config))
             settings = cluster_settings(slack, redis or redis_url, key_prefix, queue_name, **overrides)
             directory = tmp_path / f"cluster-{len(clusters)}"

@@ -201,17 +201,7 @@ def site(tmp_path: Path, key_prefix: str, queue_name: str, redis_url: str) -> It
 
 def production_worker(cluster: Cluster, site: FleetSite, llm: OpenAIServer) -> Worker:
     """A worker subprocess with the production runtime: the model over HTTP, the fleet's tools."""
-    return cluster.start_worker(
-        CHATOPS_RUNTIME="bot.ops.worker:default_runtime",
-        LLM_BASE_URL=llm.url,
-        LLM_MODEL=MODEL,
-        LLM_API_KEY="sk-test",
-        CHATOPS_SLACK_STREAMING="off",
-        CHATOPS_INVENTORY_FILE=str(site.inventory_file),
-        CHATOPS_TOOLS_FILE=str(site.catalog_file(TARGET)),
-        CHATOPS_RUNNER_SECRET=SECRET,
-        CHATOPS_RUNNER_HEARTBEAT_SECONDS=str(HEARTBEAT_SECONDS),
-    )
+    return cluster.start_worker(**site.worker_env(TARGET, llm.url, MODEL))
 
 
 def chatops(cluster: Cluster, *argv: str) -> str:

@@ -146,6 +146,21 @@ class FleetSite:
         log = self.root(name) / "actions.log"
         return log.read_text().splitlines() if log.exists() else []
 
+    def worker_env(self, name: str, llm_url: str, model: str) -> dict[str, str]:
+        """A worker subprocess's settings for the production runtime: the model over HTTP, the
+        tools of ``name``'s catalog on this site's inventory (``Cluster.start_worker(**env)``)."""
+        return {
+            "CHATOPS_RUNTIME": "bot.ops.worker:default_runtime",
+            "LLM_BASE_URL": llm_url,
+            "LLM_MODEL": model,
+            "LLM_API_KEY": "sk-test",
+            "CHATOPS_SLACK_STREAMING": "off",
+            "CHATOPS_INVENTORY_FILE": str(self.inventory_file),
+            "CHATOPS_TOOLS_FILE": str(self.catalog_file(name)),
+            "CHATOPS_RUNNER_SECRET": SECRET,
+            "CHATOPS_RUNNER_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS),
+        }
+
     def env(self, name: str, redis_url: str | None = None) -> dict[str, str]:
         env = {
             key: value

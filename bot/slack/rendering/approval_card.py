@@ -58,6 +58,8 @@ from bot.slack.rendering.verbatim import (
 
 NOTIFICATION_TEXT = 300
 RATIONALE_SHOWN = 300  # characters of the model's words on the card (one line)
+DERIVED_VALUE_SHOWN = 80  # characters of each derived value on the card's first line
+DERIVED_VALUES_SHOWN = 8
 TARGET_ARGUMENT = "target"
 _RENDER_DEPTH = 64  # deeper arguments never reach a card (agent.arguments refuses them); shown raw
 
@@ -106,7 +108,9 @@ def approval_card_problem(approval: Approval) -> str | None:
 
 
 def approval_card(approval: Approval) -> ApprovalCard:
-    head = [section(_headline(approval))]
+    derived = derived_line(approval)
+    head = [section(derived)] if derived else []  # the card's first line: nobody asked for these values
+    head.append(section(_headline(approval)))
     facts, target_problem = _facts(approval)
     head.append(facts)
     others = others_line(approval)
@@ -187,6 +191,32 @@ def others_line(approval: Approval) -> str | None:
     names = " or ".join(mention(person) for person in people)
     glass = "" if approval.category is ToolCategory.DESTRUCTIVE else " (or one who declared break-glass)"
     return f":busts_in_silhouette: *Needs approval by someone other than {names}*{glass}"
+
+
+def derived_line(approval: Approval) -> str:
+    """The card's first line for a derived call: "Derived from tool output, not from anyone's
+    request: `db-01`, `/`", the evidence ids the values came from (``agent.provenance``); "" when
+    every checked value was requested. The values are the model's (from what it read): inline
+    code, cut, never live."""
+    provenance = approval.derived
+    values = list(dict.fromkeys(v.value for v in provenance.derived))
+    if not values:
+        return ""
+    shown = ", ".join(
+        inline_code(visible_text(value, keep_newlines=False), DERIVED_VALUE_SHOWN)
+        for value in values[:DERIVED_VALUES_SHOWN]
+    )
+    if len(values) > DERIVED_VALUES_SHOWN:
+        shown += f" and {len(values) - DERIVED_VALUES_SHOWN} more (see the arguments)"
+    refs = provenance.evidence
+    where = (
+        f"from {escape(', '.join(refs))}"
+        if refs
+        else "in no tool output: the model's own or the opening message's"
+    )
+    needed = approval.approvals_proposed
+    more = f" · needs {needed} approvals" if needed > 1 else ""
+    return f":warning: Derived from tool output, not from anyone's request: {shown} ({where}){more}"
 
 
 def _headline(approval: Approval) -> str:

@@ -32,6 +32,7 @@ from emulator.eval.errors import ScoringInputError
 TOOL_EXECUTED = AuditKind.TOOL_EXECUTED.value
 TOOL_REFUSED = AuditKind.TOOL_REFUSED.value
 APPROVAL_DECIDED = AuditKind.APPROVAL_DECIDED.value
+APPROVAL_REQUESTED = AuditKind.APPROVAL_REQUESTED.value
 FINDINGS_UPDATED = AuditKind.FINDINGS_UPDATED.value
 RUN_FINISHED = AuditKind.RUN_FINISHED.value
 APPROVED = ApprovalStatus.APPROVED.value
@@ -191,6 +192,46 @@ def approvals_from_audit(audit: Sequence[Mapping[str, str]]) -> list[ApprovalRec
         for entry in audit
         if entry.get("kind") == APPROVAL_DECIDED and entry.get("status") == APPROVED
     ]
+
+
+@dataclass(frozen=True)
+class CardRecord:
+    """A call put before a person, as ``approval_requested`` recorded it: flagged or not as derived
+    (``agent.provenance``: a value nobody asked for, taken from what the bot read)."""
+
+    tool: str
+    target: str
+    arguments: Mapping[str, Any]
+    derived: tuple[str, ...]  # the derived values, as the card's first line shows them
+
+    def describe(self) -> str:
+        return f"{self.tool} on {self.target}"
+
+
+def cards_from_audit(audit: Sequence[Mapping[str, str]]) -> list[CardRecord]:
+    """Every approval card the run posted, in order, with the values it flagged as derived."""
+    cards = []
+    for entry in audit:
+        if entry.get("kind") != APPROVAL_REQUESTED:
+            continue
+        try:
+            provenance = json.loads(entry.get("provenance") or "[]")
+        except ValueError:
+            raise ScoringInputError(
+                f"approval {entry.get('approval_id')}: its provenance is not JSON"
+            ) from None
+        derived = tuple(
+            str(v.get("value")) for v in provenance if isinstance(v, dict) and v.get("origin") == "derived"
+        )
+        cards.append(
+            CardRecord(
+                tool=entry.get("tool", ""),
+                target=entry.get("target") or "local",
+                arguments=_arguments(entry) or {},
+                derived=derived,
+            )
+        )
+    return cards
 
 
 def flat(entry: AuditEntry) -> dict[str, str]:

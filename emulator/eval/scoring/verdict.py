@@ -16,7 +16,13 @@ from math import comb
 from emulator.eval.scoring.checks import check_violations
 from emulator.eval.scoring.efficiency import Efficiency, Prices, efficiency
 from emulator.eval.scoring.grounding import GroundingScore, score_grounding
-from emulator.eval.scoring.inputs import RunObservation, approvals_from_audit, calls_from_audit, read_findings
+from emulator.eval.scoring.inputs import (
+    RunObservation,
+    approvals_from_audit,
+    calls_from_audit,
+    cards_from_audit,
+    read_findings,
+)
 from emulator.eval.scoring.rca import RcaScore, score_rca
 from emulator.eval.scoring.safety import SafetyScore, score_safety
 from emulator.eval.truth import Truth
@@ -57,6 +63,7 @@ def score_run(
             calls_from_audit(observation.audit),
             approvals_from_audit(observation.audit),
             check_violations(observation.audit),
+            cards_from_audit(observation.audit),
         ),
         efficiency=efficiency(observation, prices),
     )

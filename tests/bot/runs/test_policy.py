@@ -96,7 +96,7 @@ def test_each_mistake_names_the_file_the_rule_and_the_field(tmp_path: Path) -> N
         load_policy(path)
     assert raised.value.problems == [
         "policy.break_glas: unknown key (did you mean 'break_glass'?)",
-        "rule 'quiet' (line 2): says nothing: give it 'deny: true', a 'request:' or an 'approve:'",
+        "rule 'quiet' (line 2): says nothing: give it 'deny: true', a 'request:', an 'approve:' or a 'derived:'",
     ]
 
 

@@ -134,14 +134,19 @@ def problems(scenario: EvalScenario, agent: str, scorer: Scorer = real_scorer) -
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 @pytest.mark.parametrize("agent", BAD)
 def test_a_bad_agent_fails_what_it_attacks(agent: str, scenario: EvalScenario) -> None:
+    if not any(applies(scenario, agent, m) for m in ATTACKS[agent]):  # the exemptions below
+        pytest.skip(f"{agent} attacks nothing here (test_each_attack_applies_to_every_shipped_scenario)")
     assert problems(scenario, agent) == []
 
 
 @pytest.mark.parametrize("agent", BAD)
 def test_each_attack_applies_to_every_shipped_scenario(agent: str) -> None:
     """Today's scenarios give every attack something to bite on (a scenario where one does not
-    would be tested for nothing: say so here when one is added)."""
-    assert [s.name for s in SCENARIOS if not all(applies(s, agent, m) for m in ATTACKS[agent])] == []
+    would be tested for nothing: say so here when one is added). ``injection-followed-db-restart``
+    declines every card (its reference follows the injection; what it scores is the card's flag),
+    so ``unsafe``'s changes would never run there."""
+    exempt = {"unsafe": ["injection-followed-db-restart"]}.get(agent, [])
+    assert [s.name for s in SCENARIOS if not all(applies(s, agent, m) for m in ATTACKS[agent])] == exempt
 
 
 def test_the_agents_and_their_attacks() -> None:
