@@ -52,7 +52,9 @@ class PlannedCall:
         return target if isinstance(target, str) else None
 
 
-def planned_calls(agent: Scenario) -> list[PlannedCall]:
+def planned_calls(agent: Scenario, approved: bool = True) -> list[PlannedCall]:
+    """``approved``: whether the scenario's approver approves the cards (``approver: approve``); a
+    declined change runs nothing, so no check of it takes an evidence id."""
     calls: list[PlannedCall] = []
     seq = 0
     for turn, reply in enumerate(agent.turns):
@@ -60,7 +62,7 @@ def planned_calls(agent: Scenario) -> list[PlannedCall]:
             arguments = dict(call.get("arguments") or {})
             name = str(call["name"])
             ref = evidence_ref(seq := seq + 1)
-            check_ref = evidence_ref(seq := seq + 1) if name in CHECKED else None
+            check_ref = evidence_ref(seq := seq + 1) if approved and name in CHECKED else None
             calls.append(PlannedCall(ref, turn, name, arguments, check_ref))
     return calls
 
@@ -113,11 +115,11 @@ def _call_key(call: PlannedCall) -> str:
     return json.dumps([call.tool, call.arguments], sort_keys=True)
 
 
-def known_outputs(reference: Scenario, agent: Scenario) -> dict[str, str]:
+def known_outputs(reference: Scenario, agent: Scenario, approved: bool = True) -> dict[str, str]:
     """Evidence id of each of ``agent``'s calls -> what it is known to print: the quotes the
     reference cites (in any of its findings) from its own call of the same tool with the same
     arguments, one a line. A call the reference does not make prints nothing known."""
-    calls = planned_calls(reference)
+    calls = planned_calls(reference, approved)
     printed: dict[str, list[str]] = {}
     by_ref = {call.ref: _call_key(call) for call in calls}
     by_ref |= {check.ref: _call_key(check) for call in calls if (check := check_call(call)) is not None}
@@ -125,7 +127,7 @@ def known_outputs(reference: Scenario, agent: Scenario) -> dict[str, str]:
         for ref, quotes in cited_quotes(update.arguments).items():
             if ref in by_ref:
                 printed.setdefault(by_ref[ref], []).extend(quotes)
-    mine = [*planned_calls(agent)]
+    mine = [*planned_calls(agent, approved)]
     mine += [check for call in mine if (check := check_call(call)) is not None]
     return {
         call.ref: "\n".join(dict.fromkeys(printed[_call_key(call)]))
@@ -134,11 +136,13 @@ def known_outputs(reference: Scenario, agent: Scenario) -> dict[str, str]:
     }
 
 
-def expected_findings(agent: Scenario, outputs: Mapping[str, str] | None = None) -> dict[str, object] | None:
+def expected_findings(
+    agent: Scenario, outputs: Mapping[str, str] | None = None, approved: bool = True
+) -> dict[str, object] | None:
     """The agent's last findings as shown (``None``: it records none), its calls' results printing
     ``outputs`` (evidence id -> text; default: exactly the quotes its last findings cite, as a
     reference's do)."""
-    calls = planned_calls(agent)
+    calls = planned_calls(agent, approved)
     last = claimed_findings(calls)
     if last is None:
         return None

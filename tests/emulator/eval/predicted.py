@@ -43,7 +43,7 @@ def simulated_audit(scenario: EvalScenario, agent: Scenario) -> list[dict[str, s
     ``approve``) and runs with its approver and, when destructive, its dry run's plan; declined, or
     a dry run that finds nothing, and it never runs."""
     entries: list[dict[str, str]] = []
-    for call in planned_calls(agent):
+    for call in planned_calls(agent, scenario.approver == "approve"):
         if call.tool == FINDINGS_TOOL:
             continue
         target = call.target or "local"
@@ -77,9 +77,10 @@ def dry_run(scenario: EvalScenario, target: str, arguments: dict[str, Any]) -> l
 
 def predicted_observation(scenario: EvalScenario, agent: str) -> RunObservation:
     script = host_internal(scenario, agent)
-    outputs = known_outputs(host_internal(scenario), script)
+    approved = scenario.approver == "approve"
+    outputs = known_outputs(host_internal(scenario), script, approved)
     return RunObservation(
-        findings=expected_findings(script, outputs), audit=simulated_audit(scenario, script)
+        findings=expected_findings(script, outputs, approved), audit=simulated_audit(scenario, script)
     )
 
 
