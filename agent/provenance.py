@@ -90,14 +90,19 @@ def value_form(value: str) -> str:
     return form
 
 
-def occurs(form: str, text: str) -> bool:
-    """Whether the value form ``form`` occurs in the normalised ``text`` on boundaries."""
+def occurs(form: str, text: str, *, as_directory: bool = False) -> bool:
+    """Whether the value form ``form`` occurs in the normalised ``text`` on boundaries.
+
+    ``as_directory``: a path also occurs as the directory of a longer path (``/var/log/api`` in
+    "/var/log/api/api.log.4"). Only for telling which result a derived value was read from: a
+    person who names a file has not asked for its directory, so requested text is never matched so."""
     if not form:
         return False
+    directory = as_directory and "/" in form and form != "/"
     start = text.find(form)
     while start != -1:
         end = start + len(form)
-        if _left_ok(text, start) and _right_ok(text, end):
+        if _left_ok(text, start) and (_right_ok(text, end) or (directory and text[end] == "/")):
             return True
         start = text.find(form, start + 1)
     return False
@@ -222,6 +227,8 @@ def provenance_of(
         if any(occurs(form, text) for text in people):
             found.append(ArgumentOrigin(name, value, Origin.REQUESTED))
             continue
-        refs = tuple(dict.fromkeys(ref for ref, text in sources if ref and occurs(form, text)))
+        refs = tuple(
+            dict.fromkeys(ref for ref, text in sources if ref and occurs(form, text, as_directory=True))
+        )
         found.append(ArgumentOrigin(name, value, Origin.DERIVED, refs))
     return Provenance(tuple(found))

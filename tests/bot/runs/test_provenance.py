@@ -55,6 +55,20 @@ def test_a_value_inside_a_longer_word_or_path_is_not_the_value() -> None:
     assert not occurs(value_form("/var"), normalised("clean /var/log"))
 
 
+def test_a_directory_of_a_listed_file_is_read_from_that_result_but_never_requested_by_naming_the_file() -> (
+    None
+):
+    """The demo's clean-up: the model takes /var/log/api from a listing of /var/log/api/api.log.4.
+    The value is derived and names the result it came from; a person who named only the file has
+    not asked for its directory, and ``/`` is still not read from every path."""
+    listing = "5.0 MiB  /var/log/api/api.log-20261125\n5.0 MiB  /var/log/api/api.log-20261126"
+    found = provenance_of({"path": "/var/log/api"}, ["web-03 is out of disk"], [("E2", listing)])
+    assert origins(found) == {"path": (Origin.DERIVED, ("E2",))}
+    named_file = provenance_of({"path": "/var/log/api"}, ["delete /var/log/api/api.log-20261125"], [])
+    assert origins(named_file) == {"path": (Origin.DERIVED, ())}
+    assert origins(provenance_of({"path": "/"}, [], [("E2", listing)])) == {"path": (Origin.DERIVED, ())}
+
+
 def test_lists_and_objects_are_checked_and_the_runtime_arguments_never() -> None:
     found = provenance_of(
         {"paths": ["/srv", "/tmp"], "opts": {"unit": "nginx"}, "confirmed_by": "U_X", "approved_plan": "{}"},
