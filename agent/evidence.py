@@ -15,7 +15,8 @@ label excluded) and not of the call's own arguments (a tool that echoes what it 
 as ``echo``, would otherwise verify anything the model wrote).
 
 The index is updated from the messages appended since it last looked, so checking a quote costs
-the cited output's length, never the run's.
+the cited output's length, never the run's; and since an indexed result never changes, a quote is
+checked against it once, and a hypothesis resent unchanged is verified once (``remember``).
 """
 
 from __future__ import annotations
