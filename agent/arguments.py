@@ -90,8 +90,16 @@ def parse_arguments(
         raise _too_large(size, max_bytes)  # no key of the runtime's: the text itself is bounded
     if len(checked) < len(value) and _size(canonical_arguments(checked)) > max_bytes:
         raise _too_large(_size(canonical_arguments(checked)), max_bytes)
-    _check_strings(checked, "", max_string)
+    if not _plainly_fine(text, max_string):
+        _check_strings(checked, "", max_string)
     return value
+
+
+def _plainly_fine(text: str, max_string: int) -> bool:
+    """Whether every key and string parsed from ``text`` is fine without looking at them: with no
+    escape in the text, each is a run of its characters, so none is longer than the text, and none
+    holds a character the text does not (printable text: the check made in C, once)."""
+    return len(text) <= max_string and "\\" not in text and text.isprintable()
 
 
 def checked_arguments(text: str, trusted: tuple[str, ...] = TRUSTED_ARGUMENTS) -> dict[str, Any]:
@@ -251,11 +259,13 @@ def _loads(text: str) -> Any:
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # A repeated key means different things to different parsers: the card and the tool could disagree.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ArgumentsRejected(f"argument {_quoted(key)} is given twice: give each argument once")
-        result[key] = value
+    result = dict(pairs)  # built in C; a key given twice leaves it shorter than the pairs
+    if len(result) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ArgumentsRejected(f"argument {_quoted(key)} is given twice: give each argument once")
+            seen.add(key)
     return result
 
 

@@ -15,13 +15,14 @@ label excluded) and not of the call's own arguments (a tool that echoes what it 
 as ``echo``, would otherwise verify anything the model wrote).
 
 The index is updated from the messages appended since it last looked, so checking a quote costs
-the cited output's length, never the run's.
+the cited output's length, never the run's; and since an indexed result never changes, a quote is
+checked against it once, and a hypothesis resent unchanged is verified once (``remember``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from agent.findings import Checked
@@ -100,6 +101,9 @@ class EvidenceIndex:
         # updates never do; none pays per update for the run's length).
         self._citable: list[Source] = []
         self._checked: list[Checked] = []
+        self._last_citable = 0  # the number of the last citable id indexed: ids arrive in order
+        self._verdicts: dict[Hashable, object] = {}  # what ``remember`` kept
+        self._problems: dict[tuple[str, str], str | None] = {}  # ``problem_with``'s, by (ref, quote)
 
     def sync(self, messages: Sequence[Message]) -> EvidenceIndex:
         """Index what was appended to ``messages`` since the last look (all of it for a new list:
@@ -110,6 +114,9 @@ class EvidenceIndex:
             self._calls.clear()
             self._citable.clear()
             self._checked.clear()
+            self._last_citable = 0
+            self._verdicts.clear()
+            self._problems.clear()
         for message in messages[self._seen :]:
             self._add(message)
         self._seen = len(messages)
@@ -120,13 +127,15 @@ class EvidenceIndex:
             for call in message.tool_calls:
                 self._calls[call.id] = (call.name, call.arguments)
             return
-        ref = message.meta.get("evidence") if message.role == "tool" else None
+        meta = message.meta
+        ref = meta.get("evidence") if message.role == "tool" else None
         if not ref:
             return
         call_id = message.tool_call_id or ""
-        tool, arguments = self._calls.get(call_id, (message.meta.get("tool", ""), ""))
+        known = self._calls.get(call_id)
+        tool, arguments = known if known is not None else (meta.get("tool", ""), "")
         content = message.content or ""
-        check = message.meta.get("check")
+        check = meta.get("check")
         if check is not None and check.get("evidence"):
             # The change's own output ends where its check's "\n\n[E<n>] " begins.
             content = content[: max(0, check["at"] - len(check["evidence"]) - 5)]
@@ -136,8 +145,8 @@ class EvidenceIndex:
             tool=tool,
             call_id=call_id,
             arguments=arguments,
-            citable=not message.meta.get("refused") and tool != FINDINGS_TOOL,
-            target=message.meta.get("target"),
+            citable=not meta.get("refused") and tool != FINDINGS_TOOL,
+            target=meta.get("target"),
         )
         self._index(source)
         if check is not None and check.get("evidence"):
@@ -156,13 +165,18 @@ class EvidenceIndex:
 
     def _index(self, source: Source) -> None:
         ref = source.ref
+        if ref in self._sources:  # never seen (ids are never reused): nothing remembered of it holds
+            self._verdicts.clear()
+            self._problems.clear()
         self._sources[ref] = source
         if source.citable:
             self._citable.append(source)
-            if len(self._citable) > 1 and _number(self._citable[-2].ref) > _number(ref):
+            number = _number(ref)
+            if number < self._last_citable:
                 # Never seen (ids reach the history in order); built again from the sorted list.
                 self._citable.sort(key=lambda s: _number(s.ref))
                 self._checked.clear()
+            self._last_citable = max(self._last_citable, number)
 
     def source(self, ref: str) -> Source | None:
         return self._sources.get(ref)
@@ -177,6 +191,21 @@ class EvidenceIndex:
             self._checked.append(Checked(ref=source.ref, tool=source.tool, target=source.target))
         return tuple(self._checked)
 
+    def recall(self, key: Hashable) -> object | None:
+        """What ``remember`` kept for ``key`` (``None``: nothing)."""
+        return self._verdicts.get(key)
+
+    def remember(self, key: Hashable, refs: Iterable[str], verdict: object) -> None:
+        """Keep ``verdict``, a judgment of a claim citing ``refs`` against this index, for ``key``,
+        when every one of ``refs`` names an indexed result: an indexed output never changes, so the
+        same claim against it gets the same verdict (the model resends its hypotheses unchanged
+        with every update). A claim citing an id not indexed (yet) is not kept: judged afresh each
+        time. Forgotten when the index starts over (a condensed or reloaded history)."""
+        if self._sources.keys() >= set(refs):
+            if len(self._verdicts) >= _VERDICTS_KEPT:
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+
     def problem_with(self, ref: str, quote: str) -> str | None:
         """Why a claim of ``quote`` from ``ref`` is not verified (``None``: it is)."""
         if not REF.fullmatch(ref):
@@ -184,7 +213,18 @@ class EvidenceIndex:
         source = self._sources.get(ref)
         if source is None:
             return f"{ref} names no tool result of this run"
-        return source.problem_with(quote)
+        # An indexed result never changes: a quote is checked against it once (the check costs the
+        # output's length; the model quotes the same lines again as its findings grow).
+        key = (ref, quote)
+        if key in self._problems:
+            return self._problems[key]
+        problem = self._problems[key] = source.problem_with(quote)
+        if len(self._problems) > _VERDICTS_KEPT:
+            self._problems.clear()
+        return problem
+
+
+_VERDICTS_KEPT = 1024  # hypotheses, and quotes, remembered per run (an update holds at most 12 of 8)
 
 
 def _number(ref: str) -> int:

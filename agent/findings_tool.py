@@ -10,6 +10,7 @@ result tells the model exactly which items failed verification and why, so it ca
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -166,11 +167,18 @@ def verified_findings(claim: FindingsClaim, index: EvidenceIndex, version: int) 
 
 
 def _hypothesis(claim: _HypothesisClaim, index: EvidenceIndex) -> Hypothesis:
+    # Everything the hypothesis as shown is made of: the same claim citing the same (indexed)
+    # results is shown the same at every update, and verified once.
+    refs = [e.ref for e in claim.evidence]
+    key = (claim.id, claim.statement, claim.status, claim.cause, *refs, *[e.quote for e in claim.evidence])
+    found = index.recall(key)
+    if found is not None:
+        return cast(Hypothesis, found)
     evidence = tuple(_evidence(e, index) for e in claim.evidence)
     status = claim.status
     if status is HypothesisStatus.SUPPORTED and not any(e.verified for e in evidence):
         status = HypothesisStatus.OPEN
-    return Hypothesis(
+    hypothesis = Hypothesis(
         id=claim.id,
         statement=claim.statement,
         status=status,
@@ -178,6 +186,8 @@ def _hypothesis(claim: _HypothesisClaim, index: EvidenceIndex) -> Hypothesis:
         evidence=evidence,
         cause=claim.cause,
     )
+    index.remember(key, refs, hypothesis)
+    return hypothesis
 
 
 def _evidence(claim: _EvidenceClaim, index: EvidenceIndex) -> Evidence:

@@ -119,15 +119,17 @@ def slack_date(epoch: float) -> str:
 
 def texts(node: object) -> Iterator[str]:
     """Every ``text`` string in ``node`` (blocks, a block, an element): what Slack counts."""
+    # Only a dict or a list can hold one: no generator is made for the scalars beside them.
     if isinstance(node, dict):
         for key, value in node.items():
             if key == "text" and isinstance(value, str):
                 yield value
-            else:
+            elif isinstance(value, (dict, list)):
                 yield from texts(value)
     elif isinstance(node, list):
         for item in node:
-            yield from texts(item)
+            if isinstance(item, (dict, list)):
+                yield from texts(item)
 
 
 MIN_CUT_TEXT = 100  # a text is never cut below this by ``fit_text``

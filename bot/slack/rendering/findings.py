@@ -31,6 +31,7 @@ checking it against the run's record (``bot.slack.handlers.findings_clicks``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from enum import StrEnum
@@ -110,8 +111,8 @@ def findings_blocks(findings: Findings, run_id: str, card_link: str | None) -> l
     if findings.conclusion is Conclusion.NO_FAULT_FOUND:
         head.append(_section(checked_line(findings.checked, card_link)))
     tail = [context(FOOTER)]
-    menus = len(findings.hypotheses) * sum(len(label) for label in CHOICE_LABELS.values())
-    room = CARD_TEXT - _length([*head, *tail]) - menus
+    menus = len(findings.hypotheses) * _MENU_TEXT
+    room = CARD_TEXT - sum(_text_length(block) for block in head) - _FOOTER_TEXT - menus
     sections: list[Block] = []
     hypotheses = findings.hypotheses[: MAX_BLOCKS - len(head) - len(tail)]
     for index, hypothesis in enumerate(hypotheses):
@@ -209,6 +210,7 @@ def step_label(ref: str, tool: str | None, target: str | None = None) -> str:
     return _ref(ref) + (f" · {_name(tool)}" if tool else "") + (f" on {_name(target)}" if target else "")
 
 
+@functools.lru_cache(maxsize=256)  # a run's few tools and targets, named in every update's links
 def _name(name: str) -> str:
     """A tool's or target's name inside a link label: nothing but name characters."""
     return escape(re.sub(r"[^\w.:/-]", "", name)[:60])
@@ -236,5 +238,14 @@ def _fits(lines: list[str], line: str, room: int) -> bool:
     return sum(len(item) + 1 for item in lines) + len(line) <= room
 
 
-def _length(blocks: list[Block]) -> int:
-    return sum(len(text) for text in texts(blocks))
+def _text_length(block: Block) -> int:
+    """What Slack counts of one of this module's head blocks (``texts``' total for a section or a
+    context of mrkdwn), read where they keep it instead of walking every key of the block."""
+    if block["type"] == "section":
+        return len(block["text"]["text"])
+    return sum(len(element["text"]) for element in block["elements"])
+
+
+# The same for every message: the menus' labels (per hypothesis) and the footer.
+_MENU_TEXT = sum(len(label) for label in CHOICE_LABELS.values())
+_FOOTER_TEXT = sum(len(text) for text in texts([context(FOOTER)]))
