@@ -30,7 +30,7 @@ from bot.slack.continuation import last_run
 from bot.slack.delivery.permalinks import Permalinks
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.memberships import visibility
-from bot.slack.rendering.mrkdwn import escape, mention, plural
+from bot.slack.rendering.mrkdwn import escape, is_user_id, mention, plural
 from bot.slack.user_zones import UserZones
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ def summary(pm: Postmortem, user: str) -> str:
 class PostmortemDrafts:
     def __init__(self, runtime: WebRuntime) -> None:
         self._rt = runtime
-        self._zones = UserZones(runtime.client)  # the asker's time zone, beside UTC
+        # The requester's time zone beside UTC; the asker's when no person started the run (an alert).
+        self._zones = UserZones(runtime.client)
 
     def button(self, run_id: str, user: str, channel: str) -> str | None:
         """A click on a finished run card: ``None`` when the draft was posted, else the note to the clicker."""
@@ -126,7 +127,9 @@ class PostmortemDrafts:
             client.files_upload_v2(
                 channel=record.channel,
                 thread_ts=record.thread_ts,
-                content=to_markdown(pm, self._zones.zone(user)),
+                content=to_markdown(
+                    pm, self._zones.zone(record.requester if is_user_id(record.requester) else user)
+                ),
                 filename=file_name(record.run_id),
                 title=f"Postmortem draft of run {record.run_id[:12]}",
                 initial_comment=summary(pm, user),

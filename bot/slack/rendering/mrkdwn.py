@@ -85,10 +85,15 @@ def inline_code(text: str, limit: int = 100) -> str:
     return "`" + truncate(shown, limit) + "`"  # cut once escaped: ``limit`` is what Slack counts
 
 
+def is_user_id(text: str) -> bool:
+    """Whether ``text`` is a Slack user ID (``U...``/``W...``), not a name or an alert source."""
+    return bool(_SLACK_USER.fullmatch(text))
+
+
 def mention(user: str) -> str:
     """A person the bot names itself, as a live mention when ``user`` is a Slack user ID
     (anything else is shown as inert text: never a mention made of text)."""
-    if _SLACK_USER.fullmatch(user):
+    if is_user_id(user):
         return f"<@{user}>"
     return inert(" ".join(user.split())[:80]) or "unknown"
 

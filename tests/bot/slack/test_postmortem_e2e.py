@@ -20,7 +20,7 @@ from agent.types import RunStatus
 from bot.observability.audit import AuditLog
 from bot.slack.handlers.postmortem import NO_SUCH_RUN
 from bot.slack.rendering import render
-from emulator.slack import SlackEmulator
+from emulator.slack import SlackEmulator, UserSpec
 from tests.bot.slack.test_clicks import notes_to
 from tests.support.slack_bot import SlackBot
 from tests.support.slack_http import signed_post
@@ -33,7 +33,13 @@ SECRET_CHANNEL = "C_SECRET"
 @pytest.fixture
 def emulator() -> Iterator[SlackEmulator]:
     config = suite_workspace(
-        users={"U_ALICE": "alice", "U_BOB": "bob", "U_CAROL": "carol", "U_EVE": "eve"},
+        # Alice, who starts the runs, works in Kathmandu (UTC+05:45); Carol, who asks for the drafts, in UTC.
+        users={
+            "U_ALICE": UserSpec("alice", tz="Asia/Kathmandu"),
+            "U_BOB": "bob",
+            "U_CAROL": "carol",
+            "U_EVE": "eve",
+        },
         channels={CHANNEL: "incident", SECRET_CHANNEL: "sec-incident-42"},
         bot_channels=(CHANNEL, SECRET_CHANNEL),
         private_channels={SECRET_CHANNEL: ("U_ALICE", "U_CAROL")},
@@ -107,6 +113,11 @@ def test_the_button_uploads_a_draft_whose_every_line_is_backed_by_the_audit_or_a
             assert audit.group(1) in entries, line
         actors.append(line.split(" · ")[1])
     assert actors[0] == "U\\_ALICE" and "U\\_BOB" in actors and actors[-1] == "chatops"
+    # Every time in UTC and on the requester's clock (Alice's, not Carol's who asked for the draft).
+    assert all(
+        re.search(r"\d\d:\d\d:\d\d UTC \(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d Asia/Kathmandu\)", line)
+        for line in timeline
+    )
     assert any("approved restart\\_service" in line and "after" in line for line in timeline)
     assert any("U\\_ALICE · replied in the thread" in line for line in timeline)
     assert "<!channel>" not in markdown.split("## The run's answer")[0] and "](https://evil" not in markdown
