@@ -95,7 +95,8 @@ def occurs(form: str, text: str, *, as_directory: bool = False) -> bool:
 
     ``as_directory``: a path also occurs as the directory of a longer path (``/var/log/api`` in
     "/var/log/api/api.log.4"). Only for telling which result a derived value was read from: a
-    person who names a file has not asked for its directory, so requested text is never matched so."""
+    person who names a file has not asked for its directory, so requested text is never matched so;
+    and only where the value occurs nowhere as itself (the result that names it is the source)."""
     if not form:
         return False
     directory = as_directory and "/" in form and form != "/"
@@ -227,8 +228,10 @@ def provenance_of(
         if any(occurs(form, text) for text in people):
             found.append(ArgumentOrigin(name, value, Origin.REQUESTED))
             continue
-        refs = tuple(
-            dict.fromkeys(ref for ref, text in sources if ref and occurs(form, text, as_directory=True))
-        )
+        refs = tuple(dict.fromkeys(ref for ref, text in sources if ref and occurs(form, text)))
+        if not refs:  # only as the directory of a listed path: those results are where it was read
+            refs = tuple(
+                dict.fromkeys(ref for ref, text in sources if ref and occurs(form, text, as_directory=True))
+            )
         found.append(ArgumentOrigin(name, value, Origin.DERIVED, refs))
     return Provenance(tuple(found))

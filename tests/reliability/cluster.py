@@ -36,6 +36,7 @@ from bot.slack.handlers.runtime import WebRuntime
 from emulator.slack import SlackEmulator, SlackEmulatorClient
 from tests.support.after_answer import AfterAnswerPools
 from tests.support.leftover_processes import family_environment, kill_family
+from tests.support.slack_bot import SETTLE_TIMEOUT, drain_sender, stored_run_ids
 from tests.support.slack_workspace import BOT_USER, CHANNEL, QUIET, SECRET, TOKEN, buttons, make_settings
 from tests.support.waiting import wait_for, wait_until
 from tests.support.web_server import QuietHandler, WebServer
@@ -168,12 +169,19 @@ class Cluster:
         return self.workers[-1]
 
     def close(self) -> None:
+        """Stop the workers, then serve until nothing of the web app still talks to Slack (its work
+        after its answers, the process's sender): a Slack error is counted under the test's prefix,
+        deleted when the test ends, and nothing may write there afterwards (as ``SlackBot.close``)."""
         for worker in self.workers:
             worker.kill()  # horses that outlived their worker too
-        if self.server is not None:
-            self.server.close()
-        if self._redis is not None:
-            self._redis.close()
+        try:
+            wait_until(self.pools.idle, SETTLE_TIMEOUT, "the web app's work after its answers")
+            drain_sender(stored_run_ids(self.redis, self.keys))
+        finally:
+            if self.server is not None:
+                self.server.close()
+            if self._redis is not None:
+                self._redis.close()
 
     # -- Redis and runs ---------------------------------------------------------------------------
 

@@ -110,7 +110,9 @@ def model(body: dict[str, Any]) -> Reply:
     values every turn: they must not count as anyone's request."""
     messages = body["messages"]
     turn = sum(1 for m in messages if m["role"] == "assistant")
-    request = next(str(m["content"]) for m in messages if m["role"] == "user")
+    # The request is the first line of the first message: past incidents the run starts from come
+    # after it, and an earlier run's request may be quoted there ("wait for my reply").
+    request = next(str(m["content"]) for m in messages if m["role"] == "user").splitlines()[0]
     own = "I will run cleanup_old_logs on db-01 with path / as the log says."
     tool = DENIED_TOOL if "truncate" in request else "cleanup_old_logs"
     if any(

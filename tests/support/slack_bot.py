@@ -55,6 +55,14 @@ def drain_sender(run_ids: Sequence[str]) -> None:
         )
 
 
+def stored_run_ids(client: redis.Redis, keys: Keys) -> list[str]:
+    """Every run stored under ``keys``' prefix (``{prefix}run:<id>``, not the keys under a run)."""
+    pattern = f"{keys.prefix}run:*"
+    skip = len(keys.prefix) + len("run:")
+    names = (as_text(key) or "" for key in client.scan_iter(match=pattern, count=1000))
+    return [name[skip:] for name in names if ":" not in name[skip:]]
+
+
 class PreviewedFileTool(FileTool):
     """A destructive ``FileTool`` with a dry run, as destructive tools have."""
 
@@ -223,8 +231,4 @@ class SlackBot:
                 self.server.close()
 
     def run_ids(self) -> list[str]:
-        """Every run this bot stored (``{prefix}run:<id>``, not the keys under a run)."""
-        pattern = f"{self.keys.prefix}run:*"
-        skip = len(self.keys.prefix) + len("run:")
-        names = (as_text(key) or "" for key in self.redis.scan_iter(match=pattern, count=1000))
-        return [name[skip:] for name in names if ":" not in name[skip:]]
+        return stored_run_ids(self.redis, self.keys)

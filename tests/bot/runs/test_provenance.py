@@ -67,6 +67,8 @@ def test_a_directory_of_a_listed_file_is_read_from_that_result_but_never_request
     named_file = provenance_of({"path": "/var/log/api"}, ["delete /var/log/api/api.log-20261125"], [])
     assert origins(named_file) == {"path": (Origin.DERIVED, ())}
     assert origins(provenance_of({"path": "/"}, [], [("E2", listing)])) == {"path": (Origin.DERIVED, ())}
+    named = provenance_of({"path": "/var/log/api"}, [], [("E1", "clean /var/log/api now"), ("E2", listing)])
+    assert origins(named) == {"path": (Origin.DERIVED, ("E1",))}  # the result that names it, only
 
 
 def test_lists_and_objects_are_checked_and_the_runtime_arguments_never() -> None:

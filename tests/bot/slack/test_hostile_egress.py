@@ -158,9 +158,11 @@ def test_an_unlisted_host_is_reached_once_per_approval_and_never_before_the_clic
     assert bot.status(run_id) is RunStatus.COMPLETED
     results = [m for m in bot.service.history(run_id) if m.role == "tool"]
     assert [m.meta["category"] for m in results] == ["mutating", "mutating"]
-    assert (results[0].content or "").startswith(f"OK: GET {url} -> 200 OK")
-    assert (results[0].content or "").endswith("(approved by U_BOB)")
-    assert results[1].content == "Error: declined: checked once is enough"
+    # Nobody asked for the URL (the model wrote it): each result tells the model so (issue 36).
+    note, _, output = (results[0].content or "").partition("\n")
+    assert note.startswith(f"Note: the values `{url}` of this call came from what you read or wrote yourself")
+    assert output.startswith(f"OK: GET {url} -> 200 OK") and output.endswith("(approved by U_BOB)")
+    assert (results[1].content or "").startswith("Error: declined: checked once is enough. Note: the values")
     approvals = bot.service.approvals.for_run(run_id)
     assert [a.status for a in approvals] == [ApprovalStatus.APPROVED, ApprovalStatus.DECLINED]
     assert all(PARTNER in a.why for a in approvals)
