@@ -5,6 +5,7 @@ in the real API's shape, read by the real ``prometheus_range`` tool."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import time
@@ -174,7 +175,9 @@ def test_query_range_answers_in_prometheus_shape_and_follows_the_incident(
     assert series["values"][-1][0] == round(before, 3)
 
     incident.start()
-    now = time.time()
+    # The query's end as the API reads it (milliseconds, ``query_range``'s format) not before the
+    # start: rounded to the nearest, a time taken microseconds after the start could fall before it.
+    now = math.ceil(time.time() * 1000) / 1000 + 0.001
     _, body = query_range(api.url, 'node_load1{instance="db-01:9100"}', now - 600, now, "30")
     values = [float(v) for _, v in body["data"]["result"][0]["values"]]
     assert values[-1] > 10 and max(values[:-1]) < 1  # low for ten minutes, high from the start on
