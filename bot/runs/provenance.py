@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from agent.evidence import EvidenceIndex
 from agent.provenance import Provenance, provenance_of
 from agent.types import Message
+from bot.policy.file import USER  # a Slack user ID, as the policy file names people
 
-PERSON = re.compile(r"[UW][A-Z0-9_]{1,40}")  # a Slack user ID (as the policy file's)
 _STEER = re.compile(r"<@[UW][A-Z0-9_]{1,40}> (?:refutes|asks to focus on) H[0-9]{1,4}: ")
 
 
@@ -41,7 +41,7 @@ def run_texts(request: str, history: Sequence[Message]) -> tuple[list[str], list
             continue
         text = message.content or ""
         if message.meta.get("inbox_id"):
-            if PERSON.fullmatch(str(message.meta.get("slack_user") or "")):
+            if USER.fullmatch(str(message.meta.get("slack_user") or "")):
                 steer = _STEER.match(text)
                 requested.append(text[: steer.end()] if steer else text)
                 if steer:
