@@ -62,6 +62,11 @@ def last_run(client: redis.Redis, keys: Keys, channel: str, thread_ts: str) -> s
     return as_text(client.get(last_run_key(keys, channel, thread_ts)))
 
 
+def read_last_run(pipeline: redis.client.Pipeline, keys: Keys, channel: str, thread_ts: str) -> None:
+    """``last_run`` queued on the caller's ``pipeline`` (its answer: ``as_text`` of it)."""
+    pipeline.get(last_run_key(keys, channel, thread_ts))
+
+
 def addressed_to_others(text: str, bot_user: str | None) -> bool:
     """Whether the message names people other than the bot (and not the bot): it is for them."""
     named = [match.group(1) for match in _OTHERS.finditer(text)]

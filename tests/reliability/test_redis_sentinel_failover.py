@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,7 +259,13 @@ def test_a_master_sigkilled_under_load_loses_nothing_acknowledged_and_repeats_no
 def _diagnosis(traffic: Traffic, run_ids: list[str]) -> str:
     """What a run that did not finish was waiting for: the statuses, and every reply's deliveries."""
     cluster = traffic.cluster
-    lines = [f"run {r}: {cluster.status(r)}, {len(cluster.audit(r))} audit entries" for r in run_ids]
+    lines = []
+    for r in run_ids:
+        entries = cluster.audit(r)
+        kinds = Counter(e.kind.value for e in entries)
+        lines.append(f"run {r}: {cluster.status(r)}, {len(entries)} audit entries {dict(kinds)}")
+        if cluster.status(r) is not RunStatus.COMPLETED:
+            lines += [f"  {e.kind.value} {e.fields}"[:300] for e in entries[:40]]
     deliveries = cluster.control.deliveries(kind="event")
     for thread, replies in traffic.replies.items():
         run_id = cluster.run_id(thread)

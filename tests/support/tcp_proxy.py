@@ -1,8 +1,13 @@
-"""A TCP proxy between a client and a real server that can drop the server's next answer.
+"""A TCP proxy between a client and a real server that can drop or hold the server's answers.
 
 ``drop_next_answer()`` makes the proxy close the client's connection as soon as the server starts
 answering, after the request has reached the server: the request is applied, its answer is lost,
 exactly as when a connection breaks at the wrong moment.
+
+``hold_answer_to(marker)`` lets the first request that contains ``marker`` reach the server, then
+holds every answer on that connection until ``release()``: the request has been applied, and the
+client waits, as a process descheduled right after its command would. A test makes another
+client act in that gap, so a race that needs a busy machine happens every time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ class TcpProxy:
         self.port: int = self._listener.getsockname()[1]
         self._drop = threading.Event()
         self.dropped = threading.Event()
+        self._hold_marker: bytes | None = None
+        self._holding: socket.socket | None = None  # the client whose answers are held
+        self._released = threading.Event()
+        self.held = threading.Event()
         self._closed = False
         threading.Thread(target=self._accept, name="tcp-proxy", daemon=True).start()
 
@@ -27,8 +36,18 @@ class TcpProxy:
         self.dropped.clear()
         self._drop.set()
 
+    def hold_answer_to(self, marker: bytes) -> None:
+        self.held.clear()
+        self._released.clear()
+        self._hold_marker = marker
+
+    def release(self) -> None:
+        self._hold_marker = None
+        self._released.set()
+
     def close(self) -> None:
         self._closed = True
+        self._released.set()
         self._listener.close()
 
     def _accept(self) -> None:
@@ -48,6 +67,12 @@ class TcpProxy:
                     self._drop.clear()
                     self.dropped.set()
                     break
+                if not answers and self._hold_marker is not None and self._hold_marker in data:
+                    self._hold_marker = None
+                    self._holding = source  # set before the request goes on: its answer comes after
+                    self.held.set()
+                if answers and sink is self._holding:
+                    self._released.wait()
                 sink.sendall(data)
         except OSError:
             pass

@@ -38,7 +38,7 @@ from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import RunLimits
 from bot.runs.thread_history import Earlier, earlier_runs
-from bot.slack.continuation import continues, last_run, remember_last_run
+from bot.slack.continuation import continues, last_run, read_last_run, remember_last_run
 from bot.slack.handlers.help import asks_for_help
 from bot.slack.handlers.runtime import WebRuntime
 from bot.slack.handlers.steering import may_supersede
@@ -344,12 +344,12 @@ class EventHandler:
         if not self._rt.channel_allowed(channel):
             return IGNORED
         where, text = Origin(channel, ts, thread_ts, user), message_text(event)
-        if self._rt.service().active_run(channel, thread_ts):
+        active, previous = self._thread_runs(channel, thread_ts)
+        if active:
             # To the run's inbox; should the run end meanwhile, the reply may continue the conversation.
             return self._once(
                 body, where, lambda o: self._inject(o, text) or self._continue(o, text, bot_user)
             )
-        previous = last_run(self._rt.redis(), self._rt.keys, channel, thread_ts)
         if previous:  # the thread's run has ended: a reply meant for the bot continues it
             if not self._continues(previous, text, bot_user):
                 return IGNORED
@@ -359,6 +359,17 @@ class EventHandler:
         if not self._young(thread_ts):
             return IGNORED
         return self._once(body, where, lambda o: self._inject(o, text, park=True) or IGNORED)
+
+    def _thread_runs(self, channel: str, thread_ts: str) -> tuple[str | None, str | None]:
+        """The thread's active run and its last run, read in one MULTI/EXEC. Read apart, a mention
+        whose run started in between would show as the thread's *last* run with no active one, and
+        the reply would be judged a follow-up of a run that has not ended: ignored, answered 200,
+        lost (a reply sent right after its mention, under load)."""
+        pipeline = self._rt.redis().pipeline(transaction=True)
+        self._rt.service().records.read_active_run(pipeline, channel, thread_ts)
+        read_last_run(pipeline, self._rt.keys, channel, thread_ts)
+        active, previous = pipeline.execute()
+        return as_text(active), as_text(previous)
 
     def _continue(self, where: Origin, text: str, bot_user: str | None) -> Outcome:
         """A reply whose run ended while it was being stored: a follow-up, if it is meant for the bot."""
