@@ -279,7 +279,10 @@ class RedisMemory:
         field that still holds the same (frozen) object; the same dump object, so ``_encode``'s
         comparison with the stored fields is one identity check. Such a field holding a model is
         dumped as its JSON text (``self._encoded``: written as it is)."""
-        dumped = state.model_dump(mode="json", exclude=_DUMPED_BY_IDENTITY)
+        # The serializer at once: ``model_dump``'s keyword handling is a sixth of a write's dump.
+        dumped: dict[str, Any] = state.__pydantic_serializer__.to_python(
+            state, mode="json", exclude=_DUMPED_BY_IDENTITY
+        )
         for name in _DUMPED_BY_IDENTITY:
             value = getattr(state, name)
             last = self._dumps.get(name)
