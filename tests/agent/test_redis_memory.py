@@ -318,12 +318,7 @@ def test_findings_are_sent_with_the_write_that_replaced_them_and_not_again(
 ) -> None:
     """Their dump grows with what they cite: a write that did not replace them does not pay for it."""
     memory = RedisMemory(redis_client, keys, "r1")
-    findings = Findings(
-        conclusion=Conclusion.INVESTIGATING,
-        claimed_conclusion=Conclusion.INVESTIGATING,
-        confidence=Confidence.LOW,
-        claimed_confidence=Confidence.LOW,
-    )
+    findings = some_findings(Conclusion.INVESTIGATING, Confidence.LOW)
     state = RunState(status=RunStatus.RUNNING, findings=findings)
     memory.save_state(state)
     redis_client.hset(keys.run("r1"), "findings", "sent once")  # what a resend would overwrite
@@ -342,6 +337,15 @@ def test_findings_are_sent_with_the_write_that_replaced_them_and_not_again(
     assert loaded is not None and loaded.findings is None
 
 
+def some_findings(conclusion: Conclusion, confidence: Confidence) -> Findings:
+    return Findings(
+        conclusion=conclusion,
+        claimed_conclusion=conclusion,
+        confidence=confidence,
+        claimed_confidence=confidence,
+    )
+
+
 def findings_json(findings: Findings | None) -> bytes:
     """The field as ``model_dump(mode="json")`` and a compact encoder would have written it."""
     assert findings is not None
@@ -353,12 +357,7 @@ def test_findings_kept_by_identity_read_back_equal_and_apart_from_the_rest_of_th
     make: type[InMemoryMemory] | None, redis_client: redis.Redis, keys: MemoryKeys
 ) -> None:
     memory: Memory = make() if make is not None else RedisMemory(redis_client, keys, "r2")
-    findings = Findings(
-        conclusion=Conclusion.NO_FAULT_FOUND,
-        claimed_conclusion=Conclusion.NO_FAULT_FOUND,
-        confidence=Confidence.MEDIUM,
-        claimed_confidence=Confidence.HIGH,
-    )
+    findings = some_findings(Conclusion.NO_FAULT_FOUND, Confidence.MEDIUM)
     state = RunState(status=RunStatus.RUNNING, findings=findings)
     memory.append([Message.user("go")], state)
     state.iteration = 3  # a later change of the caller's state is not in what was stored
