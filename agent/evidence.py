@@ -16,7 +16,9 @@ as ``echo``, would otherwise verify anything the model wrote).
 
 The index is updated from the messages appended since it last looked, so checking a quote costs
 the cited output's length, never the run's; and since an indexed result never changes, a quote is
-checked against it once, and a hypothesis resent unchanged is verified once (``remember``).
+checked against it once, and a hypothesis resent unchanged is verified once (``remember``). Looking
+at a result costs a dictionary entry: its ``Source`` (the output as the model read it, its call's
+tool and arguments) is built from the stored message only when a citation names it.
 """
 
 from __future__ import annotations
@@ -88,18 +90,51 @@ class Source:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """An indexed result, kept until a citation names it: its message and its call's tool and arguments."""
+
+    message: Message
+    tool: str
+    arguments: str
+    is_check: bool  # the approved change's check after the change's own output (``agent.checks``)
+
+    def source(self, ref: str) -> Source:
+        message = self.message
+        meta = message.meta
+        content = message.content or ""
+        check = meta.get("check")
+        target = meta.get("target")
+        if self.is_check and check is not None:
+            return Source(
+                ref,
+                content[check["at"] :],
+                self.tool,
+                message.tool_call_id or "",
+                self.arguments,
+                True,
+                target,
+            )
+        if check is not None and check.get("evidence"):
+            # The change's own output ends where its check's "\n\n[E<n>] " begins.
+            content = content[: max(0, check["at"] - len(check["evidence"]) - 5)]
+        citable = not meta.get("refused") and self.tool != FINDINGS_TOOL
+        return Source(ref, content, self.tool, message.tool_call_id or "", self.arguments, citable, target)
+
+
 class EvidenceIndex:
     """The run's tool results by evidence id, kept up to date as the history grows."""
 
     def __init__(self) -> None:
         self._messages: Sequence[Message] | None = None
         self._seen = 0
-        self._sources: dict[str, Source] = {}
+        self._entries: dict[str, _Entry] = {}  # every result by id, as indexed
+        self._sources: dict[str, Source] = {}  # those a citation named, built then
         self._calls: dict[str, tuple[str, str]] = {}  # call id -> (tool, arguments)
         # What a "no fault found" update lists as checked, in id order: the citable results, kept as
         # they arrive, and their ``Checked`` built once each, only when an update asks (most
         # updates never do; none pays per update for the run's length).
-        self._citable: list[Source] = []
+        self._citable: list[str] = []
         self._checked: list[Checked] = []
         self._last_citable = 0  # the number of the last citable id indexed: ids arrive in order
         self._verdicts: dict[Hashable, object] = {}  # what ``remember`` kept
@@ -110,6 +145,7 @@ class EvidenceIndex:
         a condensed or reloaded history)."""
         if messages is not self._messages or len(messages) < self._seen:
             self._messages, self._seen = messages, 0
+            self._entries.clear()
             self._sources.clear()
             self._calls.clear()
             self._citable.clear()
@@ -131,65 +167,59 @@ class EvidenceIndex:
         ref = meta.get("evidence") if message.role == "tool" else None
         if not ref:
             return
+        # Only what the result's ``Source`` needs from the run as it is now (the call it answers,
+        # looked up once: a later turn reusing the call id changes nothing); the ``Source`` itself
+        # is built when a citation names it (``source``): most results are never cited.
         call_id = message.tool_call_id or ""
         known = self._calls.get(call_id)
         tool, arguments = known if known is not None else (meta.get("tool", ""), "")
-        content = message.content or ""
         check = meta.get("check")
-        if check is not None and check.get("evidence"):
-            # The change's own output ends where its check's "\n\n[E<n>] " begins.
-            content = content[: max(0, check["at"] - len(check["evidence"]) - 5)]
-        source = Source(
-            ref=ref,
-            output=content,
-            tool=tool,
-            call_id=call_id,
-            arguments=arguments,
-            citable=not meta.get("refused") and tool != FINDINGS_TOOL,
-            target=meta.get("target"),
+        self._index(
+            ref, _Entry(message, tool, arguments, False), not meta.get("refused") and tool != FINDINGS_TOOL
         )
-        self._index(source)
         if check is not None and check.get("evidence"):
             # An approved change's check, in the change's message under its own id (``agent.checks``).
-            self._index(
-                Source(
-                    ref=check["evidence"],
-                    output=(message.content or "")[check["at"] :],
-                    tool=check["tool"],
-                    call_id=call_id,
-                    arguments=check["arguments"],
-                    citable=True,
-                    target=source.target,
-                )
-            )
+            self._index(check["evidence"], _Entry(message, check["tool"], check["arguments"], True), True)
 
-    def _index(self, source: Source) -> None:
-        ref = source.ref
-        if ref in self._sources:  # never seen (ids are never reused): nothing remembered of it holds
+    def _index(self, ref: str, entry: _Entry, citable: bool) -> None:
+        if ref in self._entries:  # never seen (ids are never reused): nothing remembered of it holds
             self._verdicts.clear()
             self._problems.clear()
-        self._sources[ref] = source
-        if source.citable:
-            self._citable.append(source)
+            self._sources.pop(ref, None)
+        self._entries[ref] = entry
+        if citable:
+            self._citable.append(ref)
             number = _number(ref)
             if number < self._last_citable:
                 # Never seen (ids reach the history in order); built again from the sorted list.
-                self._citable.sort(key=lambda s: _number(s.ref))
+                self._citable.sort(key=_number)
                 self._checked.clear()
             self._last_citable = max(self._last_citable, number)
 
     def source(self, ref: str) -> Source | None:
-        return self._sources.get(ref)
+        source = self._sources.get(ref)
+        if source is None:
+            entry = self._entries.get(ref)
+            if entry is None:
+                return None
+            source = self._sources[ref] = entry.source(ref)
+        return source
 
     def citable(self) -> list[Source]:
         """Every result that may be cited, in id order."""
-        return list(self._citable)
+        return [self._source(ref) for ref in self._citable]
 
     def checked(self) -> tuple[Checked, ...]:
         """Every result that may be cited, in id order, as findings list what was checked."""
-        for source in self._citable[len(self._checked) :]:
+        for ref in self._citable[len(self._checked) :]:
+            source = self._source(ref)
             self._checked.append(Checked(ref=source.ref, tool=source.tool, target=source.target))
         return tuple(self._checked)
+
+    def _source(self, ref: str) -> Source:
+        source = self.source(ref)
+        assert source is not None  # every listed ref is indexed
+        return source
 
     def recall(self, key: Hashable) -> object | None:
         """What ``remember`` kept for ``key`` (``None``: nothing)."""
@@ -201,7 +231,7 @@ class EvidenceIndex:
         same claim against it gets the same verdict (the model resends its hypotheses unchanged
         with every update). A claim citing an id not indexed (yet) is not kept: judged afresh each
         time. Forgotten when the index starts over (a condensed or reloaded history)."""
-        if self._sources.keys() >= set(refs):
+        if self._entries.keys() >= set(refs):
             if len(self._verdicts) >= _VERDICTS_KEPT:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
@@ -210,7 +240,7 @@ class EvidenceIndex:
         """Why a claim of ``quote`` from ``ref`` is not verified (``None``: it is)."""
         if not REF.fullmatch(ref):
             return f"{ref!r} is not an evidence id (E1, E2, ...)"
-        source = self._sources.get(ref)
+        source = self.source(ref)
         if source is None:
             return f"{ref} names no tool result of this run"
         # An indexed result never changes: a quote is checked against it once (the check costs the

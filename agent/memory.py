@@ -18,6 +18,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
+from agent.findings import Findings
 from agent.types import Message, RunState
 
 
@@ -64,7 +65,10 @@ class InMemoryMemory:
 
     def __init__(self, messages: Sequence[Message] = (), state: RunState | None = None) -> None:
         self._messages = [_json(m) for m in messages]
-        self._state = _json(state) if state else None
+        self._state: bytes | None = None
+        self._findings: Findings | None = None
+        if state:
+            self._store_state(state)
         self._lock = threading.Lock()
 
     def load_messages(self) -> list[Message]:
@@ -73,24 +77,41 @@ class InMemoryMemory:
 
     def load_state(self) -> RunState | None:
         with self._lock:
-            return RunState.model_validate_json(self._state) if self._state else None
+            if not self._state:
+                return None
+            state = RunState.model_validate_json(self._state)
+            state.findings = self._findings
+            return state
 
     def append(self, messages: Sequence[Message], state: RunState, *, wait: bool = True) -> None:
         with self._lock:
             self._messages += [_json(m) for m in messages]
-            self._state = _json(state)
+            self._store_state(state)
 
     def save_state(self, state: RunState) -> None:
         with self._lock:
-            self._state = _json(state)
+            self._store_state(state)
 
     def replace_messages(self, messages: Sequence[Message], state: RunState) -> None:
         with self._lock:
             self._messages = [_json(m) for m in messages]
-            self._state = _json(state)
+            self._store_state(state)
 
     def flush(self) -> None:
         """Nothing to confirm: every write here is done when it returns."""
+
+    def _store_state(self, state: RunState) -> None:
+        """The state's JSON but for its findings, kept as the object: frozen all the way down
+        (tuples of frozen models), replaced whole by each update, and serialised once each here
+        (what cannot be stored still fails here), not at every write (as ``RedisMemory``)."""
+        findings = state.findings
+        if findings is not None and findings is not self._findings:
+            _json(findings)
+        self._findings = findings
+        self._state = state.__pydantic_serializer__.to_json(state, exclude=_BY_IDENTITY)
+
+
+_BY_IDENTITY = {"findings"}
 
 
 def _json(model: BaseModel) -> bytes:

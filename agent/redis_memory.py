@@ -146,18 +146,26 @@ _DUMPED_BY_IDENTITY: Final[set[str]] = {"findings"}
 
 
 def _encode(
-    status: str, dumped: dict[str, Any], saved_at: float, unchanged: dict[str, Any] | None
+    status: str,
+    dumped: dict[str, Any],
+    saved_at: float,
+    unchanged: dict[str, Any] | None,
+    encoded: dict[str, str] | None = None,
 ) -> list[str]:
     """The hash fields of a state: ``status`` as text, everything else as JSON.
 
     ``unchanged`` maps field names to the values (``model_dump(mode="json")``) last stored by this
     writer; fields still holding them are left out. ``status`` and ``saved_at`` are always written.
+    ``encoded``: fields whose JSON text is known already (``_DUMPED_BY_IDENTITY``'s).
     """
     fields = [STATUS_FIELD, status, SAVED_AT_FIELD, repr(saved_at)]
     for name, value in dumped.items():
         if name != STATUS_FIELD and (unchanged is None or name not in unchanged or unchanged[name] != value):
-            # An int's JSON is its decimal text: skip the encoder for the counters.
-            fields += [name, str(value) if type(value) is int else _COMPACT_JSON.encode(value)]
+            text = encoded.get(name) if encoded is not None else None
+            if text is None:
+                # An int's JSON is its decimal text: skip the encoder for the counters.
+                text = str(value) if type(value) is int else _COMPACT_JSON.encode(value)
+            fields += [name, text]
     return fields
 
 
@@ -219,7 +227,8 @@ class RedisMemory:
         # The state fields this writer last stored (JSON-ready values): unchanged ones are not resent.
         self._stored_fields: dict[str, Any] = {}
         # Per ``_DUMPED_BY_IDENTITY`` field: the object last dumped and its dump.
-        self._dumps: dict[str, tuple[object, Any]] = {}
+        self._dumps: dict[str, tuple[object, Any, str | None]] = {}
+        self._encoded: dict[str, str] = {}  # the JSON text of the identity-kept fields' last dumps
         # The history's length as this writer knows it: from its first read, then its own writes
         # (a later read never adopts another writer's appends). ``None``: never read.
         self._known_len: int | None = None
@@ -268,15 +277,30 @@ class RedisMemory:
     def _dumped(self, state: RunState) -> dict[str, Any]:
         """``state.model_dump(mode="json")``, reusing the last dump of a ``_DUMPED_BY_IDENTITY``
         field that still holds the same (frozen) object; the same dump object, so ``_encode``'s
-        comparison with the stored fields is one identity check."""
-        dumped = state.model_dump(mode="json", exclude=_DUMPED_BY_IDENTITY)
+        comparison with the stored fields is one identity check. Such a field holding a model is
+        dumped as its JSON text (``self._encoded``: written as it is)."""
+        # The serializer at once: ``model_dump``'s keyword handling is a sixth of a write's dump.
+        dumped: dict[str, Any] = state.__pydantic_serializer__.to_python(
+            state, mode="json", exclude=_DUMPED_BY_IDENTITY
+        )
         for name in _DUMPED_BY_IDENTITY:
             value = getattr(state, name)
             last = self._dumps.get(name)
             if last is None or last[0] is not value:
-                last = (value, value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+                if isinstance(value, BaseModel):
+                    # The JSON text from the serializer at once (what ``_encode`` would make of the
+                    # dump: compact, in the same order), kept as the field's dump too: compared with
+                    # the stored one only to leave an unchanged field out.
+                    text = value.__pydantic_serializer__.to_json(value).decode()
+                    last = (value, text, text)
+                else:
+                    last = (value, value, None)
                 self._dumps[name] = last
             dumped[name] = last[1]
+            if last[2] is not None:
+                self._encoded[name] = last[2]
+            else:
+                self._encoded.pop(name, None)
         return dumped
 
     def _store(
@@ -304,7 +328,7 @@ class RedisMemory:
                     header["ext"] = step.args
                     script_keys += step.keys
             token = "" if self.fence is None else str(self.fence)
-            fields = _encode(state.status.value, dumped, self._clock(), self._stored_fields)
+            fields = _encode(state.status.value, dumped, self._clock(), self._stored_fields, self._encoded)
             args: list[str | bytes] = [token, json.dumps(header), str(len(fields)), *fields]
             # Each message's JSON as the serializer's bytes (``model_dump_json`` without decoding).
             args += [m.__pydantic_serializer__.to_json(m) for m in messages]

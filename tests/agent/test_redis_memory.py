@@ -5,6 +5,8 @@ What the bot adds to a run's end (its thread claim, its approvals) is ``tests/bo
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
@@ -12,7 +14,7 @@ from agent.config import RunConfig
 from agent.errors import LeaseLostError, MemoryStoreError
 from agent.findings import Conclusion, Confidence, Findings
 from agent.keys import MemoryKeys
-from agent.memory import Memory
+from agent.memory import InMemoryMemory, Memory
 from agent.redis_memory import INBOX_ID_META, STATE_FIELDS, RedisMemory, TerminalStep
 from agent.run import Run
 from agent.scripted import ScriptedModel, tool_call
@@ -316,12 +318,7 @@ def test_findings_are_sent_with_the_write_that_replaced_them_and_not_again(
 ) -> None:
     """Their dump grows with what they cite: a write that did not replace them does not pay for it."""
     memory = RedisMemory(redis_client, keys, "r1")
-    findings = Findings(
-        conclusion=Conclusion.INVESTIGATING,
-        claimed_conclusion=Conclusion.INVESTIGATING,
-        confidence=Confidence.LOW,
-        claimed_confidence=Confidence.LOW,
-    )
+    findings = some_findings(Conclusion.INVESTIGATING, Confidence.LOW)
     state = RunState(status=RunStatus.RUNNING, findings=findings)
     memory.save_state(state)
     redis_client.hset(keys.run("r1"), "findings", "sent once")  # what a resend would overwrite
@@ -333,3 +330,40 @@ def test_findings_are_sent_with_the_write_that_replaced_them_and_not_again(
     memory.save_state(state)
     loaded = memory.load_state()
     assert loaded is not None and loaded.findings == state.findings
+    assert redis_client.hget(keys.run("r1"), "findings") == findings_json(state.findings)
+    state.findings = None  # gone again: stored as null, read back as none
+    memory.save_state(state)
+    loaded = memory.load_state()
+    assert loaded is not None and loaded.findings is None
+
+
+def some_findings(conclusion: Conclusion, confidence: Confidence) -> Findings:
+    return Findings(
+        conclusion=conclusion,
+        claimed_conclusion=conclusion,
+        confidence=confidence,
+        claimed_confidence=confidence,
+    )
+
+
+def findings_json(findings: Findings | None) -> bytes:
+    """The field as ``model_dump(mode="json")`` and a compact encoder would have written it."""
+    assert findings is not None
+    return json.dumps(findings.model_dump(mode="json"), separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("make", [InMemoryMemory, None], ids=["in-memory", "redis"])
+def test_findings_kept_by_identity_read_back_equal_and_apart_from_the_rest_of_the_state(
+    make: type[InMemoryMemory] | None, redis_client: redis.Redis, keys: MemoryKeys
+) -> None:
+    memory: Memory = make() if make is not None else RedisMemory(redis_client, keys, "r2")
+    findings = some_findings(Conclusion.NO_FAULT_FOUND, Confidence.MEDIUM)
+    state = RunState(status=RunStatus.RUNNING, findings=findings)
+    memory.append([Message.user("go")], state)
+    state.iteration = 3  # a later change of the caller's state is not in what was stored
+    loaded = memory.load_state()
+    assert loaded is not None and loaded.findings == findings and loaded.iteration == 0
+    state.findings = findings.model_copy(update={"version": 2})
+    memory.save_state(state)
+    again = memory.load_state()
+    assert again is not None and again.findings == state.findings and again.iteration == 3

@@ -221,7 +221,9 @@ def _ref(ref: str) -> str:
 
 
 def _hypothesis_section(hypothesis: Hypothesis, run_id: str, text: str) -> Block:
-    options = [(CHOICE_LABELS[c], choice_value(c, hypothesis.id, run_id)) for c in Choice]
+    # ``choice_value`` of each choice, from the labels and values read once (an enum's ``.value``
+    # is a descriptor call: the menus were a tenth of the message's cost)
+    options = [(label, f"{value}:{hypothesis.id}:{run_id}") for label, value in _CHOICES]
     return {
         "type": "section",
         "block_id": f"{BLOCK_PREFIX}{hypothesis.id}",
@@ -248,4 +250,5 @@ def _text_length(block: Block) -> int:
 
 # The same for every message: the menus' labels (per hypothesis) and the footer.
 _MENU_TEXT = sum(len(label) for label in CHOICE_LABELS.values())
+_CHOICES = tuple((CHOICE_LABELS[choice], choice.value) for choice in Choice)
 _FOOTER_TEXT = sum(len(text) for text in texts([context(FOOTER)]))
