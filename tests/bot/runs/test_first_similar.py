@@ -4,6 +4,8 @@ the job is delivered again; the thread's note is posted at most once per run."""
 
 from __future__ import annotations
 
+import json
+
 import redis
 
 from agent.config import RunConfig
@@ -14,9 +16,10 @@ from agent.types import Message
 from bot.keys import Keys
 from bot.memory.incident import Incident
 from bot.memory.notes import SIMILAR_NOTE
-from bot.memory.similar import Similar
+from bot.memory.similar import IncidentMemory, Similar
 from bot.runs import first_similar
 from bot.runs.presenter import InMemoryPresenter, RunRef
+from tests.bot.memory.test_store import incident, store
 
 RUN = RunRef("r1", "C_ONE", "1700000000.000100", "U_ALICE")
 
@@ -81,3 +84,42 @@ def test_the_note_is_posted_once_per_run(redis_client: redis.Redis, keys: Keys) 
     other = keys.similar_note_claim("r2")
     assert first_similar.post_note(redis_client, other, presenter, RUN, [], remember) is None
     assert not redis_client.exists(other)
+
+
+def test_hostile_records_reach_neither_the_first_message_nor_the_note(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    """A hostile Redis writer's incident records: malformed, huge, another (private) channel's, one
+    claiming another id than its key. The worker's search gives the run only its channel's own."""
+    s = store(redis_client, keys)
+    s.save(incident(1))
+    s.save(
+        incident(
+            2,
+            channel="C0SECRET",
+            private=True,
+            answer="SECRET-CAUSE",
+            question="SECRET-CAUSE disk full on web-03",
+        )
+    )
+    s.save(incident(3))
+    s.save(incident(4))
+    redis_client.set(keys.memory_incident("run3"), b"\xff not json")
+    redis_client.set(
+        keys.memory_incident("run4"),
+        json.dumps({"id": "run4", "channel": "CPUB", "question": "disk full on web-03 " + "x" * 2_000_000}),
+    )
+    s.save(incident(5))
+    redis_client.set(
+        keys.memory_incident("run5"),
+        incident(9, id="evil", answer="EVIL", question="EVIL disk full on web-03").to_json(),
+    )
+    run = RunRef("r9", "CPUB", "999.0001", "U_ALICE")
+    found = first_similar.search(IncidentMemory(s, scope="channel"), run, "disk full on web-03", ["web-03"])
+    assert [similar.incident.id for similar in found] == ["run1"]
+    text = first_similar.with_lines(found, lambda text: text)(pending_first()).content or ""
+    assert "SECRET-CAUSE" not in text and "EVIL" not in text and "x" * 1000 not in text
+    presenter = InMemoryPresenter()
+    first_similar.post_note(redis_client, keys.similar_note_claim("r9"), presenter, run, found, None)
+    (shown,) = presenter.of("post_similar_note")
+    assert [similar.incident.id for similar in shown] == ["run1"]
