@@ -89,6 +89,9 @@ class RunConfig:
     * ``max_parallel_tools``: the most read-only parallel tools running at once.
     * ``stream``: request with SSE, emit ``TextDelta`` events and watch for degenerate repetition.
     * ``clock``: wall clock for the deadline (seconds since the epoch; injected in tests).
+    * ``first_message``: applied to a new run's first message (a user's) in the loop's first write,
+      the fenced one that puts the system prompt first; a run resumed later is not given it again
+      (chatops: the past incidents the run starts from, searched by the worker).
     * ``evidence``: give every tool result an evidence id, offer ``update_findings`` and check the
       final answer's citations (``agent.evidence``, ``agent.findings_tool``, ``agent.citations``).
     """
@@ -116,5 +119,6 @@ class RunConfig:
     recover_tool_calls: bool = True
     clock: Callable[[], float] = time.time
     evidence: bool = False
+    first_message: Callable[[Message], Message] | None = None
     check_seconds: float = 60.0
     """How long an approved change's declared check may keep trying (``CHATOPS_CHECK_SECONDS``)."""

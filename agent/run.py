@@ -151,6 +151,9 @@ class Run:
         if self._findings is not None:
             self._findings.bind(lambda claim: self._record_findings(ctx, claim))
         if fresh and (not messages or messages[0].role != "system"):
+            first = self._config.first_message
+            if first is not None and messages and messages[0].role == "user":
+                messages = [first(messages[0]), *messages[1:]]
             ctx.messages = [Message.system(self._config.system_prompt), *messages]
             return ctx, True
         return ctx, False

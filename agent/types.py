@@ -91,6 +91,10 @@ class MessageMeta(TypedDict, total=False):
     ts: str
     carried_people: list[str]
     """A follow-up's first message: the people whose earlier messages in the thread it carries."""
+    similar_pending: bool
+    """A mention's first message: the past incidents it starts from are searched by the worker
+    and put into it in the loop's first write (``RunConfig.first_message``; chatops:
+    ``bot.runs.first_similar``), which stores it without this key."""
     condensed: int
     """The summary that replaced this many older messages (``agent.condense``)."""
     # assistant messages

@@ -16,6 +16,7 @@ and the bot's:
 * ``{p}run:{id}:fence``      counter: the last fencing token handed out (INCR)
 * ``{p}run:{id}:approvals``  hash: tool call id -> approval id
 * ``{p}run:{id}:budget``     hash: the run's budget card, asked at its token budget, decided once (``bot.runs.budget_asks``)
+* ``{p}run:{id}:similar_note``  string: the run's "Similar:" note is posted, claimed once by its first job (``bot.runs.first_similar``, EX a week)
 * ``{p}run:{id}:month_counted``  string: the run's paid tokens already counted into its channel's month (``bot.runs.monthly_tokens``)
 
 Shared:
@@ -117,6 +118,9 @@ class Keys(MemoryKeys):
     def budget_ask(self, run_id: str) -> str:
         """The run's budget card (``bot.runs.budget_asks``)."""
         return f"{self.run(run_id)}:budget"
+
+    def similar_note_claim(self, run_id: str) -> str:
+        return f"{self.run(run_id)}:similar_note"
 
     def month_counted(self, run_id: str) -> str:
         """The run's tokens counted into its channel's month (``bot.runs.monthly_tokens``)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -129,6 +129,7 @@ def default_runtime(
         policy=worker_policy(settings, client, keys),
         runbooks=runbooks,
         memory=incident_memory(settings, client, keys),
+        target_names=channel_target_names(inventory, settings.chatops_channel_targets),
         channel_facts=channel_facts(settings),
         changes=change_reader(
             settings,
@@ -156,6 +157,19 @@ def change_reader(
     days = settings.chatops_changes_days
     journal = ChangeJournal(client, keys, partial(target_key, secret), days=days) if secret else None
     return ChangeReader(journal, targets_for, days=days, clock=redis_clock(client), live=live)
+
+
+def channel_target_names(
+    inventory: Inventory, channel_targets: Mapping[str, str]
+) -> Callable[[str], Sequence[str]] | None:
+    """The target names a request in a channel may name, for a mention's past incidents' search
+    (``bot.runs.first_similar``; as the web's help lists them); None with an implicit inventory."""
+    from bot.slack.handlers.help import TargetList
+
+    if inventory.implicit:
+        return None
+    targets = TargetList(inventory, channel_targets)
+    return lambda channel: [target.name for target in targets.for_channel(channel)]
 
 
 def channel_facts(settings: Settings) -> ChannelFacts | None:

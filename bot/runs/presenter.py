@@ -34,6 +34,7 @@ from agent.tool_step import DECLINED, OUTCOME_UNKNOWN_PREFIX
 from agent.tooling import ToolCategory
 from agent.types import Message, RunStatus
 from bot.errors import BotError
+from bot.memory.similar import Similar
 from bot.runs.approvals import Approval
 from bot.runs.budget_asks import BudgetAsk
 from bot.runs.charts import Chart
@@ -386,6 +387,9 @@ class InMemoryPresenter:
 
     def post_run_card(self, run: RunRef, card: CardView) -> str | None:
         return self._record("post_run_card", run, card)
+
+    def post_similar_note(self, channel: str, thread_ts: str, found: Sequence[Similar]) -> str | None:
+        return self._record("post_similar_note", RunRef("", channel, thread_ts, ""), tuple(found))
 
     def update_run_card(self, run: RunRef, card: CardView) -> None:
         self._record("update_run_card", run, replace(card))

@@ -27,6 +27,7 @@ from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.logs import run_context
 from bot.observability.metrics import MeteredModel, RunMetrics
 from bot.prices import Prices, dollars
+from bot.runs import first_similar
 from bot.runs.approval_gate import ApprovalGate
 from bot.runs.approvals import ApprovalStatus
 from bot.runs.budget_gate import BudgetGate, decided_meanwhile, waiting_for
@@ -178,6 +179,7 @@ class RunJob:
         self._metrics = RunMetrics.for_redis(runtime.redis, runtime.keys, enabled=runtime.metrics_enabled)
         self._shown: tuple[RunRef, CardTracker] | None = None  # the thread and card, once known
         self._requested = ""
+        self._first_message: Callable[[Message], Message] | None = None  # ``bot.runs.first_similar``
 
     def execute(self) -> str:
         record = self._service.get(self._run_id)
@@ -241,6 +243,8 @@ class RunJob:
         memory = self._service.memory(run_id, fence=lease.token)
         ref = record.ref()
         state = memory.load_state()
+        if state is None:  # a new run: a mention's past incidents, searched here (``bot.runs.first_similar``)
+            self._first_similar(ref, record.text, memory.load_messages())
         if state is None:
             self._service.audit.run_started(
                 run_id,
@@ -277,6 +281,17 @@ class RunJob:
             result = self._run_segments(memory, ref, tracker, tools.tools)
         self._report(ref, tracker, result)
         return result.status.value
+
+    def _first_similar(self, ref: RunRef, query: str, messages: Sequence[Message]) -> None:
+        if not first_similar.pending(messages):
+            return
+        rt = self._rt
+        names = rt.target_names(ref.channel) if rt.target_names is not None else ()
+        found = first_similar.search(rt.memory, ref, query, names)
+        self._first_message = first_similar.with_lines(found, self._service.redacted)
+        remember = rt.memory.store.remember_note if rt.memory is not None else None
+        claim = rt.keys.similar_note_claim(self._run_id)
+        present(first_similar.post_note, rt.redis, claim, rt.presenter, ref, found, remember)
 
     def _run_segments(
         self, memory: RedisMemory, ref: RunRef, tracker: CardTracker, tools: Sequence[Tool]
@@ -374,6 +389,7 @@ class RunJob:
             max_parallel_tools=rt.options.max_parallel_tools,
             check_seconds=rt.options.check_seconds,
             evidence=True,  # evidence ids, update_findings, checked citations (agent.evidence)
+            first_message=self._first_message,  # a mention's past incidents (bot.runs.first_similar)
         )
 
     def _budget_gate(self, ref: RunRef) -> BudgetGate | None:

@@ -99,6 +99,9 @@ class Runtime:
     alerts: AlertSeam | None = None  # the alert jobs' seam; a worker refuses a runtime without it
     runbooks: RunbookLibrary | None = None  # the alerts' runbooks (tools.runbooks); None: none looked up
     memory: IncidentMemory | None = None  # past incidents (bot.memory); None: none kept, no tool
+    # The inventory targets a request in a channel may name, for the past incidents' search of a
+    # mention's run (``bot.runs.first_similar``); None: none (an implicit inventory).
+    target_names: Callable[[str], Sequence[str]] | None = None
     channel_facts: ChannelFacts | None = None  # is a channel private, a thread's link; None: all private
     changes: ChangeReader | None = None  # the change journal's readers (bot.changes); None: no tool
 

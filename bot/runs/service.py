@@ -257,6 +257,7 @@ class RunService:
         follows: str = "",
         earlier: Earlier | None = None,
         similar: Sequence[str] = (),
+        search_similar: bool = False,
         then: Sequence[Message] = (),
         pipeline: Pipeline | None = None,
         requested: str = "",
@@ -267,7 +268,8 @@ class RunService:
         read of the thread's earlier runs (``bot.runs.thread_history``), put before the request in
         the first message only (the record's text stays what the person wrote); ``similar``: the
         past incidents it starts from (``bot.memory.notes.similar_lines``), after the request in
-        the first message; ``then``: messages stored after the first, in the same write (an undo's
+        the first message; ``search_similar``: those are searched by the run's first job instead
+        (``bot.runs.first_similar``: a mention's run, off the web's ack path); ``then``: messages stored after the first, in the same write (an undo's
         assistant message with its stored call: the run starts with that call pending, and the
         model never writes it); ``requested``: what people asked when ``text`` is not only that (an
         alert's target and labels: its annotations are read text, ``agent.provenance``). Every text
@@ -295,6 +297,8 @@ class RunService:
             first.meta["carried_people"] = list(earlier.people)
         if similar:
             first.content = f"{first.content}\n\n{self._redacted(chr(10).join(similar))}"
+        if search_similar:
+            first.meta["similar_pending"] = True
         stored = self.records.create(record, first, *then)
         if stored != record.run_id:
             return Submission(stored, created=False)
@@ -332,6 +336,10 @@ class RunService:
         if delivery.superseded and delivery.run_id:
             self.lifecycle.superseded(delivery.run_id, delivery.superseded)
         return delivery
+
+    def redacted(self, text: str) -> str:
+        """``text`` as it may be stored (``_redacted``)."""
+        return self._redacted(text)
 
     def _redacted(self, text: str) -> str:
         """A person's Slack text as it may be stored: a secret pasted into a thread (or into a

@@ -49,6 +49,7 @@ from agent.checks import CheckOutcome
 from agent.findings import Citation, Findings
 from agent.types import Message, RunStatus
 from bot.keys import Keys
+from bot.memory.similar import Similar
 from bot.runs.approvals import Approval, Approvals
 from bot.runs.budget_asks import BudgetAsk
 from bot.runs.charts import Chart
@@ -64,6 +65,7 @@ from bot.slack.delivery.client import without_rate_limit_retries
 from bot.slack.delivery.findings_message import FindingsMessages
 from bot.slack.delivery.permalinks import Permalinks
 from bot.slack.delivery.sender import Delivery, Outcome, RetryAfter, SlackSender, is_transient, process_sender
+from bot.slack.delivery.similar_note import post_similar_note
 from bot.slack.delivery.streaming import LOADING_MESSAGES, AnswerStreams
 from bot.slack.delivery.thread_status import StatusRefusals
 from bot.slack.rendering import render
@@ -144,6 +146,11 @@ class SlackPresenter:
             if streaming
             else None
         )
+
+    def post_similar_note(self, channel: str, thread_ts: str, found: Sequence[Similar]) -> str | None:
+        """The thread's "Similar:" note with its Forget buttons (``bot.runs.first_similar``
+        records its ts for them); its ts."""
+        return post_similar_note(self._client, channel, thread_ts, found, self._redact, None)
 
     @property
     def _sender(self) -> SlackSender:

@@ -32,8 +32,6 @@ from typing import Any
 
 from agent.redis_util import as_text
 from bot.claims import Claims, ClaimState, claim_once
-from bot.memory.notes import named_targets, similar_for_run, similar_lines
-from bot.memory.similar import Similar
 from bot.runs.early_replies import EARLY_REPLY_SECONDS
 from bot.runs.inbox import DeliveryStatus
 from bot.runs.limits import RunLimits
@@ -74,7 +72,6 @@ class Outcome:
     run_id: str = ""
     notify: bool = False  # refused_channel: say so (the first time in this channel)
     note: str = ""  # limited: the polite reply (``bot.runs.limits``)
-    similar: tuple[Similar, ...] = ()  # started: the past incidents its first message names
     event_confirmed: bool = False  # the event id's claim was confirmed in the outcome's own write
 
 
@@ -95,7 +92,6 @@ class Origin:
         run_id: str = "",
         notify: bool = False,
         note: str = "",
-        similar: tuple[Similar, ...] = (),
         event_confirmed: bool = False,
     ) -> Outcome:
         return Outcome(
@@ -107,7 +103,6 @@ class Origin:
             run_id,
             notify,
             note,
-            similar,
             event_confirmed,
         )
 
@@ -235,7 +230,6 @@ class EventHandler:
             note = admission.message(where.user, self._limits.limits.window_seconds)
             return where.outcome(OutcomeKind.LIMITED, note=note)
         follows, earlier = self._earlier(where)
-        similar = self._similar(where, text)
         # One round trip (MULTI/EXEC) for what a started run writes after its record: the start job,
         # the limits' binding, the thread's last run, the message's and the event's claims.
         pipeline = self._rt.redis().pipeline()
@@ -248,7 +242,7 @@ class EventHandler:
                 message_ts=where.ts,
                 follows=follows,
                 earlier=earlier,
-                similar=similar_lines(similar),
+                search_similar=True,  # by the run's first job, off the ack path (bot.runs.first_similar)
                 pipeline=pipeline,
             )
         except BaseException:
@@ -273,7 +267,6 @@ class EventHandler:
         return where.outcome(
             OutcomeKind.STARTED,
             run_id=submission.run_id,
-            similar=tuple(similar),
             event_confirmed=bool(where.event_key),
         )
 
@@ -296,19 +289,6 @@ class EventHandler:
         """Whether ``run_id`` was started by the message at ``ts``."""
         record = self._rt.service().get(run_id)
         return record is not None and record.message_ts == ts
-
-    def _similar(self, where: Origin, text: str) -> list[Similar]:
-        """The past incidents a new run starts from, as an alert's run does (``bot.memory.notes``):
-        searched for the run's own channel, by the request's words and the targets it names."""
-        targets = self._rt.targets
-        names = [] if targets.inventory.implicit else [t.name for t in targets.for_channel(where.channel)]
-        return similar_for_run(
-            self._rt.memory(),
-            where.channel,
-            query=text,
-            thread_ts=where.thread_ts,
-            targets=named_targets(text, names),
-        )
 
     def _earlier(self, where: Origin) -> tuple[str, Earlier | None]:
         """The thread's last run, which a new run there continues, and what the model is to read of

@@ -3,8 +3,8 @@
 The ack half (``bot.slack.handlers.events``) stores the event and decides an ``Outcome``; the app hands
 only an outcome with Slack calls to make to a pool of its own, which runs ``FollowUps``: :eyes:
 on a new run's mention and on an injected reply, the queued note's check, the help reply, the
-notices for a limited mention or a refused channel, the "Similar:" note of a run that starts from
-past incidents (``bot.slack.delivery.similar_note``), and the App Home tab.
+notices for a limited mention or a refused channel, and the App Home tab. (A mention's run's
+"Similar:" note is the worker's: ``bot.runs.first_similar``.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.delivery.acknowledgements import Acknowledgements
-from bot.slack.delivery.similar_note import post_similar_note
 from bot.slack.handlers.events import Outcome, OutcomeKind
 from bot.slack.handlers.help import TargetList, help_text
 from bot.slack.handlers.home import publish_home
@@ -49,7 +48,6 @@ class FollowUps:
             if outcome.kind is OutcomeKind.STARTED:
                 self._schedule_queued_note(outcome)
                 self._eyes(client, outcome)
-                self._similar(client, outcome)
             elif outcome.kind is OutcomeKind.INJECTED:
                 self._eyes(client, outcome)
             elif outcome.kind is OutcomeKind.HELP:
@@ -73,14 +71,6 @@ class FollowUps:
         acks = Acknowledgements(self.runtime.redis(), self.runtime.keys)
         self.runtime.courtesy().call(
             client, "reactions.add", lambda slack: acks.react(slack, outcome.channel, outcome.ts)
-        )
-
-    def _similar(self, client: WebClient, outcome: Outcome) -> None:
-        """The thread's "Similar:" note, when the run's first message names past incidents."""
-        memory = self.runtime.memory()
-        store = memory.store if memory is not None else None
-        post_similar_note(
-            client, outcome.channel, outcome.thread_ts, outcome.similar, self.runtime.redact, store
         )
 
     def help(self, outcome: Outcome, bot_user: str | None) -> str:
