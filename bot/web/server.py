@@ -34,6 +34,7 @@ from bot.web import prefork
 from bot.web.alert_receiver import WebReceiver
 from bot.web.http_server import MAX_BODY_BYTES, Limits
 from bot.web.paths import ALERTS_PREFIX, CHANGES_PATH, EVENTS_PATH, HEALTH_PATH, METRICS_PATH
+from bot.web.startup import settle_garbage_collector
 from bot.web.wsgi import StartResponse, WsgiApp
 
 log = logging.getLogger(__name__)
@@ -193,6 +194,7 @@ def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp]) -
         except Exception:
             log.exception("chatops web: the app could not be built")
             return prefork.BOOT_FAILED
+        settle_garbage_collector()
         return prefork.run_worker(
             sock, app, limits, settings.web_threads, multiprocess=settings.web_workers > 1
         )
