@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from agent.redis_util import as_text
+from emulator.redis_leftovers import leftovers_of
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -277,16 +277,10 @@ def run_records(bench: BenchRedis) -> list[bytes]:
 
 
 def delete_run_jobs(bench: BenchRedis, queue: str) -> None:
-    """RQ's job hashes are not under our prefix: delete the ones our runs enqueued, then the queue."""
-    client = bench.client
-    batch = run_records(bench)
-    for start in range(0, len(batch), 1000):
-        pipe = client.pipeline(transaction=False)
-        for key in batch[start : start + 1000]:
-            pipe.hget(key, "job_id")
-        jobs = [as_text(j) for j in pipe.execute() if j]
-        if jobs:
-            client.delete(*[f"rq:job:{j}" for j in jobs])
+    """RQ's keys of ``queue``, which are not under our prefix: every job whose record names the queue
+    with its results stream and executions (named by the job's id alone, so no pattern finds them:
+    ``emulator.redis_leftovers``' thorough look), then the queue, its registries and its workers."""
+    leftovers_of(bench.client, queue=queue, thorough=True).remove(bench.client)
     bench.cleanup(*rq_patterns(queue))
 
 
