@@ -243,9 +243,9 @@ class RunJob:
         memory = self._service.memory(run_id, fence=lease.token)
         ref = record.ref()
         state = memory.load_state()
-        if state is None:  # a new run: a mention's past incidents, searched here (``bot.runs.first_similar``)
-            self._first_similar(ref, record.text, memory.load_messages())
         if state is None:
+            # A new run: a mention's past incidents, searched here (``bot.runs.first_similar``).
+            self._first_similar(ref, record.text, memory.load_messages())
             self._service.audit.run_started(
                 run_id,
                 requester=record.requester,

@@ -37,6 +37,7 @@ class TcpProxy:
         self._drop.set()
 
     def hold_answer_to(self, marker: bytes) -> None:
+        self._holding = None  # an earlier hold's connection answers freely again
         self.held.clear()
         self._released.clear()
         self._hold_marker = marker

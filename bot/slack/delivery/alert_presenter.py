@@ -59,7 +59,7 @@ class SlackAlertPresenter:
 
     def post_similar_note(self, channel: str, thread_ts: str, found: Sequence[Similar]) -> str | None:
         """The thread's "Similar:" note with its Forget buttons (``bot.slack.delivery.similar_note``)."""
-        return post_similar_note(self._client, channel, thread_ts, found, self._redact, None)
+        return post_similar_note(self._client, channel, thread_ts, found, self._redact)
 
     def _message(self, blocks: list[Block]) -> dict[str, Any]:
         """The blocks redacted, and the notification ``text`` taken from them (``notification_text``):

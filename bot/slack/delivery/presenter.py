@@ -150,7 +150,7 @@ class SlackPresenter:
     def post_similar_note(self, channel: str, thread_ts: str, found: Sequence[Similar]) -> str | None:
         """The thread's "Similar:" note with its Forget buttons (``bot.runs.first_similar``
         records its ts for them); its ts."""
-        return post_similar_note(self._client, channel, thread_ts, found, self._redact, None)
+        return post_similar_note(self._client, channel, thread_ts, found, self._redact)
 
     @property
     def _sender(self) -> SlackSender:

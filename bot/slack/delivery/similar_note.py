@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from slack_sdk import WebClient
 
 from bot.memory.similar import Similar
-from bot.memory.store import IncidentStore
 from bot.slack.delivery.blocks import redacted_blocks
 from bot.slack.rendering.blockkit import notification_text
 from bot.slack.rendering.similar import similar_blocks
@@ -21,16 +20,13 @@ def post_similar_note(
     thread_ts: str,
     found: Sequence[Similar],
     redact: Callable[[str], str],
-    store: IncidentStore | None,
 ) -> str | None:
-    """Post the note in the thread; its ts (None: nothing posted)."""
+    """Post the note in the thread; its ts (None: nothing posted). The caller records the ts for
+    the Forget buttons (``IncidentStore.remember_note``)."""
     if not found:
         return None
     blocks = redacted_blocks(similar_blocks(found), redact)
     response = client.chat_postMessage(
         channel=channel, thread_ts=thread_ts, text=notification_text(blocks), blocks=blocks
     )
-    ts = str(response.get("ts") or "")
-    if ts and store is not None:
-        store.remember_note(channel, ts, [similar.incident.id for similar in found])
-    return ts or None
+    return str(response.get("ts") or "") or None
