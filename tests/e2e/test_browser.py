@@ -34,9 +34,12 @@ def mention(page: Page, text: str) -> Locator:
     composer = page.locator("#composer-input")
     composer.fill(text)
     composer.press("Enter")
-    entry = page.locator("article.entry").filter(has_text=text.removeprefix("@ops "))
-    expect(entry).to_have_count(1)
-    return entry
+    # The entry whose own (root) message is the one just sent. Matching the whole entry's text could
+    # pick another thread whose reply quotes the same words (help's example does), before the new
+    # entry is even drawn.
+    root = page.locator("article.entry > .message:not(.from-bot)", has_text=text.removeprefix("@ops "))
+    expect(root).to_have_count(1)
+    return page.locator(f'article.entry[data-ts="{root.get_attribute("data-ts")}"]')
 
 
 def raw_ids_shown(entry: Locator) -> list[str]:

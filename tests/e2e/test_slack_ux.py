@@ -19,25 +19,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from emulator.demo.main import Demo
+from tests.e2e.test_browser import APPROVE, mention
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Locator, Page
+    from playwright.sync_api import Page
 
-APPROVE = 'button.block-button[data-action-id="chatops_approve"]'
 EYES = '.reaction[data-name="eyes"]'
 
 pytestmark = pytest.mark.slow
-
-
-def mention(page: Page, text: str) -> Locator:
-    from playwright.sync_api import expect
-
-    composer = page.locator("#composer-input")
-    composer.fill(text)
-    composer.press("Enter")
-    entry = page.locator("article.entry").filter(has_text=text.removeprefix("@ops "))
-    expect(entry).to_have_count(1)
-    return entry
 
 
 @contextmanager
