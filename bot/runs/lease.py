@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -79,6 +79,16 @@ class Lease:
     def held(redis_client: redis.Redis, keys: Keys, run_id: str) -> bool:
         """Whether a worker holds the run's lease (a live one renews it)."""
         return bool(redis_client.exists(keys.lease(run_id)))
+
+    @staticmethod
+    def held_many(redis_client: redis.Redis, keys: Keys, run_ids: Sequence[str]) -> set[str]:
+        """Of ``run_ids``, those whose lease a worker holds, read in one round trip."""
+        if not run_ids:
+            return set()
+        pipe = redis_client.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.exists(keys.lease(run_id))
+        return {run_id for run_id, held in zip(run_ids, pipe.execute(), strict=True) if held}
 
     @staticmethod
     def holder_token(redis_client: redis.Redis, keys: Keys, run_id: str) -> int | None:

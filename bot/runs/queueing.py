@@ -13,15 +13,17 @@ its function), and nothing of the run engine is imported to enqueue (``bot.runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
 from redis.client import Pipeline
 from rq import Queue, Retry
-from rq.job import Job
+from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from agent.redis_util import as_text
 from bot.job_worker import AllowListedJob
 
 START = "bot.runs.jobs.start"
@@ -115,6 +117,22 @@ class JobQueue:
         job = self._queue.enqueue(function, *args, pipeline=own, **options)
         own.execute()
         return job
+
+    def statuses(self, job_ids: Sequence[str]) -> dict[str, JobStatus | None]:
+        """Each job's RQ status, read in one round trip (the recovery sweep's look at every active
+        run's last job). ``None``: no such job, or a status RQ does not know (a foreign writer's)."""
+        if not job_ids:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hget(self._queue.job_class.key_for(job_id), "status")
+        found: dict[str, JobStatus | None] = {}
+        for job_id, raw in zip(job_ids, pipe.execute(), strict=True):
+            try:
+                found[job_id] = JobStatus(as_text(raw)) if raw else None
+            except ValueError:
+                found[job_id] = None
+        return found
 
     def expiry_at(self, approval_id: str, expires_at: float) -> Job:
         """The approval's expiry job, due at ``expires_at`` (this host's clock: the job itself

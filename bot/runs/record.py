@@ -44,6 +44,14 @@ from bot.runs.presenter import RunRef
 ACTIVE_STATUSES = tuple(status for status in RunStatus if not status.terminal)
 
 
+@dataclass(frozen=True)
+class SweepView:
+    """What the recovery sweep needs of a run record: its status and its last job's id."""
+
+    status: RunStatus
+    job_id: str
+
+
 class RunField(StrEnum):
     """Every field of the run record in the run hash."""
 
@@ -311,6 +319,26 @@ class RunRecords:
     def read_active_run(self, pipeline: redis.client.Pipeline, channel: str, thread_ts: str) -> None:
         """``active_run`` queued on the caller's ``pipeline`` (its answer: ``as_text`` of it)."""
         pipeline.get(self._keys.thread(channel, thread_ts))
+
+    def sweep_views(self, run_ids: Sequence[str]) -> dict[str, SweepView | None]:
+        """Each run's status and last job, read in one round trip (the recovery sweep's look at
+        every active run, ``bot.runs.recovery``). ``None``: the record is gone. A record whose status
+        is not a run status (a foreign writer's) is left out: nothing can be decided about it."""
+        if not run_ids:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hmget(self._keys.run(run_id), [RunField.STATUS, RunField.JOB_ID])
+        views: dict[str, SweepView | None] = {}
+        for run_id, (status, job_id) in zip(run_ids, pipe.execute(), strict=True):
+            if status is None:
+                views[run_id] = None
+                continue
+            try:
+                views[run_id] = SweepView(RunStatus(as_text(status) or ""), as_text(job_id) or "")
+            except ValueError:
+                continue
+        return views
 
     def active_ids(self) -> list[str]:
         return _ids(self._redis.zrange(self._keys.active_runs(), 0, -1))

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 import redis
 from redis.client import Pipeline
 from rq import Queue, Retry
-from rq.exceptions import NoSuchJobError
-from rq.job import Job, JobStatus
+from rq.job import Job
 
 from agent.redis_memory import DEFAULT_RETENTION_SECONDS, RedisMemory
 from agent.redis_util import redis_clock
@@ -49,10 +48,10 @@ from bot.runs.approvals import Approval, Approvals
 from bot.runs.budget_asks import BudgetAsks, BudgetSeal, BudgetStatus
 from bot.runs.budget_lifecycle import BudgetLifecycle
 from bot.runs.inbox import Delivery, Inbox
-from bot.runs.lease import Lease
 from bot.runs.monthly_tokens import MonthlyTokens
 from bot.runs.queueing import JobQueue, worker_queue
 from bot.runs.record import RunRecord, RunRecords
+from bot.runs.recovery import Recovery
 from bot.runs.thread_history import Earlier
 from bot.runs.undo_offers import UndoOffers, UndoSeal
 from bot.settings import DEFAULTS, Settings
@@ -60,11 +59,6 @@ from tools.safety import Redactor
 
 # Beyond the run's own deadline: the last tool's grace, Redis writes, the presenter.
 JOB_TIMEOUT_MARGIN_SECONDS = 120
-_LIVE_JOB = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED, JobStatus.STARTED}
-_SEGMENT_ENDED = {status for status in RunStatus if status.terminal or status.suspended}
-# A scheduled job this late has no live scheduler: the one holding the queue's scheduler lock died,
-# and RQ frees that lock only after a minute. Every live scheduler polls once a second.
-OVERDUE_SCHEDULED_SECONDS = 5
 # Constants since 0.2.0 (they were CHATOPS_JOB_RETRIES, CHATOPS_MAX_RUN_ATTEMPTS and
 # CHATOPS_MAX_PARALLEL_TOOLS); RunOptions takes others where a test needs them.
 # RQ retries of a job that failed or whose worker died, each one lease later: a run resumes from Redis,
@@ -203,6 +197,16 @@ class RunService:
         )
         self.monthly = MonthlyTokens(
             self.redis, self.keys, options.channel_monthly_tokens, retention_seconds=options.retention_seconds
+        )
+        self.recovery = Recovery(
+            self.redis,
+            self.keys,
+            self.records,
+            self.jobs,
+            self.queue,
+            self.lifecycle,
+            self.budgets,
+            self.clock,
         )
 
     def _grant_signer(self) -> GrantSigner | None:
@@ -390,62 +394,13 @@ class RunService:
     # -- recovery -------------------------------------------------------------------------------
 
     def recover(self) -> list[str]:
-        """Re-enqueue active runs nobody works on, and expire overdue approvals; returns run ids resumed.
-
-        A run needs help when it is ``queued`` or ``running``, no worker holds its lease and its
-        last job is not queued, running, or scheduled and due within seconds: its worker died.
-        Enqueuing a run that did not need it is harmless (the job finds the lease taken or the run
-        finished).
-        """
-        resumed = []
-        for run_id in self.records.active_ids():
-            record = self.get(run_id)
-            if record is None:
-                self.records.forget_active(run_id)
-                continue
-            # Still pending: its decision or expiry resumes it. Nothing pending any more but the run
-            # still waits: its resume was lost (a race with the job suspending it); re-enqueued below.
-            if record.status is RunStatus.AWAITING_APPROVAL and self.lifecycle.still_waiting(run_id):
-                continue
-            if record.status is RunStatus.AWAITING_BUDGET and self.budgets.still_waiting(run_id):
-                continue
-            if not record.status.terminal and self._abandoned(record):
-                self.enqueue(run_id)
-                resumed.append(run_id)
-        # Runs whose segment ended but whose job did not tell the thread everything: it died, or
-        # Slack did not take the card's final state in time (also for a run awaiting approval).
-        for run_id in self.records.reporting_ids():
-            record = self.get(run_id)
-            if record is None:
-                self.records.done_reporting(run_id)
-            elif record.status in _SEGMENT_ENDED and self._abandoned(record):
-                self.enqueue(run_id)
-                resumed.append(run_id)
+        """Re-enqueue active runs nobody works on and runs whose report nobody finishes, expiring
+        overdue approvals on the way (``bot.runs.recovery``); returns the run ids resumed."""
+        resumed = self.recovery.runs_to_resume()
+        for run_id in resumed:
+            self.enqueue(run_id)
         return resumed
 
     def reporting(self, run_id: str) -> bool:
         """Whether the run's final report (audit entry, answer, notice) is not done yet."""
         return self.records.reporting_since(run_id) is not None
-
-    def _abandoned(self, record: RunRecord) -> bool:
-        if Lease.held(self.redis, self.keys, record.run_id):
-            return False
-        if not record.job_id:
-            return True
-        try:
-            job = Job.fetch(record.job_id, connection=self.redis)
-        except NoSuchJobError:
-            return True
-        status = job.get_status()
-        if status is JobStatus.SCHEDULED:
-            return self._overdue(job)
-        # A started job without a lease is a dead worker's: a live one renews its lease.
-        return status not in _LIVE_JOB or status is JobStatus.STARTED
-
-    def _overdue(self, job: Job) -> bool:
-        """A scheduled job (an RQ retry, a deferred resume) that no scheduler enqueued in time."""
-        try:
-            due = self.queue.scheduled_job_registry.get_scheduled_time(job)
-        except NoSuchJobError:
-            return True
-        return bool(due.timestamp() < self.clock() - OVERDUE_SCHEDULED_SECONDS)

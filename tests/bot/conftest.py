@@ -17,6 +17,7 @@ import redis
 
 from bot.keys import Keys
 from tests.bot.runtimes import file_tools, plan_model
+from tests.reliability.redis_proc import RedisProcess
 from tests.support.harness import Harness, make_options
 from tests.support.leftover_processes import family_environment
 from tests.support.worker_process import ROOT, WorkerProcess
@@ -27,6 +28,16 @@ def harness(redis_client: redis.Redis, keys: Keys, queue_name: str, tmp_path: Pa
     yield Harness(
         redis_client, keys, make_options(queue_name), tmp_path, [plan_model()], file_tools(tmp_path)
     )
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A ``redis-server`` of the test's own: what it counts (its requests) is the test's alone."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -170,6 +170,11 @@ def test_worker_subprocesses_count_into_the_same_metrics(
 
     wait_until(finished, timeout=60, what="three runs on the worker subprocesses")
     wait_until(lambda: Worker.count(connection=redis_client, queue=service.queue) == 2, what="both workers")
+    # A run's status is terminal before its job reports it (the finish is counted in the report).
+    wait_until(
+        lambda: value(scrape(url), "chatops_runs_finished_total", status="completed") == 3,
+        what="the runs' finishes counted",
+    )
     samples = scrape(url)
     assert value(samples, "chatops_runs_started_total") == 3
     assert value(samples, "chatops_runs_finished_total", status="completed") == 3

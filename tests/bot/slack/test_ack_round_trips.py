@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 from rq import Queue
 
@@ -30,15 +27,6 @@ from tests.support.slack_workspace import BOT_USER, CHANNEL, SECRET, TOKEN
 NEW_THREAD_MENTION_ROUND_TRIPS = 5
 # (6 before the incident memory's lookup went to the run's first job: ``bot.runs.first_similar``.)
 QUEUE = "ack-round-trips"
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    server = RedisProcess(tmp_path / "redis").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def reads(probe: redis.Redis) -> int:
