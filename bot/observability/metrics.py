@@ -4,9 +4,10 @@ Why Redis and not ``prometheus_client``'s multiprocess mode: that mode shares nu
 files in ``PROMETHEUS_MULTIPROC_DIR``, so it only aggregates processes on one host, and RQ forks a
 new work horse for every job, which leaves one file set per job to be cleaned up. chatops already
 needs one Redis shared by the web process and every worker, so workers add to Redis hashes
-(``HINCRBYFLOAT``, one ``MULTI`` per observation) and the web process reads them at scrape time
-through a custom collector (``bot.observability.metrics_collector``). The numbers survive process restarts and
-reset only when Redis loses them (Prometheus treats that as a counter reset).
+(``HINCRBYFLOAT``, one ``MULTI`` per observation, or one pipeline per run job: ``batched``) and
+the web process reads them at scrape time through a custom collector
+(``bot.observability.metrics_collector``). The numbers survive process restarts and reset only
+when Redis loses them (Prometheus treats that as a counter reset).
 
 Layout, one hash per metric under the deployment's key prefix::
 
@@ -27,6 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,6 +48,13 @@ log = logging.getLogger(__name__)
 Kind = Literal["counter", "histogram"]
 MAX_LABEL_CHARS = 100
 UNKNOWN_TOOL = "(unknown)"
+# A batch open longer than this sends what it holds at its next recording: a run that works for
+# many minutes shows on Prometheus as it goes (no timer thread: what was recorded before a long
+# model answer or tool call waits for the recording that follows it), while a run of a few
+# seconds (most) still costs one round trip.
+BATCH_FLUSH_SECONDS = 10.0
+
+Commands = Callable[[Any], object]  # adds one recording's commands to a pipeline
 
 
 @dataclass(frozen=True)
@@ -171,12 +180,31 @@ def _labels(spec: Spec, labels: dict[str, str]) -> str:
 
 
 class MetricsStore:
-    """Adds to the metric hashes. Every method swallows Redis failures (logged, rate-limited)."""
+    """Adds to the metric hashes. Every method swallows Redis failures (logged, rate-limited).
 
-    def __init__(self, redis_client: redis.Redis, keys: Keys) -> None:
+    Outside ``batched()`` every recording is its own ``MULTI``/``EXEC`` (one round trip); inside,
+    recordings are held in memory and sent in one pipeline when the batch ends (and every
+    ``flush_seconds`` while it is open). ``clock``: monotonic seconds (injected by the tests).
+    """
+
+    def __init__(
+        self,
+        redis_client: redis.Redis,
+        keys: Keys,
+        clock: Callable[[], float] = time.monotonic,
+        flush_seconds: float = BATCH_FLUSH_SECONDS,
+    ) -> None:
         self._redis = redis_client
         self._keys = keys
+        self._clock = clock
+        self._flush_seconds = flush_seconds
         self._last_failure = float("-inf")
+        # The batch is the store's, not a thread's: a run job's tools may record from the loop's
+        # threads, and the job's store is its own (the web's stores never open one).
+        self._lock = threading.Lock()
+        self._depth = 0  # open ``batched()`` blocks: only the outermost one flushes
+        self._pending: list[Commands] = []
+        self._flushed_at = 0.0
 
     def inc(self, spec: Spec, amount: float = 1.0, **labels: str) -> None:
         if spec.kind != "counter":
@@ -198,10 +226,53 @@ class MetricsStore:
 
         self._write(write)
 
-    def _write(self, commands: Callable[[Any], object]) -> None:
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Hold what is recorded until the block ends, however it ends, then send it in one pipeline.
+
+        Nested blocks are part of the outermost one. What a batch holds is lost if the process dies
+        before the block ends (a SIGKILLed work horse): acceptable for metrics, which are counted
+        at most once this way. A batch is sent once and never again, even when Redis failed half
+        way through it (the sent part counts; sending it again would count it twice).
+        """
+        with self._lock:
+            self._depth += 1
+            if self._depth == 1:
+                self._flushed_at = self._clock()
         try:
-            pipe = self._redis.pipeline(transaction=True)
-            commands(pipe)
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                outermost = self._depth == 0
+            if outermost:
+                self.flush()
+
+    def flush(self) -> None:
+        """Send what the batch holds (nothing held: no round trip)."""
+        with self._lock:
+            commands, self._pending = self._pending, []
+            self._flushed_at = self._clock()
+        if commands:  # HINCRBY/HINCRBYFLOAT are atomic each: no MULTI needed around the batch
+            self._send(commands, transaction=False)
+
+    def _write(self, commands: Commands) -> None:
+        due = False
+        with self._lock:
+            batching = self._depth > 0
+            if batching:
+                self._pending.append(commands)
+                due = self._clock() - self._flushed_at >= self._flush_seconds
+        if not batching:
+            self._send([commands], transaction=True)
+        elif due:
+            self.flush()
+
+    def _send(self, commands: list[Commands], *, transaction: bool) -> None:
+        try:
+            pipe = self._redis.pipeline(transaction=transaction)
+            for add in commands:
+                add(pipe)
             pipe.execute()
         except redis.RedisError as error:
             now = time.monotonic()
@@ -240,6 +311,10 @@ class RunMetrics:
     @classmethod
     def for_redis(cls, redis_client: redis.Redis, keys: Keys, *, enabled: bool = True) -> RunMetrics:
         return cls(MetricsStore(redis_client, keys) if enabled else None)
+
+    def batched(self) -> AbstractContextManager[None]:
+        """``MetricsStore.batched``: a run job's recordings in one round trip (none: records nothing)."""
+        return self.store.batched() if self.store else nullcontext()
 
     def run_started(self) -> None:
         if self.store:

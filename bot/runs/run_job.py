@@ -184,7 +184,11 @@ class RunJob:
     def execute(self) -> str:
         record = self._service.get(self._run_id)
         where = (record.channel, record.thread_ts) if record else ("", "")
-        with run_context(self._run_id, *where):
+        # The job's metrics go to Redis in one round trip when it ends, however it ends (returned,
+        # raised, suspended, lease lost), and every few seconds of a long one (``MetricsStore.batched``).
+        # A SIGKILLed job loses what it held: metrics may undercount, never count twice (a report
+        # step the next job runs again, the audit step's run_finished, was never sent by this one).
+        with run_context(self._run_id, *where), self._metrics.batched():
             return self._execute(record)
 
     def _execute(self, record: RunRecord | None) -> str:
