@@ -33,7 +33,7 @@ from bot.alerts.routing import AlertRoutes, Route
 from bot.alerts.store import AlertStore, RoutedNotification
 from bot.claims import ClaimState
 from bot.errors import AlertPayloadError
-from bot.observability.metrics import RunMetrics
+from bot.observability.run_metrics import RunMetrics
 from bot.runs.queueing import NotificationQueue
 
 log = logging.getLogger(__name__)

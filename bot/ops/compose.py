@@ -38,7 +38,7 @@ from bot.fleet.runner import RunnerWorker
 from bot.fleet.runner import build_runner as runner_worker
 from bot.fleet.target_keys import target_key
 from bot.keys import Keys
-from bot.observability.metrics import RunMetrics
+from bot.observability.run_metrics import RunMetrics
 from bot.ops.compose_memory import incident_memory
 from bot.ops.fleet import kubernetes_changes_of, load_fleet_inventory, runner_key, runner_policy
 from bot.ops.sweep import recovery_sweep

@@ -22,8 +22,8 @@ from bot.alerts.routing import load_routes
 from bot.alerts.store import AlertStore
 from bot.keys import Keys
 from bot.observability.logs import redactor_for
-from bot.observability.metrics import RunMetrics
 from bot.observability.metrics_collector import MetricsEndpoint, RedisCollector
+from bot.observability.run_metrics import RunMetrics
 from bot.ops.compose_changes import change_journal, web_changes
 from bot.ops.compose_memory import incident_memory
 from bot.ops.fleet import load_fleet_inventory

@@ -24,7 +24,7 @@ from agent.config import ConfirmRequest
 from agent.provenance import Provenance
 from agent.types import Decision, DecisionStatus
 from bot.errors import DurabilityError
-from bot.observability.metrics import RunMetrics
+from bot.observability.run_metrics import RunMetrics
 from bot.policy.rules import Decision as PolicyDecision
 from bot.runs.approvals import (
     CARD_FAILED_REASON,

@@ -25,7 +25,7 @@ from agent.tooling import Tool
 from agent.types import Message, RunResult, RunState, RunStatus, Usage
 from bot.observability.audit import AuditKind, AuditLog
 from bot.observability.logs import run_context
-from bot.observability.metrics import MeteredModel, RunMetrics
+from bot.observability.run_metrics import MeteredModel, RunMetrics
 from bot.prices import Prices, dollars
 from bot.runs import first_similar
 from bot.runs.approval_gate import ApprovalGate

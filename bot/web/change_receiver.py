@@ -35,7 +35,7 @@ from bot.changes.github import parse_github
 from bot.changes.journal import ChangeJournal
 from bot.changes.markers import Markers, parse_marker
 from bot.errors import MarkerError
-from bot.observability.metrics import RunMetrics
+from bot.observability.run_metrics import RunMetrics
 from tools.changes.record import Change
 from tools.inventory_types import Inventory
 

@@ -30,7 +30,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import SlackResponse
 
 from bot.keys import Keys
-from bot.observability.metrics import slack_error_counter
+from bot.observability.run_metrics import slack_error_counter
 from bot.redis_connection import RedisTarget
 from bot.settings import Settings
 

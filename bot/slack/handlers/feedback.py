@@ -33,7 +33,7 @@ from bot.claims import claim_once
 from bot.keys import Keys
 from bot.memory.store import IncidentStore
 from bot.observability.audit import AuditKind, AuditLog
-from bot.observability.metrics import RunMetrics
+from bot.observability.run_metrics import RunMetrics
 from bot.runs.service import RunService
 from bot.slack.rendering.feedback_buttons import ACTION_FEEDBACK
 

@@ -21,7 +21,7 @@ from slack_sdk import WebClient
 from bot.changes.journal import ChangeJournal
 from bot.keys import Keys
 from bot.memory.similar import IncidentMemory
-from bot.observability.metrics import RunMetrics
+from bot.observability.run_metrics import RunMetrics
 from bot.policy.deciders import Deciders
 from bot.runs.approvals import Approval
 from bot.runs.limits import LimitSettings

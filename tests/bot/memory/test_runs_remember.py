@@ -77,7 +77,7 @@ def test_private_incident_stays_in_its_channel_through_runs(harness: Harness) ->
 
 
 def test_a_thumbs_down_marks_the_incident_disputed(harness: Harness) -> None:
-    from bot.observability.metrics import RunMetrics
+    from bot.observability.run_metrics import RunMetrics
     from bot.slack.handlers.feedback import Feedback, FeedbackOutcome
 
     h = memory_harness(harness)

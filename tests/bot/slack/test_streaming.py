@@ -304,7 +304,7 @@ def test_an_answer_too_long_for_a_stream_is_left_to_the_posted_path(
 
 
 def _metrics(bot: SlackBot) -> Any:
-    from bot.observability.metrics import RunMetrics
+    from bot.observability.run_metrics import RunMetrics
 
     return RunMetrics.for_redis(bot.redis, bot.keys)
 
