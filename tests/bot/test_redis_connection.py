@@ -16,6 +16,7 @@ from bot.ops.worker import default_runtime
 from bot.redis_connection import REPLY_TIMEOUT_SECONDS, RedisTarget, open_redis
 from bot.runs.durability import TIMEOUT_MS as DURABILITY_TIMEOUT_MS
 from bot.settings import Settings
+from tests.reliability.redis_proc import RedisProcess
 from tests.support.sentinel_group import MASTER_NAME, SentinelGroup, sentinel_group
 
 
@@ -58,6 +59,21 @@ def test_a_blocking_command_gets_its_block_on_top_of_the_reply_timeout(redis_url
     assert client.xread({key: "$"}, block=int(block * 1000)) == []  # the block ran out: no entry
     assert time.monotonic() - started >= block - 0.1
     client.close()
+
+
+def test_a_new_connection_costs_its_command_two_round_trips_more(private_redis: RedisProcess) -> None:
+    """HELLO and the health check's PING, not redis-py 8's CLIENT SETINFO twice and maintenance opt-in
+    as well: a work horse opens three connections a job. Counted by a server of the test's own."""
+    probe = private_redis.client()
+    client = open_redis(private_redis.url)
+    try:
+        before = int(probe.info("stats")["total_reads_processed"])
+        client.get("anything")
+        requests = int(probe.info("stats")["total_reads_processed"]) - before - 1  # the INFO itself
+        assert requests == 3, f"{requests} requests for one command on a new connection"
+    finally:
+        client.close()
+        probe.close()
 
 
 def test_a_negative_block_is_refused() -> None:
