@@ -91,6 +91,13 @@ def streams(bot: SlackBot, channel: str, ts: str) -> list[dict[str, Any]]:
     return [m for m in replies(bot, channel, ts) if m.get("stream")]
 
 
+def completed_streams(bot: SlackBot, ts: str, count: int) -> list[dict[str, Any]] | None:
+    """The thread's streams once there are ``count`` of them, all stopped; else ``None``."""
+    found = streams(bot, CHANNEL, ts)
+    done = len(found) == count and all(m["stream"]["state"] == "completed" for m in found)
+    return found if done else None
+
+
 def stored(bot: SlackBot, channel: str, thread_ts: str) -> str:
     """The run id, once the web process has stored the mention (Slack delivers it asynchronously)."""
     key = bot.keys.slack("thread_last_run", channel, thread_ts)
@@ -266,8 +273,9 @@ def test_a_run_suspended_for_approval_stops_its_stream_and_the_resumed_segment_o
     run_id = bot.run_id(ts)
     bot.work()
     assert bot.status(run_id) is RunStatus.AWAITING_APPROVAL
-    (first,) = streams(bot, CHANNEL, ts)
-    assert first["stream"]["state"] == "completed" and "Waiting for an approval" in first["text"]
+    # The stream is stopped by the presenter's sender after the job: waited for, not assumed.
+    (first,) = wait_for(lambda: completed_streams(bot, ts, 1), what="the first segment's stream stopped")
+    assert "Waiting for an approval" in first["text"]
     assert not [b for b in first["blocks"] if b["type"] == "context_actions"]  # no answer: no buttons
     card = wait_for(
         lambda: next((m for m in replies(bot, CHANNEL, ts) if "Approval" in m["text"]), None),
@@ -277,7 +285,7 @@ def test_a_run_suspended_for_approval_stops_its_stream_and_the_resumed_segment_o
     bot.redrawn(ts, card["ts"])  # decided: the card lost its buttons
     bot.work()
     assert bot.status(run_id) is RunStatus.COMPLETED
-    first_again, second = streams(bot, CHANNEL, ts)
+    first_again, second = wait_for(lambda: completed_streams(bot, ts, 2), what="the second segment's stream")
     assert first_again["ts"] == first["ts"]
     (task,) = second["stream"]["tasks"]  # this segment's call only
     assert task["title"] == "delete_files" and task["output"].endswith("approved by <@U_BOB>")
