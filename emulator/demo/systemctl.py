@@ -10,6 +10,7 @@ own.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -53,6 +54,7 @@ the first read after it, still show it running, as a ``Type=simple`` unit's do) 
 every later read shows it failed, and ``lines`` are in its log."""
 _FAILS_AFTER_READS = "fails_after_reads"
 _HIDDEN = frozenset({"log", START_FAILS, _FAILS_AFTER_READS})
+LOCK_FILE = "units.lock"
 
 
 def install_units(state_dir: Path, boot: float, host: str = WEB_HOST) -> None:
@@ -173,7 +175,21 @@ def _record(root: Path, unit: str, info: dict[str, object], verb: str, now: floa
 
 
 def systemctl_main(argv: Sequence[str], root: str) -> int:
-    """A small systemctl over ``root/run/systemd/units.json``; prints what systemctl would."""
+    """A small systemctl over ``root/run/systemd/units.json``; prints what systemctl would.
+
+    One invocation at a time per host (``units.lock``): systemd changes a unit's state atomically,
+    and a run's read-only tools of one turn run in parallel. Unlocked, two reads of a unit that
+    fails after its next read both loaded the count before either saved it, and both saw it
+    running: what a run saw depended on the machine's load."""
+    lock_path = Path(root) / "run" / "systemd" / LOCK_FILE
+    if not lock_path.parent.is_dir():
+        return _systemctl(argv, root)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        return _systemctl(argv, root)
+
+
+def _systemctl(argv: Sequence[str], root: str) -> int:
     base = Path(root)
     state_dir = base / "run" / "systemd"
     args = [a for a in argv if a not in ("--no-pager", "--no-ask-password", "--quiet", "-q")]

@@ -384,6 +384,35 @@ def test_web_03_has_dated_rotated_logs_and_a_systemctl_that_records_restarts(tmp
     assert systemctl_main(["show", "--property=LoadState", "nope"], str(host.root)) == 0
 
 
+def waiting_for_a_lock(pid: int) -> bool:
+    """Whether ``pid`` waits for a lock someone else holds (a blocked entry of ``/proc/locks``)."""
+    entries = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and line.split()[5] == str(pid) for line in entries if len(line.split()) > 5)
+
+
+def test_one_systemctl_at_a_time_changes_a_hosts_units(tmp_path: Path) -> None:
+    """A run's read-only tools of one turn run in parallel: two reads of a unit that fails after its
+    next read both loaded its count before either saved it, and both saw it running."""
+    import fcntl
+
+    host = build_host(tmp_path / "host", tmp_path / "bin", now=time.time())
+    units = host.state_dir / "units.json"
+    before = units.read_text()
+    with open(host.state_dir / "units.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as another systemctl of this host, mid-change
+        restart = subprocess.Popen(
+            [str(host.bin_dir / "systemctl"), "restart", "api"], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            wait_for(lambda: waiting_for_a_lock(restart.pid), what="the restart to wait for the lock")
+            assert units.read_text() == before  # it waits before it reads anything
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            restart.communicate(timeout=60)
+    assert restart.returncode == 0
+    assert units.read_text() != before
+
+
 def test_a_unit_name_with_a_dot_is_a_service_unless_it_ends_with_a_unit_type(tmp_path: Path) -> None:
     # systemctl adds .service to php8.3-fpm (".3-fpm" is no unit type), not to nginx.socket
     host = build_host(tmp_path / "host", tmp_path / "bin", now=time.time())
