@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from emulator.demo.main import Demo
+from tests.support.waiting import wait_for
 
 if TYPE_CHECKING:  # the page fixture skips the test when playwright is missing
     from playwright.sync_api import Locator, Page
@@ -61,8 +62,9 @@ def whole_thread_screenshot(page: Page, entry: Locator, path: Path) -> None:
     for the thread first, and given back its size afterwards."""
     size = page.viewport_size
     assert size is not None
-    box = entry.bounding_box()
-    assert box is not None
+    # The page redraws its messages on every refresh: an entry measured just as it was replaced
+    # has no box, so it is measured again (a wait on the redraw, not a guess at its time).
+    box = wait_for(entry.bounding_box, what="the entry's box")
     page.set_viewport_size({"width": size["width"], "height": max(size["height"], int(box["height"]) + 600)})
     entry.scroll_into_view_if_needed()
     entry.screenshot(path=str(path), animations="disabled")
