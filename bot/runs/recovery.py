@@ -64,28 +64,21 @@ class Recovery:
         return resume
 
     def _unworked(self, run_ids: Sequence[str]) -> list[str]:
-        views = self.records.sweep_views(run_ids)
-        for run_id in run_ids:
-            if run_id in views and views[run_id] is None:
+        candidates: dict[str, SweepView] = {}
+        for run_id, view in self.records.sweep_views(run_ids).items():
+            if view is None:
                 self.records.forget_active(run_id)
-        waiting = {run_id for run_id, view in views.items() if view is not None and self._waits(run_id, view)}
-        candidates = {
-            run_id: view
-            for run_id, view in views.items()
-            if view is not None and run_id not in waiting and not view.status.terminal
-        }
+            elif not view.status.terminal and not self._waits(run_id, view):
+                candidates[run_id] = view
         return self._abandoned(candidates)
 
     def _unreported(self, run_ids: Sequence[str]) -> list[str]:
-        views = self.records.sweep_views(run_ids)
-        for run_id in run_ids:
-            if run_id in views and views[run_id] is None:
+        ended: dict[str, SweepView] = {}
+        for run_id, view in self.records.sweep_views(run_ids).items():
+            if view is None:
                 self.records.done_reporting(run_id)
-        ended = {
-            run_id: view
-            for run_id, view in views.items()
-            if view is not None and view.status in _SEGMENT_ENDED
-        }
+            elif view.status in _SEGMENT_ENDED:
+                ended[run_id] = view
         return self._abandoned(ended)
 
     def _waits(self, run_id: str, view: SweepView) -> bool:
