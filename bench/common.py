@@ -59,7 +59,11 @@ def parse_options(
     parser.add_argument(
         "--quick", action="store_true", help="minimal sizes (smoke test; figures mean nothing)"
     )
-    parser.add_argument("--out", type=Path, help=f"where the JSON result goes (default {RESULTS_DIR})")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help=f"where the JSON result and the plots go (default {RESULTS_DIR} and {PLOTS_DIR})",
+    )
     parser.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     parser.add_argument(
         "--settle",
@@ -72,7 +76,9 @@ def parse_options(
     # ``finally`` stops the processes this benchmark started and deletes its Redis keys.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     out = args.out or RESULTS_DIR
-    plots = None if args.no_plots or args.quick else PLOTS_DIR
+    # A run kept elsewhere (``--out``) keeps its plots beside its JSON: the committed plots in
+    # docs/bench belong to the committed results in bench/results.
+    plots = None if args.no_plots or args.quick else (args.out or PLOTS_DIR)
     options = Options(args.quick, out, plots, 0.0 if args.quick else args.settle)
     return options, args
 
@@ -225,8 +231,14 @@ def save_plot(options: Options, name: str, draw: Callable[[Any], None], result: 
     path = options.plots / f"{name}.png"
     figure.savefig(path)
     plt.close(figure)
-    result.plots.append(f"bench/{name}.png")
+    result.plots.append(plot_reference(path))
     print(f"# wrote {path}")
+
+
+def plot_reference(path: Path) -> str:
+    """How a result names its plot: relative to docs/ (as docs/BENCHMARKS.md links it) when it is
+    one of the committed plots, else where it was written."""
+    return str(path.relative_to(PLOTS_DIR.parent)) if path.is_relative_to(PLOTS_DIR) else str(path)
 
 
 # -- Redis ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from agent.tooling import Tool
 from agent.types import ToolDef
 from tools.builtin import builtin_tools
 from tools.catalog import load_catalog
-from tools.catalog.loader import Catalog
+from tools.catalog.loader import Catalog, load_mcp_servers
 from tools.config import ToolsConfig, ToolSettings
 from tools.errors import CatalogError, DuplicateToolError, ToolConfigError
 from tools.inventory import Target
@@ -189,19 +189,20 @@ def build_registry_from_settings(
 def shared_mcp_sessions(config: ToolsConfig) -> McpHost | None:
     """The forking worker's MCP sessions for the catalog's servers, served to its work horses
     (``tools.mcp.sharing``); ``None`` without servers. Nothing starts until a horse asks. A
-    catalog that does not load is left to the jobs, which report it where runs report errors."""
+    catalog whose servers do not load is left to the jobs, which report it where runs report
+    errors; a mistake in its tools does not stop the sharing (the jobs report that too)."""
     if config.tools_file is None:
         return None
     try:
-        catalog = load_catalog(config.tools_file, env=config.environment(), command_env=config.command_env())
+        servers = load_mcp_servers(config.tools_file, env=config.environment())
     except ToolConfigError as exc:
         log.warning("MCP sessions are not shared with the work horses: %s", exc)
         return None
-    if not catalog.mcp_servers:
+    if not servers:
         return None
     from tools.mcp.sharing import McpHost  # the MCP SDK, only when a server is configured
 
-    return McpHost(catalog.mcp_servers)
+    return McpHost(servers)
 
 
 def build_output_filter(

@@ -134,6 +134,17 @@ def load_catalog(
     return catalog
 
 
+def load_mcp_servers(path: Path, *, env: Mapping[str, str]) -> list[McpServer]:
+    """Only the checked ``mcp_servers:`` of ``path``: what a forking worker needs to share their
+    sessions with its work horses. Its tools are checked where they are built, in every job, with
+    the built-in names they may override (which a check here, without them, would call unknown)."""
+    data = _read_yaml(path)
+    servers, problems = parse_mcp_servers(data.get("mcp_servers") if isinstance(data, dict) else None, env)
+    if problems:
+        raise CatalogError(str(path), problems)
+    return servers
+
+
 def _problem(tool: str, field_name: str, message: str) -> str:
     return f"tool {tool!r}, field {field_name!r}: {message}"
 

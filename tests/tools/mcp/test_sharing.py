@@ -13,16 +13,20 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.tools.mcp.conftest import ROOT
+from tools.config import ToolsConfig
 from tools.errors import McpUnavailableError
 from tools.mcp import McpHost, build_toolset, process_pool
 from tools.mcp.config import McpServer, parse_mcp_servers
 from tools.mcp.sharing import SharedConnection
+from tools.registry import build_registry, shared_mcp_sessions
 
 APPROVED = {"confirmed_by": "U_APPROVER"}
 HOSTILE = {"command": [sys.executable, "-m", "tests.support.mcp_servers", "hostile"], "cwd": str(ROOT)}
@@ -182,3 +186,32 @@ def test_a_server_the_worker_cannot_start_answers_every_horse_at_once_with_the_r
         host.close()
     assert first["error"].startswith("MCP server ghost is unavailable: starting failed"), first
     assert second["error"].startswith("MCP server ghost is unavailable"), second
+
+
+def test_the_worker_shares_the_servers_of_a_catalog_that_overrides_built_in_tools(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker reads only the catalog's servers: checked without the built-in tools, an
+    ``override: true`` entry looked unknown, the sessions were not shared and every worker start
+    warned that the (valid) catalog was invalid."""
+    catalog = tmp_path / "tools.yaml"
+    override = {"name": "disk_usage", "description": "df", "run": ["df", "-h"], "override": True}
+    catalog.write_text(yaml.safe_dump({"tools": [override], "mcp_servers": {"hostile": HOSTILE}}))
+    config = ToolsConfig(tools_file=catalog)
+    assert "disk_usage" in build_registry(replace(config, tools_file=None)).names()
+    host = shared_mcp_sessions(config)
+    try:
+        assert host is not None and list(host.servers) == ["hostile"]
+    finally:
+        if host is not None:
+            host.close()
+    assert "not shared" not in caplog.text
+
+
+def test_a_catalog_whose_servers_are_wrong_is_left_to_the_jobs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(yaml.safe_dump({"mcp_servers": {"broken": {"commandd": ["x"]}}}))
+    assert shared_mcp_sessions(ToolsConfig(tools_file=catalog)) is None
+    assert "MCP sessions are not shared with the work horses" in caplog.text and "broken" in caplog.text
