@@ -110,28 +110,34 @@ def run_check(
 
     ``action_started``: when the action began (seconds since the epoch), for a check that the
     unit came up after it. An attempt still running when the budget ran out (it is given only
-    what is left) did not finish: the outcome says so rather than "failed"."""
+    what is left) did not finish: the verdict is the last attempt that did ("failed", with what it
+    read), and only when none did, "did not finish". An attempt is not started with less time
+    left than the previous one took: through a busy runner it would arrive after its deadline, and
+    its "not run" would say nothing about the unit."""
     started = clock()
     if tool is None:  # the run does not offer it (an access policy took it away): nothing ran
         refused = f"{call.tool} is not offered in this run; verify by hand"
         return CheckOutcome(call, False, False, "", 0, 0.0, seconds, before, refused)
-    attempts, pause, output, cut_off = 0, FIRST_PAUSE_SECONDS, "", False
-    while (left := seconds - (clock() - started)) > 0:
+    attempts, finished, pause, output, took = 0, 0, FIRST_PAUSE_SECONDS, "", 0.0
+    while (left := seconds - (clock() - started)) > 0 and (finished == 0 or left >= took):
         attempts += 1
+        attempt_started = clock()
         result = run(tool, call.arguments, left)
-        output = _strip_target(result.output)
+        took = clock() - attempt_started
+        answer = _strip_target(result.output)
         if call.passed(
-            output, result.is_error, action_started, before.output if before is not None else None
+            answer, result.is_error, action_started, before.output if before is not None else None
         ):
-            return CheckOutcome(call, True, False, output, attempts, clock() - started, seconds, before)
+            return CheckOutcome(call, True, False, answer, attempts, clock() - started, seconds, before)
         remaining = seconds - (clock() - started)
-        cut_off = remaining <= max(0.05, left * 0.05)  # it used what was left: it did not finish
-        if remaining <= 0 or cut_off:
+        if remaining <= max(0.05, left * 0.05):  # it used what was left: it did not finish
+            output = output if finished else answer  # with no reading, why it did not finish
             break
+        finished, output = finished + 1, answer
         sleep(min(pause, remaining))
         pause = min(pause * 2, MAX_PAUSE_SECONDS)
-    timed_out = attempts == 0 or cut_off
-    return CheckOutcome(call, False, timed_out, output, attempts, clock() - started, seconds, before)
+    tries = finished or attempts
+    return CheckOutcome(call, False, finished == 0, output, tries, clock() - started, seconds, before)
 
 
 def with_health(outcome: CheckOutcome, health: CheckOutcome) -> CheckOutcome:

@@ -73,6 +73,53 @@ def test_a_check_cut_off_by_its_budget_did_not_finish() -> None:
     assert outcome.headline() == 'Check did not finish in 5 s: pool_status {"pool":"web"}'
 
 
+def timed(clock: Clock, *calls: tuple[str, bool, float]) -> tuple[RunCall, list[float]]:
+    """Each call's answer and how long it takes (at most its timeout: a cut-off call is given
+    what was left and answers as the runner does then); the timeouts given, in order."""
+    remaining = list(calls)
+    timeouts: list[float] = []
+
+    def run(tool: Tool, arguments: str, timeout: float) -> ToolResult:
+        timeouts.append(timeout)
+        output, error, takes = remaining.pop(0)
+        clock.now += min(takes, timeout)
+        return ToolResult(output, is_error=error)
+
+    return run, timeouts
+
+
+LATE = ("Error: [web-03] the call arrived after its deadline; it was not run", True, 1000.0)
+
+
+def test_a_last_attempt_cut_off_by_the_budget_leaves_the_verdict_to_the_last_reading() -> None:
+    """Under load the last try, given only what was left, reached the runner after its deadline:
+    the check failed on what it read before, not "did not finish" with the runner's excuse."""
+    clock = Clock()
+    run, timeouts = timed(
+        clock, ("api.service: failed", False, 0.6), ("api.service: failed", False, 0.6), LATE
+    )
+    outcome = run_check(CHECK, TOOL, run, seconds=4, action_started=0, clock=clock, sleep=clock.sleep)
+    assert len(timeouts) == 3 and abs(timeouts[2] - 1.3) < 1e-9  # after 0.6 + 0.5 + 0.6 + 1.0 s
+    assert not outcome.passed and not outcome.timed_out
+    assert outcome.output == "api.service: failed" and outcome.attempts == 2
+    assert outcome.headline() == 'Check failed: pool_status {"pool":"web"} (2 tries in 4 s)'
+
+
+def test_no_attempt_starts_with_less_time_left_than_the_last_one_took() -> None:
+    clock = Clock()
+    run, timeouts = timed(clock, ("api.service: failed", False, 1.8), ("api.service: failed", False, 1.8))
+    outcome = run_check(CHECK, TOOL, run, seconds=4, action_started=0, clock=clock, sleep=clock.sleep)
+    assert timeouts == [4]  # after 1.8 s and a 0.5 s pause, 1.7 s left: less than the 1.8 s it took
+    assert not outcome.timed_out and outcome.attempts == 1 and outcome.output == "api.service: failed"
+
+
+def test_an_answer_that_passes_at_the_end_of_the_budget_still_passes() -> None:
+    clock = Clock()
+    run, _ = timed(clock, ('{"state": "starting"}', False, 0.1), ('{"state": "running"}', False, 1000.0))
+    outcome = run_check(CHECK, TOOL, run, seconds=2, action_started=0, clock=clock, sleep=clock.sleep)
+    assert outcome.passed and outcome.attempts == 2
+
+
 def test_a_before_read_that_is_no_json_object_gives_no_fields() -> None:
     clock = Clock()
     assert read_before(CHECK, TOOL, answers(clock, ('{"replicas": 2}', False)), 5).fields == {"replicas": 2}
