@@ -120,6 +120,18 @@ return ARGV[2]
 )
 # KEYS: 1 record. Marks an approved record consumed by the one execution it authorises.
 # Returns 'consumed' (this caller may execute), 'used' (consumed before) or the record's status.
+# KEYS: 1 the record. ARGV: 1 channel, 2 ts. 1: the record's card is (channel, ts) now (recorded by
+# this call, or already); 0: no record, or another card is recorded (never replaced here).
+_CLAIM_CARD = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local card = redis.call('HMGET', KEYS[1], 'card_channel', 'card_ts')
+if not card[2] or card[2] == '' then
+  redis.call('HSET', KEYS[1], 'card_channel', ARGV[1], 'card_ts', ARGV[2])
+  return 1
+end
+if card[1] == ARGV[1] and card[2] == ARGV[2] then return 1 end
+return 0
+"""
 _CONSUME = (
     NOW_LUA
     + """
@@ -286,6 +298,7 @@ class Approvals:
         self._create = redis_client.register_script(_CREATE)
         self._decide = redis_client.register_script(_DECIDE)
         self._consume = redis_client.register_script(_CONSUME)
+        self._claim_card = redis_client.register_script(_CLAIM_CARD)
 
     def get(self, approval_id: str) -> Approval | None:
         raw = self._redis.hgetall(self._keys.approval(approval_id))
@@ -439,6 +452,12 @@ class Approvals:
     def set_grant(self, approval_id: str, grant: str) -> None:
         """Keep the grant signed for an approved record (the web process, before resuming the run)."""
         hset_if_exists(self._redis, self._keys.approval(approval_id), {"grant": grant})
+
+    def claim_card(self, approval_id: str, channel: str, ts: str) -> bool:
+        """Record (``channel``, ``ts``) as the card only while none is recorded (a click that
+        reached the web process before the worker's ``set_card``); whether it is the card now."""
+        claimed = self._claim_card(keys=[self._keys.approval(approval_id)], args=[channel, ts])
+        return bool(claimed)
 
     def set_card(self, approval_id: str, channel: str, ts: str) -> None:
         """Remember where the approval card was posted: only clicks on that message decide it."""

@@ -82,10 +82,11 @@ class Interactions:
         self._rt = runtime
         self._clock = clock
 
-    def approve(self, approval_id: str, user: str, card: Card) -> Reply:
+    def approve(self, approval_id: str, user: str, card: Card, *, bots_own: bool = False) -> Reply:
         """Who may approve and how many must: the policy file as it is now, on the record's sealed
-        facts (``Deciders.decide``), never the count or rule stored in the record."""
-        approval, late = self._pending(approval_id, card)
+        facts (``Deciders.decide``), never the count or rule stored in the record. ``bots_own``:
+        Slack's signed payload says the clicked message is this bot's post (``_card_recorded``)."""
+        approval, late = self._pending(approval_id, card, bots_own)
         if late is not None:
             return late
         assert approval is not None
@@ -137,9 +138,9 @@ class Interactions:
             )
         return Reply(late_note(result.approval), shown)
 
-    def decline_clicked(self, approval_id: str, user: str, card: Card) -> Reply:
+    def decline_clicked(self, approval_id: str, user: str, card: Card, *, bots_own: bool = False) -> Reply:
         """The Decline button: allowed and still pending -> open the reason modal."""
-        allowed = self._declinable(approval_id, user, card)
+        allowed = self._declinable(approval_id, user, card, bots_own)
         if isinstance(allowed, Reply):
             return allowed
         return Reply(approval=allowed[0], open_modal=True)
@@ -152,10 +153,12 @@ class Interactions:
         ruling = allowed[1]
         return self._decide(approval_id, user, card, approve=False, reason=reason or NO_REASON, ruling=ruling)
 
-    def _declinable(self, approval_id: str, user: str, card: Card) -> tuple[Approval, Ruling] | Reply:
+    def _declinable(
+        self, approval_id: str, user: str, card: Card, bots_own: bool = False
+    ) -> tuple[Approval, Ruling] | Reply:
         """The pending approval ``user`` may decline through ``card`` and the ruling that says so,
         or the reply saying why not (it is no longer pending, or the deciders refuse this user)."""
-        approval, late = self._pending(approval_id, card)
+        approval, late = self._pending(approval_id, card, bots_own)
         if late is not None:
             return late
         assert approval is not None
@@ -237,7 +240,9 @@ class Interactions:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _pending(self, approval_id: str, card: Card) -> tuple[Approval | None, Reply | None]:
+    def _pending(
+        self, approval_id: str, card: Card, bots_own: bool = False
+    ) -> tuple[Approval | None, Reply | None]:
         """The approval if this click may still decide it, else the reply explaining why not.
 
         A click decides only its own card: an approval id on another message (another run's
@@ -248,17 +253,27 @@ class Interactions:
         if approval is None:
             unknown = approval_id if _APPROVAL_ID.fullmatch(approval_id) else None
             return None, Reply(f"This approval no longer exists. {NOTHING_CHANGED}", unknown=unknown)
-        approval = self._card_recorded(approval)
+        approval = self._card_recorded(approval, card if bots_own else None)
         if not approval.card_ts or (approval.card_channel, approval.card_ts) != card:
             return None, Reply(NOT_THIS_CARD)
         if approval.status is not ApprovalStatus.PENDING:
             return None, Reply(late_note(approval), approval)
         return approval, None
 
-    def _card_recorded(self, approval: Approval) -> Approval:
+    def _card_recorded(self, approval: Approval, bots_own: Card | None) -> Approval:
         """``approval`` once its card's ts is recorded: the worker records it right after Slack
-        answers the post, so a click on the card can arrive first. Waited for a moment (well
-        within Slack's 3 s for the click's answer), never assumed: the card must still match."""
+        answers the post, so a click on the card can arrive first (under load, seconds first).
+
+        ``bots_own``: the clicked message, when Slack's signed payload says this bot posted it.
+        A message of this bot's, in the run's channel, carrying this approval's button is its card
+        (the worker posts one per approval): the click records it (``Approvals.claim_card``: only
+        while none is recorded, so a recorded card is never replaced). Otherwise the record is
+        waited for a moment (well within Slack's 3 s for the click's answer), never assumed."""
+        unrecorded = not approval.card_ts and approval.status is ApprovalStatus.PENDING
+        if unrecorded and bots_own is not None and approval.channel and bots_own[0] == approval.channel:
+            service = self._rt.service()
+            service.approvals.claim_card(approval.id, *bots_own)
+            return service.approvals.get(approval.id) or approval
         deadline = time.monotonic() + CARD_RECORD_WAIT_SECONDS
         while (
             not approval.card_ts and approval.status is ApprovalStatus.PENDING and time.monotonic() < deadline

@@ -90,6 +90,7 @@ class Click:
     message_ts: str
     thread_ts: str | None
     trigger_id: str
+    author: str = ""  # who posted the clicked message, as Slack's signed payload says
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Click:
@@ -105,7 +106,12 @@ class Click:
             message_ts=_text(container.get("message_ts")) or _text(message.get("ts")),
             thread_ts=_text(container.get("thread_ts")) or _text(message.get("thread_ts")) or None,
             trigger_id=_text(body.get("trigger_id")),
+            author=_text(message.get("user")),
         )
+
+    def on_bots_own(self, bot_user: str | None) -> bool:
+        """Whether the clicked message is this bot's own post (Slack signs the payload that says so)."""
+        return bool(bot_user) and self.author == bot_user
 
     @property
     def card(self) -> tuple[str, str]:
@@ -227,18 +233,22 @@ def _register_actions(app: App, runtime: WebRuntime, after: Executor) -> None:
         after.submit(_show_logged, runtime, reply, click)
         return None
 
-    def approve(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
+    def approve(body: dict[str, Any], ack: Ack, context: BoltContext) -> BoltResponse | None:
         click = Click.from_body(body)
         try:
-            reply = interactions.approve(click.value, click.user, click.card)
+            reply = interactions.approve(
+                click.value, click.user, click.card, bots_own=click.on_bots_own(context.bot_user_id)
+            )
         except redis.RedisError:
             return _click_failed(click)
         return decided(ack, click, reply)
 
-    def decline(body: dict[str, Any], ack: Ack) -> BoltResponse | None:
+    def decline(body: dict[str, Any], ack: Ack, context: BoltContext) -> BoltResponse | None:
         click = Click.from_body(body)
         try:
-            reply = interactions.decline_clicked(click.value, click.user, click.card)
+            reply = interactions.decline_clicked(
+                click.value, click.user, click.card, bots_own=click.on_bots_own(context.bot_user_id)
+            )
         except redis.RedisError:
             return _click_failed(click)
         ack()

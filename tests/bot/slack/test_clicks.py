@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -234,21 +233,81 @@ def test_stop_while_running_ends_the_run_after_the_current_step(make_bot: Callab
 
 def test_a_click_that_arrives_before_the_worker_recorded_its_card_still_decides(bot: SlackBot) -> None:
     """The worker records the card's ts right after Slack answers the post, so a click can reach
-    the web process first: the click waits for the record (never assumes it), and without one it
-    decides nothing."""
+    the web process first (under two busy loops, more than the second the web used to wait, and
+    the click was refused as "not this card"). Slack's signed payload says the clicked message is
+    this bot's post in the run's channel, carrying this approval's button: the card. The click
+    records it and decides."""
     _, _, card = pending_card(bot, "U_ALICE", "restart_service")
     approval_id = approval_id_of(card)
-    key = bot.keys.approval(approval_id)
-    bot.redis.hset(key, mapping={"card_channel": "", "card_ts": ""})  # never recorded
-    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
-    assert "does not belong to that approval's card" in notes_to(bot, "U_BOB")[0]
-    assert status(bot, approval_id) is ApprovalStatus.PENDING
+    bot.redis.hset(bot.keys.approval(approval_id), mapping={"card_channel": "", "card_ts": ""})  # not yet
+    assert bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)["status"] == 200
+    assert status(bot, approval_id) is ApprovalStatus.APPROVED  # decided before the answer
+    assert card_of(bot, approval_id) == (CHANNEL, card["ts"])
+    bot.settle()
+    assert bot.calls("chat.postEphemeral") == []  # no note: it decided
 
-    # The moment before set_card: the click arrives, the record follows while it waits.
-    clicks = len(bot.calls("chat.postEphemeral"))
-    recorded = threading.Timer(0.2, bot.service.approvals.set_card, (approval_id, CHANNEL, card["ts"]))
-    recorded.start()
-    bot.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
-    recorded.join()
-    wait_for(lambda: status(bot, approval_id) is ApprovalStatus.APPROVED, what="the approval")
-    assert len(bot.calls("chat.postEphemeral")) == clicks  # no note: it decided
+
+def card_of(bot: SlackBot, approval_id: str) -> tuple[str, str]:
+    approval = bot.service.approvals.get(approval_id)
+    assert approval is not None
+    return approval.card_channel, approval.card_ts
+
+
+def test_without_a_recorded_card_only_the_bots_own_post_in_the_runs_channel_is_taken_for_it(
+    bot: SlackBot,
+) -> None:
+    """What a click may not make its card: a message of another author carrying the button
+    (another app's copy), the bot's message in another channel; and a recorded card is never
+    replaced. Each is a real click's payload changed and signed again (a forged payload without
+    the signing secret is refused before any of this)."""
+    _, _, card = pending_card(bot, "U_ALICE", "delete_files")
+    approval_id = approval_id_of(card)
+    key = bot.keys.approval(approval_id)
+    # The requester may not approve a clean-up: a real payload that decides nothing, to change below.
+    payload = bot.control.click(card["ts"], "U_ALICE", action_id=render.ACTION_APPROVE)["payload"]
+    as_bob = {"user": {**payload["user"], "id": "U_BOB", "name": "bob", "username": "bob"}}
+
+    def another_author(p: dict[str, Any]) -> None:
+        p.update(as_bob)
+        p["message"]["user"] = "U_MALLORY"
+        p["message"].pop("bot_id", None)
+
+    def another_channel(p: dict[str, Any]) -> None:
+        p.update(as_bob)
+        p["container"]["channel_id"] = p["channel"]["id"] = "C_ELSEWHERE"
+
+    def another_message(p: dict[str, Any]) -> None:
+        p.update(as_bob)
+        p["container"]["message_ts"] = p["message"]["ts"] = "1700000000.000001"
+
+    for change, recorded in [
+        (another_author, ("", "")),
+        (another_channel, ("", "")),
+        (another_message, (CHANNEL, card["ts"])),
+    ]:
+        bot.redis.hset(key, mapping={"card_channel": recorded[0], "card_ts": recorded[1]})
+        notes = len(bot.calls("chat.postEphemeral"))
+        body = urllib.parse.urlencode({"payload": json.dumps(change_copy(payload, change))}).encode()
+        assert (
+            signed_post(bot.events_url, body, content_type="application/x-www-form-urlencoded").status == 200
+        )
+        note = wait_for(
+            lambda n=notes: next(  # type: ignore[misc]
+                (
+                    c["params"]["text"]
+                    for c in bot.calls("chat.postEphemeral")[n:]
+                    if c["params"]["user"] == "U_BOB"
+                ),
+                None,
+            ),
+            what=f"the note to bob ({change.__name__})",
+        )
+        assert "does not belong to that approval's card" in note, change.__name__
+        assert status(bot, approval_id) is ApprovalStatus.PENDING, change.__name__
+        assert card_of(bot, approval_id) == recorded, change.__name__
+
+
+def change_copy(payload: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(payload))
+    change(copy)
+    return copy
