@@ -236,7 +236,17 @@ def test_the_real_prometheus_range_tool_reads_the_demos_prometheus(api: Promethe
     tools = build_tools(prometheus_url=api.url)  # an egress policy that allows nothing but that URL
     output = call(tools["prometheus_range"], query='node_load1{instance="db-01:9100"}', minutes=60)
     assert output.startswith("1 series (last 60 min, step 30s; highest last value first):\n")
-    assert re.search(r'node_load1\{instance="db-01:9100", job="node"\}: min 0\.\d+ avg 0\.\d+ .*flat', output)
+    # db-01 before its incident: noise around its idle level (0.58, +-6%). Whether an hour of that
+    # noise reads "flat" depends on which hour (its first third against its last, by this
+    # machine's clock: one run read 0.583 -> 0.577, "falling"), so the level is what is judged:
+    # every value in the idle band, far below the incident's 11.6 (trend() has its own tests).
+    found = re.search(
+        r'node_load1\{instance="db-01:9100", job="node"\}: min (\d+\.\d+) avg \d+\.\d+ max (\d+\.\d+) '
+        r"last \d+\.\d+, (?:flat|rising|falling) \(first third",
+        output,
+    )
+    assert found is not None, output
+    assert float(found.group(1)) >= 0.5 and float(found.group(2)) <= 0.65, output
     assert "121 points" in output
 
 
