@@ -11,6 +11,7 @@ the help reply and the alert routes.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -200,12 +201,12 @@ def check_web(settings: Settings) -> None:
         web_app(web_runtime(settings))  # opens nothing: Redis and Slack are reached on first use
 
 
-def serve_web(settings: Settings) -> int:
+def serve_web(settings: Settings, listening: socket.socket | None = None) -> int:
     """``chatops web``: Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP (each forked process
-    builds its app: ``build_web``)."""
+    builds its app: ``build_web``) on ``listening`` when given, else on ``WEB_HOST:PORT``."""
     if settings.slack_app_token:
         from bot.web.socket_mode import serve_socket_mode
 
         serve_socket_mode(web_runtime(settings))
         return 0
-    return serve_http(settings, build_web)
+    return serve_http(settings, build_web, listening)

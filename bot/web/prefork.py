@@ -52,6 +52,29 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def inherited(fd: int) -> socket.socket:
+    """The TCP socket a supervisor bound and handed down as file descriptor ``fd``, listening
+    (systemd socket activation passes fd 3, already listening; the demo and the tests pass one that
+    is only bound, so connections are refused, not queued, until this process can serve them).
+    A port chosen by one process and bound by another leaves a window in which any connection on the
+    machine can take that port as its own; a socket bound by the parent has none. ``ValueError``
+    when ``fd`` is not a bound TCP socket (the descriptor is then left as it was)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as error:
+        raise ValueError(f"file descriptor {fd} is not an open socket ({error.strerror})") from None
+    if (
+        sock.family not in (socket.AF_INET, socket.AF_INET6)
+        or sock.type != socket.SOCK_STREAM
+        or sock.getsockname()[1] == 0
+    ):
+        sock.detach()  # not ours to close
+        raise ValueError(f"file descriptor {fd} is a socket, but not a TCP socket bound to a port")
+    sock.listen(BACKLOG)
+    sock.setblocking(False)
+    return sock
+
+
 class Supervisor:
     """``Supervisor(workers, child, graceful_timeout).run()``: ``child()`` runs in each forked child
     and returns its exit status."""

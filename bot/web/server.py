@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -167,11 +168,14 @@ def limits_for(settings: Settings) -> Limits:
     )
 
 
-def serve_http(settings: Settings, app_factory: Callable[[Settings], WsgiApp]) -> int:
-    """Bind ``WEB_HOST:PORT``, fork ``WEB_WORKERS`` children that each build the app (after the
-    fork) and serve it with ``WEB_THREADS`` threads; returns when SIGTERM or SIGINT has stopped them."""
+def serve_http(
+    settings: Settings, app_factory: Callable[[Settings], WsgiApp], listening: socket.socket | None = None
+) -> int:
+    """Bind ``WEB_HOST:PORT`` (or serve ``listening``, a socket bound by whoever started us), fork
+    ``WEB_WORKERS`` children that each build the app (after the fork) and serve it with
+    ``WEB_THREADS`` threads; returns when SIGTERM or SIGINT has stopped them."""
     limits = limits_for(settings)
-    sock = prefork.listen(settings.web_host, settings.port)
+    sock = listening if listening is not None else prefork.listen(settings.web_host, settings.port)
     host, port = sock.getsockname()[:2]
     log.info(
         "chatops web: listening on %s:%s, %d worker(s) x %d thread(s); head within %.0f s, body within "

@@ -78,13 +78,13 @@ from emulator.demo.options import DEFAULT_PAGE_PORT, Options, parse_args
 from emulator.demo.processes import (
     Child,
     first_exited,
-    free_port,
     http_status,
     lock_folder,
     signals_set,
     spawn_chatops,
     stop_children,
     tail,
+    web_socket,
 )
 from emulator.demo.prometheus import PrometheusAPI
 from emulator.demo.store import NoRedis, forget_session, open_redis
@@ -174,7 +174,24 @@ class Demo:
         for host in self._runner_hosts():
             self._spawn(f"runner-{host.name}", ["runner", "--target", host.name], runner_env(common, host))
         token, secret = f"xoxb-demo-{secrets.token_hex(12)}", secrets.token_hex(16)
-        self.web_url = f"http://127.0.0.1:{free_port()}"
+        # The web's port is held from now on (see web_socket); the web process gets a copy
+        # of the socket, and the demo's own is closed once it is started.
+        with web_socket() as bound:
+            self.web_url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+            env = self._bot_env(common, llm, token, secret)
+            # Web and worker start while the runners do (each process spends seconds importing, and
+            # they need nothing from one another to start); the bot is announced once all are ready.
+            fd = bound.fileno()
+            self._spawn("web", ["web", "--fd", str(fd)], env, pass_fds=(fd,))
+        self._spawn("worker", ["worker"], env)
+        self._wait_for_runners()
+        self._wait_for_bot()
+        self._bot_started()
+
+    def _bot_env(
+        self, common: dict[str, str], llm: dict[str, str], token: str, secret: str
+    ) -> dict[str, str]:
+        """The web's and the worker's settings; starts the Slack emulator they talk to."""
         self._start_slack(token, secret)
         assert self.slack is not None
         assert self.prometheus is not None
@@ -191,13 +208,7 @@ class Demo:
         runbooks = self._write_runbooks()
         if runbooks is not None:  # the web process titles an alert's root with its runbook
             env["CHATOPS_RUNBOOKS_DIR"] = str(runbooks)
-        # Web and worker start while the runners do (each process spends seconds importing, and
-        # they need nothing from one another to start); the bot is announced once all are ready.
-        self._spawn("web", ["web", "--port", self.web_url.rsplit(":", 1)[1], "--host", "127.0.0.1"], env)
-        self._spawn("worker", ["worker"], env)
-        self._wait_for_runners()
-        self._wait_for_bot()
-        self._bot_started()
+        return env
 
     def _wait_for_bot(self) -> None:
         health = f"{self.web_url}/healthz"
@@ -354,10 +365,14 @@ class Demo:
             "(emulator.demo.prometheus)",
         )
 
-    def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
+    def _spawn(
+        self, name: str, arguments: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
+    ) -> None:
         banner = f"chatops {name}, demo session {self.session}, {time.ctime()}"
         log = self.logs / f"{name}.log"
-        self.children.append(spawn_chatops(name, arguments, env, cwd=self.directory, log=log, banner=banner))
+        self.children.append(
+            spawn_chatops(name, arguments, env, cwd=self.directory, log=log, banner=banner, pass_fds=pass_fds)
+        )
 
     def _wait_for_runners(self) -> None:
         assert self.redis is not None

@@ -41,9 +41,17 @@ class Child:
 
 
 def spawn_chatops(
-    name: str, arguments: Sequence[str], env: Mapping[str, str], *, cwd: Path, log: Path, banner: str
+    name: str,
+    arguments: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    cwd: Path,
+    log: Path,
+    banner: str,
+    pass_fds: Sequence[int] = (),
 ) -> Child:
-    """``python -m bot.ops.cli ARGUMENTS`` (``chatops NAME``), appending to ``log`` after ``banner``."""
+    """``python -m bot.ops.cli ARGUMENTS`` (``chatops NAME``), appending to ``log`` after ``banner``;
+    ``pass_fds`` stay open in the child under the same numbers."""
     with open(log, "ab") as handle:
         handle.write(f"\n--- {banner} ---\n".encode())
         handle.flush()
@@ -55,6 +63,7 @@ def spawn_chatops(
             stdout=handle,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the demo only, which stops them in order
+            pass_fds=tuple(pass_fds),
         )
     return Child(name, process, log)
 
@@ -118,9 +127,25 @@ def tail(path: Path, lines: int) -> str:
 
 
 def free_port() -> int:
+    """A port free now, for a server this process starts itself (another process binding it later
+    may find it taken by then: hand that one a ``listening_socket()`` instead)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def web_socket() -> socket.socket:
+    """A socket bound to a free port of 127.0.0.1, for ``chatops web --fd`` (which listens on it):
+    the port is held from the moment it is chosen, so no connection elsewhere on the machine can
+    take it while the web process imports (a port chosen here and bound there could be, under
+    load), and until the web listens a connection is refused as before, not queued."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", 0))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def http_status(url: str) -> int | None:

@@ -162,7 +162,9 @@ class EvalSession(Demo):
         if count:
             self._step("memory", f"{count} past incident(s) of the scenario remembered")
 
-    def _spawn(self, name: str, arguments: list[str], env: dict[str, str]) -> None:
+    def _spawn(
+        self, name: str, arguments: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
+    ) -> None:
         # A command's elapsed time would make every run's tool results, and so what the worker
         # sends its model, different bytes: no recording could be replayed (docs/EVAL.md).
         env = {**env, "CHATOPS_TOOL_ELAPSED": "false"}
@@ -171,7 +173,7 @@ class EvalSession(Demo):
         env.setdefault("CHATOPS_CHECK_SECONDS", CHECK_SECONDS)
         if self.system_prompt is not None and name in ("web", "worker"):
             env["CHATOPS_SYSTEM_PROMPT_FILE"] = str(self.system_prompt.resolve())
-        super()._spawn(name, arguments, env)
+        super()._spawn(name, arguments, env, pass_fds)
 
     def stop(self) -> None:
         if self._stopped:

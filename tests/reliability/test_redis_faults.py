@@ -163,10 +163,15 @@ def test_a_run_waiting_for_approval_that_redis_lost_is_announced_by_a_click_on_i
     server.client().flushdb()  # Redis came back without its data: no run, no approval, no job
 
     cluster.control.click(card["ts"], "U_BOB", action_id=render.ACTION_APPROVE)
+    # The cards are redrawn before the thread is told (lost_cards.announce): wait for all three.
     wait_for(
-        lambda: lost_card(cluster, ts, card["ts"]) and lost_card(cluster, ts, run_card["ts"]),
+        lambda: (
+            lost_card(cluster, ts, card["ts"])
+            and lost_card(cluster, ts, run_card["ts"])
+            and lost_notices(cluster, ts)
+        ),
         30,
-        "the approval card and the run card redrawn as lost",
+        "the approval card and the run card redrawn as lost, and the thread told",
     )
     assert "Waiting for approval" not in json.dumps(cluster.bot_replies(ts)[0]["blocks"])
     assert lost_notices(cluster, ts) == [LOST_NOTICE]
@@ -184,10 +189,15 @@ def test_a_run_waiting_for_approval_that_redis_lost_is_announced_by_the_workers_
     run_card = cluster.bot_replies(ts)[0]
     server.client().flushdb()  # nobody clicks: the sweep notices the missing marker
 
+    # The cards are redrawn before the thread is told (lost_cards.announce): wait for all three.
     wait_for(
-        lambda: lost_card(cluster, ts, card["ts"]) and lost_card(cluster, ts, run_card["ts"]),
+        lambda: (
+            lost_card(cluster, ts, card["ts"])
+            and lost_card(cluster, ts, run_card["ts"])
+            and lost_notices(cluster, ts)
+        ),
         30,
-        "the approval card and the run card redrawn as lost",
+        "the approval card and the run card redrawn as lost, and the thread told",
     )
     assert lost_notices(cluster, ts) == [LOST_NOTICE]
     # The thread is free again: a new mention there is a new run the same worker serves.

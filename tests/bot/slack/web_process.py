@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from emulator.demo.processes import web_socket
 from emulator.slack import SlackEmulator
 from tests.support.slack_http import http
 from tests.support.slack_workspace import SECRET, TOKEN
@@ -24,12 +24,6 @@ from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 CHATOPS = str(Path(sys.executable).with_name("chatops"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -66,7 +60,11 @@ def chatops_processes(
     names: Sequence[str] = ("web", "worker"),
     **env: str,
 ) -> Iterator[Served]:
-    port = free_port()
+    # The web serves a socket bound here (``chatops web --fd``): a port chosen here and bound by the
+    # web process seconds later, while it imports, can be taken meanwhile by any connection made on
+    # a busy machine (the eval lost a run to "Address already in use" that way).
+    bound = web_socket()
+    port = int(bound.getsockname()[1])
     environment = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -87,19 +85,12 @@ def chatops_processes(
     logs = directory / "logs"
     logs.mkdir(exist_ok=True)
     started: dict[str, subprocess.Popen[bytes]] = {}
-    for name in names:
-        with open(logs / f"{name}.log", "wb") as log:
-            started[name] = subprocess.Popen(
-                [CHATOPS, name],
-                cwd=directory,
-                env=environment,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: the web process forks its workers
-            )
     served = Served(f"http://127.0.0.1:{port}", port, environment, logs)
-    served.pids = {name: process.pid for name, process in started.items()}
     try:
+        with bound:  # the web process has its own copy
+            for name in names:
+                started[name] = _start(name, environment, directory, logs, bound.fileno())
+        served.pids = {name: process.pid for name, process in started.items()}
         wait_for(lambda: health(served.url) == 200, timeout=60, what="chatops web to answer /healthz")
         emulator.set_events_url(served.events_url)
         yield served
@@ -119,3 +110,20 @@ def chatops_processes(
                 os.killpg(process.pid, signal.SIGKILL)
         for name in started:
             sys.stderr.write(f"--- {name} log ---\n{served.log(name)[-4000:]}\n")
+
+
+def _start(
+    name: str, environment: dict[str, str], directory: Path, logs: Path, fd: int
+) -> subprocess.Popen[bytes]:
+    """``chatops NAME``; the web process listens on ``fd``, the socket bound by the test."""
+    command, inherited = ([CHATOPS, name, "--fd", str(fd)], (fd,)) if name == "web" else ([CHATOPS, name], ())
+    with open(logs / f"{name}.log", "wb") as log:
+        return subprocess.Popen(
+            command,
+            cwd=directory,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the web process forks its workers
+            pass_fds=inherited,
+        )
