@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings
 from bot.keys import Keys
 from emulator.embedded_redis import RedisServer, ensure_redis
 from tests.support.leftover_processes import mark_session, processes_left_behind
-from tests.support.redis_cleanup import ISSUED, leftovers_of, session_leftovers
+from tests.support.redis_cleanup import ISSUED, forget_rq_cleaning_lock, leftovers_of, session_leftovers
 from tools.mcp.pool import process_pool
 
 # Hypothesis judges each example by wall-clock by default (a 200 ms deadline, a "too slow" health
@@ -59,6 +59,7 @@ def redis_server() -> Iterator[RedisServer]:
         client = redis.Redis.from_url(server.url)
         left = session_leftovers(client, ISSUED)
         left.remove(client)
+        forget_rq_cleaning_lock(client)
         client.close()
     finally:
         server.stop()

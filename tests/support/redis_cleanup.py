@@ -15,10 +15,19 @@ import os
 from dataclasses import dataclass, field
 
 import redis
+from rq.group import Group
 
 from emulator.redis_leftovers import Leftovers, leftovers_of, rq_leftovers
 
-__all__ = ["ISSUED", "RECORD", "Issued", "Leftovers", "leftovers_of", "session_leftovers"]
+__all__ = [
+    "ISSUED",
+    "RECORD",
+    "Issued",
+    "Leftovers",
+    "forget_rq_cleaning_lock",
+    "leftovers_of",
+    "session_leftovers",
+]
 
 # ``PYTEST_CHATOPS_ISSUED=file``: every prefix and queue handed out is appended to ``file`` as it is,
 # so that what a run left in a Redis other processes share can be told from what they left.
@@ -69,3 +78,12 @@ def session_leftovers(client: redis.Redis, issued: Issued) -> Leftovers:
             if any(key[: i + 1].decode(errors="replace") in issued.prefixes for i in ends):
                 found.keys.add(key)
     return found
+
+
+def forget_rq_cleaning_lock(client: redis.Redis) -> None:
+    """RQ's one key outside any queue: every worker's registry clean-up takes ``rq:clean_groups``
+    (SET NX with a TTL of minutes) so that groups are swept by one worker at a time. The tests'
+    workers take it like any; it would outlive the session by minutes. It is the one exception to
+    "only what was handed out": deleting it costs whoever else uses RQ here one early sweep, nothing
+    more."""
+    client.delete(Group.REDIS_GROUP_CLEANING_KEY)
