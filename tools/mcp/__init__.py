@@ -4,6 +4,8 @@ Modules, in the order data flows:
 
 * ``config``: the catalog's ``mcp_servers:`` entries, checked and resolved (``${VAR}`` secrets);
 * ``bridge``: the one event-loop thread between the synchronous runtime and the async SDK;
+  ``spawning``: its loop creates a server process while no ``os.fork`` can happen (a horse forked
+  meanwhile would stall the loop for its whole life);
 * ``pool``: one session per server per process, started lazily;
 * ``connection``: one server's session, restarted in the background with backoff when it is lost;
   ``failures``: an error answer (one call's result) from a lost session; ``http``: the HTTP

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from tools.mcp.spawning import SpawnGuardedLoop
+
 T = TypeVar("T")
 
 
@@ -52,7 +54,7 @@ class Bridge:
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
+                loop = SpawnGuardedLoop()  # a fork cannot stall its process starts (see spawning)
                 ready = threading.Event()
                 thread = threading.Thread(
                     target=self._serve, args=(loop, ready), name=self._name, daemon=True
