@@ -128,7 +128,7 @@ def tail(path: Path, lines: int) -> str:
 
 def free_port() -> int:
     """A port free now, for a server this process starts itself (another process binding it later
-    may find it taken by then: hand that one a ``listening_socket()`` instead)."""
+    may find it taken by then: hand that one a ``web_socket()`` instead)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
